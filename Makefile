@@ -1,0 +1,38 @@
+# The two set-up commands of the README: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test check unit integration bench llama-server clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/collective ask "Which filament should I use for a part that sits in a hot car, and why?"
+
+check: $(STAMP)
+	$(BIN)/ruff check collective tests bench
+	$(BIN)/ruff format --check collective tests bench
+	$(BIN)/mypy
+
+# The real llama-server binary, built once and cached outside the repo (ops/llama-server/build.sh).
+llama-server: $(STAMP)
+	PYTHON=$(BIN)/python bash ops/llama-server/build.sh >/dev/null
+
+test: check llama-server
+	COLLECTIVE_LLAMA_SERVER="$$(PYTHON=$(BIN)/python bash ops/llama-server/build.sh)" \
+		$(BIN)/pytest -q
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+
+bench: $(STAMP)
+	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,73 @@
+"""Budget reports: what each assembled prompt allocated and used, per section."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["BudgetReport", "SectionUsage"]
+
+
+@dataclass(frozen=True)
+class SectionUsage:
+    """One section of an assembled prompt."""
+
+    name: str
+    allocated: int
+    """Tokens the plan gave the section."""
+    used: int
+    """Tokens the section's rendered text really has."""
+    granted: int | None = None
+    """Allocation plus slack received from sections that needed less (None: no slack)."""
+    trimmed: bool = False
+    """Whether content was cut or dropped to fit."""
+    note: str = ""
+
+    def line(self) -> str:
+        """The familiar one-line form, e.g. `✓ kb_chunks: 9200/10000 (92.0%)`."""
+        limit = self.granted if self.granted is not None else self.allocated
+        pct = 100.0 * self.used / limit if limit else 0.0
+        mark = "✓" if self.used <= limit else "✗"
+        extra = f" +{self.granted - self.allocated} slack" if self.granted else ""
+        cut = " trimmed" if self.trimmed else ""
+        return f"{mark} {self.name}: {self.used}/{limit} ({pct:.1f}%){extra}{cut}"
+
+
+@dataclass(frozen=True)
+class BudgetReport:
+    """The budget of one model call, as the `--json` contract shows it."""
+
+    node: str
+    model: str
+    n_ctx: int
+    prompt_tokens: int
+    """The whole prompt as the model sees it (chat template included), counted by `token_counter`."""
+    max_output_tokens: int
+    token_counter: str
+    sections: list[SectionUsage] = field(default_factory=list)
+    scaled: str = ""
+    """Why the plan differs from its preset (e.g. scaled to a 4,096-token slot); empty if not."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        """The invariant: prompt tokens + reserved output <= the real context."""
+        return self.prompt_tokens + self.max_output_tokens <= self.n_ctx
+
+    def lines(self) -> list[str]:
+        """Human-readable lines: a header, then one line per section."""
+        head = (
+            f"{self.node} [{self.model}] prompt {self.prompt_tokens} + output "
+            f"{self.max_output_tokens} <= n_ctx {self.n_ctx} ({self.token_counter})"
+        )
+        return [head, *(f"  {s.line()}" for s in self.sections)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the shape of DESIGN.md's `budgets` entries)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BudgetReport:
+        """Rebuild a report from `to_dict` output."""
+        sections = [SectionUsage(**s) for s in data.get("sections", [])]
+        return cls(**{**data, "sections": sections})
