@@ -1,0 +1,48 @@
+"""The demo knowledge base (3D-printing materials) and the default KB location.
+
+The default KB is `$COLLECTIVE_KB` or `.collective/kb.sqlite`. `open_default_store` builds it
+from the demo files the first time it is needed, so `make demo` works on a fresh checkout.
+Sources of the demo chunks are stored relative to the package data (`demo_kb/pla.md`), so the
+chunk ids are the same on every machine.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+
+from collective.kb.sqlite_store import SqliteKnowledgeStore
+
+__all__ = ["DEFAULT_KB_PATH", "default_kb_path", "demo_kb_path", "open_default_store"]
+
+DEFAULT_KB_PATH = Path(".collective") / "kb.sqlite"
+
+
+def demo_kb_path() -> Path:
+    """The folder holding the demo KB's Markdown files."""
+    return Path(str(resources.files("collective") / "data" / "demo_kb"))
+
+
+def default_kb_path() -> Path:
+    """`$COLLECTIVE_KB` if set, else `.collective/kb.sqlite` (relative to the working dir)."""
+    env = os.environ.get("COLLECTIVE_KB", "").strip()
+    return Path(env) if env else DEFAULT_KB_PATH
+
+
+def open_default_store(path: str | Path | None = None) -> SqliteKnowledgeStore:
+    """Open the KB at `path` (default: `default_kb_path()`), seeding it with the demo KB if new.
+
+    Args:
+        path: The KB file; when it does not exist yet it is created from the demo files.
+
+    Returns:
+        The opened store.
+    """
+    target = Path(path) if path is not None else default_kb_path()
+    fresh = not target.exists()
+    store = SqliteKnowledgeStore(target)
+    if fresh:
+        demo = demo_kb_path()
+        store.add_paths([demo], base=demo.parent)
+    return store

@@ -1,0 +1,543 @@
+"""Budget-aware retrieval: lean, balanced, deep and auto profiles over any `KnowledgeStore`.
+
+| profile | rewrites | fetch per query | trust pass | injected |
+|---|---|---|---|---|
+| lean | none | 10 | strict: score >= 0.35 and >= 60% of the best | 3-5 |
+| balanced | one (keywords + synonyms, or the caller's context for a follow-up) | 30 | standard: >= 0.2 and >= 40% of the best | 6-10 |
+| deep | the whole chain below, plus an optional LLM rewriter | 60 | permissive: >= 0.1 and >= 20% of the best, every drop explained | 8 to the maximum (16) |
+
+Deep's deterministic rewrite chain: `context` (follow-ups only: the query plus the caller's
+context keywords), `keywords` (content words, filler dropped), `expand` (plus general English
+synonyms: hot -> heat, temperature ...), `relax` (phrase relaxation: each adjacent pair of
+keywords searched on its own, so a chunk matching part of a long query can surface) and
+`feedback` (pseudo-relevance feedback: the distinctive words of the best chunks so far).
+
+Each query's hits are fused: a chunk's score is its best weighted score over the queries that
+found it (rewrites weigh less than the original) plus up to 0.1 for being found by many of them.
+The trust pass keeps chunks above the profile's thresholds; if fewer than the profile's minimum
+pass, the best remaining candidates above 0.05 top it up (with a diagnostic).
+
+`auto` picks a profile from the query (content-word count, comparisons, multi-part questions,
+"why/how" reasoning, follow-ups that lean on the caller's context) and any latency bound, and
+says why. `max_inject` caps the injected count and `max_latency_ms` stops the rewrite chain once
+the elapsed time passes it (then, and only then, the result can depend on machine speed).
+Otherwise the same store, query and profile always give the same result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import math
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from collective.errors import ConfigError
+from collective.kb.sqlite_store import STOPWORDS, query_terms
+from collective.kb.store import Chunk, KnowledgeStore, rank_chunks
+from collective.telemetry import record_retrieval, retrieval_span
+
+if TYPE_CHECKING:
+    from collective.models.base import Backend
+
+__all__ = [
+    "DEFAULT_MAX_INJECT",
+    "PROFILES",
+    "Profile",
+    "ProfileSettings",
+    "RetrievalResult",
+    "Rewriter",
+    "backend_rewriter",
+    "choose_profile",
+    "kb_allocation_factor",
+    "retrieve",
+]
+
+Profile = Literal["lean", "balanced", "deep", "auto"]
+AppliedProfile = Literal["lean", "balanced", "deep"]
+
+Rewriter = Callable[[str, str], Sequence[str]]
+"""An extra query rewriter for deep: `(query, context) -> rewritten queries`."""
+
+DEFAULT_MAX_INJECT = 16
+"""The configured maximum of injected chunks (deep's upper bound unless `max_inject` says less)."""
+
+
+@dataclass(frozen=True)
+class ProfileSettings:
+    """How hard one profile searches."""
+
+    fetch: int
+    """Candidates fetched per query."""
+    max_rewrites: int
+    """Rewrite steps allowed (a step may issue several sub-queries)."""
+    relative_trust: float
+    """Keep chunks scoring at least this share of the best score ..."""
+    absolute_trust: float
+    """... and at least this score."""
+    min_inject: int
+    max_inject: int
+    trust: str
+    """Name of the trust pass, for reasons and diagnostics."""
+
+
+PROFILES: dict[str, ProfileSettings] = {
+    "lean": ProfileSettings(10, 0, 0.6, 0.35, 3, 5, "strict"),
+    "balanced": ProfileSettings(30, 1, 0.4, 0.2, 6, 10, "standard"),
+    "deep": ProfileSettings(60, 99, 0.2, 0.1, 8, DEFAULT_MAX_INJECT, "permissive"),
+}
+
+_TOP_UP_FLOOR = 0.05
+_AGREEMENT_BONUS = 0.1
+_STEP_WEIGHT = {
+    "original": 1.0,
+    "context": 0.95,
+    "keywords": 1.0,
+    "expand": 0.9,
+    "relax": 0.75,
+    "feedback": 0.85,
+    "llm": 0.9,
+}
+
+FILLER = frozenset(
+    """best better good use used using uses need needs want wants make makes made get gets
+    thing things way ways recommend recommended tell know like kind kinds type types really
+    much many also one ones please help go going something anything someone would could
+    should might may must able actually just well lot lots bit quite pretty sure""".split()
+)
+
+# General English paraphrases; each word maps to the others of its group.
+_SYNONYM_GROUPS = [
+    "hot heat temperature thermal warm",
+    "cold freezing frost",
+    "wet moisture humidity damp water",
+    "dry drying dried",
+    "strong strength tough toughness",
+    "stiff stiffness rigid rigidity",
+    "flexible flex bendy elastic",
+    "break breaks crack cracks fracture brittle snap",
+    "stick sticks adhesion adhere bond",
+    "glue adhesive",
+    "warp warping curl curling lift",
+    "cheap cost price inexpensive affordable",
+    "fast speed quick quickly rapid",
+    "outdoor outdoors outside weather sunlight uv",
+    "smell odor odour fumes",
+    "safe safety hazard toxic",
+    "food kitchen edible",
+    "rust corrosion corrode corrodes",
+    "wear abrasion abrasive",
+    "soft soften softens sag sags deform creep",
+    "melt melts melting",
+    "light lightweight density",
+    "hard hardness scratch",
+    "cut cutting machining machinability",
+    "join joining weld welding",
+    "shrink shrinks shrinkage",
+    "clog clogs jam blockage",
+]
+SYNONYMS: dict[str, tuple[str, ...]] = {}
+for _group in _SYNONYM_GROUPS:
+    _words = _group.split()
+    for _word in _words:
+        SYNONYMS[_word] = tuple(w for w in _words if w != _word)
+
+_COMPARISON = re.compile(
+    r"\b(vs\.?|versus|compare[ds]?|comparison|difference|differences|between|better|worse|"
+    r"instead|alternative|or)\b",
+    re.IGNORECASE,
+)
+_REASONING = re.compile(r"\b(why|how|explain|trade-?offs?|pros|cons|when)\b", re.IGNORECASE)
+_ANAPHORA = re.compile(r"\b(it|its|that|this|those|these|they|them|the same|one)\b", re.IGNORECASE)
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+@dataclass
+class RetrievalResult:
+    """What one retrieval did and what it injects."""
+
+    requested: str
+    """The profile asked for (may be `auto`)."""
+    applied: str
+    """The profile that ran (`lean`, `balanced` or `deep`)."""
+    reason: str
+    """Why `applied` ran."""
+    candidates: int
+    """Distinct chunks seen across all queries."""
+    injected: list[Chunk]
+    """The chunks to put in the prompt, best first, scores fused 0..1."""
+    rewrites: list[str] = field(default_factory=list)
+    """Rewritten queries issued (their count is the rewrite attempts)."""
+    diagnostics: list[str] = field(default_factory=list)
+    latency_ms: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: the DESIGN.md `retrieval` object plus detail."""
+        return {
+            "requested": self.requested,
+            "applied": self.applied,
+            "reason": self.reason,
+            "candidates": self.candidates,
+            "injected": [c.id for c in self.injected],
+            "rewrites": list(self.rewrites),
+            "rewrite_attempts": len(self.rewrites),
+            "diagnostics": list(self.diagnostics),
+            "latency_ms": round(self.latency_ms, 3),
+            "chunks": [
+                {
+                    "id": c.id,
+                    "source": c.source,
+                    "heading": c.heading,
+                    "tags": list(c.tags),
+                    "score": round(c.score, 4),
+                }
+                for c in self.injected
+            ],
+        }
+
+
+def kb_allocation_factor(applied_profile: str) -> float:
+    """How the applied profile scales a node's KB-chunk allocation (within the node's budget).
+
+    Returns:
+        0.5 for lean, 1.0 for balanced, 1.5 for deep.
+
+    Raises:
+        ConfigError: For `auto` (resolve it first) or an unknown profile.
+    """
+    factors = {"lean": 0.5, "balanced": 1.0, "deep": 1.5}
+    if applied_profile not in factors:
+        raise ConfigError(
+            f"no KB allocation for profile {applied_profile!r}; use lean, balanced or deep "
+            "(resolve auto with retrieve() first)"
+        )
+    return factors[applied_profile]
+
+
+def _keywords(query: str) -> list[str]:
+    return [t for t in query_terms(query) if t not in FILLER]
+
+
+def _is_follow_up(query: str, context: str) -> bool:
+    return bool(context.strip()) and bool(_ANAPHORA.search(query)) and len(_keywords(query)) <= 4
+
+
+def choose_profile(
+    query: str, context: str = "", *, max_latency_ms: float | None = None
+) -> tuple[AppliedProfile, str]:
+    """The profile `auto` applies to `query`, and why.
+
+    Args:
+        query: The question.
+        context: The caller's context (e.g. the conversation so far).
+        max_latency_ms: A latency bound; tight bounds rule out the costlier profiles.
+
+    Returns:
+        `(profile, reason)`.
+    """
+    words = _keywords(query)
+    comparison = bool(_COMPARISON.search(query))
+    reasoning = bool(_REASONING.search(query))
+    parts = query.count("?") + len(re.findall(r"\b(and|also|plus)\b", query, re.IGNORECASE))
+    follow_up = _is_follow_up(query, context)
+    signals = []
+    if comparison:
+        signals.append("comparison")
+    if reasoning:
+        signals.append("why/how reasoning")
+    if parts >= 2:
+        signals.append("multi-part")
+    if follow_up:
+        signals.append("follow-up that relies on the context")
+    described = f"{len(words)} content words" + (f", {', '.join(signals)}" if signals else "")
+
+    profile: AppliedProfile
+    if follow_up or len(words) >= 9 or len(signals) >= 2:
+        profile = "deep"
+    elif len(words) <= 3 and not signals:
+        profile = "lean"
+    else:
+        profile = "balanced"
+    reason = f"{profile}: {described}"
+    if max_latency_ms is not None:
+        cap: AppliedProfile | None = None
+        if max_latency_ms < 5 and profile != "lean":
+            cap = "lean"
+        elif max_latency_ms < 20 and profile == "deep":
+            cap = "balanced"
+        if cap is not None:
+            reason = f"{cap}: {described} suggests {profile}, but max_latency_ms={max_latency_ms:g}"
+            profile = cap
+    return profile, reason
+
+
+def backend_rewriter(backend: Backend, *, max_tokens: int = 96) -> Rewriter:
+    """An LLM rewriter for deep that asks `backend` for up to three search queries.
+
+    The returned callable is synchronous (retrieval is); it runs the chat on its own event loop,
+    in a worker thread when the caller already runs one.
+    """
+
+    def rewrite(query: str, context: str) -> list[str]:
+        prompt = (
+            "Rewrite the question into up to three short keyword search queries for a "
+            "knowledge base, one per line, nothing else.\n"
+            + (f"Context: {context[:500]}\n" if context else "")
+            + f"Question: {query}"
+        )
+
+        def call() -> str:
+            result = asyncio.run(
+                backend.chat(
+                    [{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0
+                )
+            )
+            return result.text
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            text = call()
+        else:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+                text = pool.submit(call).result()
+        lines = [re.sub(r"^[\s\-*\d.)]+", "", line).strip() for line in text.splitlines()]
+        return [line for line in lines if line][:3]
+
+    return rewrite
+
+
+class _Fusion:
+    """Collects each query's hits and fuses them into one ranking."""
+
+    def __init__(self) -> None:
+        self.best: dict[str, float] = {}
+        self.chunks: dict[str, Chunk] = {}
+        self.found: Counter[str] = Counter()
+        self.lists = 0
+
+    def add(self, hits: list[Chunk], weight: float) -> int:
+        self.lists += 1
+        new = 0
+        for chunk in hits:
+            if chunk.id not in self.chunks:
+                new += 1
+                self.chunks[chunk.id] = chunk
+            self.found[chunk.id] += 1
+            self.best[chunk.id] = max(self.best.get(chunk.id, 0.0), weight * chunk.score)
+        return new
+
+    def ranked(self) -> list[Chunk]:
+        fused = []
+        for cid, chunk in self.chunks.items():
+            bonus = 0.0
+            if self.lists > 1:
+                bonus = _AGREEMENT_BONUS * (self.found[cid] - 1) / (self.lists - 1)
+            fused.append(chunk.with_score(round(self.best[cid] + bonus, 6)))
+        return rank_chunks(fused)
+
+
+def _feedback_terms(top: list[Chunk], pool: list[Chunk], exclude: set[str], n: int = 5) -> list[str]:
+    """Words frequent in the best chunks but rare in the candidate pool (pseudo-relevance)."""
+
+    def words(chunk: Chunk) -> set[str]:
+        text = f"{chunk.heading} {chunk.text}".lower()
+        return {w for w in _WORD.findall(text) if w not in STOPWORDS and len(w) > 2}
+
+    pool_df: Counter[str] = Counter()
+    for chunk in pool:
+        pool_df.update(words(chunk))
+    top_tf: Counter[str] = Counter()
+    for chunk in top:
+        top_tf.update(words(chunk))
+    size = max(len(pool), 1)
+    weights = {
+        w: tf * math.log(1 + size / pool_df[w])
+        for w, tf in top_tf.items()
+        if w not in exclude and w not in FILLER and not w.isdigit()
+    }
+    return [w for w, _ in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[:n]]
+
+
+def retrieve(
+    store: KnowledgeStore,
+    query: str,
+    profile: str = "auto",
+    *,
+    max_inject: int | None = None,
+    max_latency_ms: float | None = None,
+    context: str = "",
+    rewriter: Rewriter | None = None,
+) -> RetrievalResult:
+    """Retrieve chunks for `query` under a retrieval profile.
+
+    Args:
+        store: Any knowledge store.
+        query: The question.
+        profile: `lean`, `balanced`, `deep` or `auto` (see the module docstring).
+        max_inject: Cap on injected chunks, for any profile.
+        max_latency_ms: Stop issuing rewrites once this much time has passed.
+        context: The caller's context (conversation summary); used by `auto` and for
+            follow-up questions.
+        rewriter: An extra (e.g. LLM) rewriter; only deep calls it.
+
+    Returns:
+        The result, with the applied profile, the reason, and the diagnostics.
+
+    Raises:
+        ConfigError: Unknown profile, or a non-positive `max_inject`.
+    """
+    if profile not in get_args(Profile):
+        raise ConfigError(f"unknown retrieval profile {profile!r}; use lean, balanced, deep or auto")
+    if max_inject is not None and max_inject < 1:
+        raise ConfigError(f"max_inject must be at least 1 (got {max_inject})")
+    with retrieval_span(profile, query_chars=len(query)) as span:
+        result = _retrieve(store, query, profile, max_inject, max_latency_ms, context, rewriter)
+        for position, rewritten in enumerate(result.rewrites, 1):
+            span.add_event("retrieval.rewrite", {"attempt": position, "query": rewritten})
+        record_retrieval(span, result.to_dict())
+    return result
+
+
+def _retrieve(
+    store: KnowledgeStore,
+    query: str,
+    profile: str,
+    max_inject: int | None,
+    max_latency_ms: float | None,
+    context: str,
+    rewriter: Rewriter | None,
+) -> RetrievalResult:
+    start = time.perf_counter()
+    applied: AppliedProfile
+    if profile == "auto":
+        applied, reason = choose_profile(query, context, max_latency_ms=max_latency_ms)
+    else:
+        applied = profile  # type: ignore[assignment]
+        reason = f"{applied}: requested explicitly"
+    settings = PROFILES[applied]
+    upper = settings.max_inject if max_inject is None else min(settings.max_inject, max_inject)
+    if applied == "deep" and max_inject is not None:
+        upper = max_inject
+    lower = min(settings.min_inject, upper)
+    diagnostics: list[str] = []
+    rewrites: list[str] = []
+    fusion = _Fusion()
+
+    def elapsed_ms() -> float:
+        return (time.perf_counter() - start) * 1000.0
+
+    hits = store.search(query, settings.fetch)
+    fusion.add(hits, _STEP_WEIGHT["original"])
+    if applied == "deep" or settings.trust != "strict":
+        diagnostics.append(f"original query: {len(hits)} hits")
+
+    keywords = _keywords(query)
+    steps: list[str] = []
+    if applied == "balanced":
+        steps = ["context" if _is_follow_up(query, context) else "expand"]
+    elif applied == "deep":
+        steps = ["context"] if _is_follow_up(query, context) else []
+        steps += ["keywords", "expand", "relax", "feedback"]
+        if rewriter is not None:
+            steps.append("llm")
+    if rewriter is not None and applied != "deep":
+        diagnostics.append(f"LLM rewriter not used: only deep calls it (applied {applied})")
+
+    for step in steps[: settings.max_rewrites]:
+        if max_latency_ms is not None and elapsed_ms() >= max_latency_ms:
+            diagnostics.append(
+                f"rewrite chain stopped before {step!r}: {elapsed_ms():.1f} ms >= "
+                f"max_latency_ms {max_latency_ms:g}"
+            )
+            break
+        queries: list[str] = []
+        if step == "context":
+            extra = [w for w in _keywords(context) if w not in keywords][:6]
+            queries = [" ".join(keywords + extra)] if extra else []
+        elif step == "keywords":
+            queries = [" ".join(keywords)]
+        elif step == "expand":
+            expanded = [s for w in keywords for s in SYNONYMS.get(w, ()) if s not in keywords]
+            queries = [" ".join(keywords + list(dict.fromkeys(expanded)))] if expanded else []
+            if not queries and applied == "balanced":
+                queries = [" ".join(keywords)]
+        elif step == "relax":
+            queries = [f"{a} {b}" for a, b in zip(keywords, keywords[1:], strict=False)]
+            if len(keywords) <= 2:
+                queries = []
+        elif step == "feedback":
+            ranked = fusion.ranked()
+            extra = _feedback_terms(ranked[:3], ranked, set(keywords))
+            queries = [" ".join(keywords + extra)] if extra else []
+        elif step == "llm" and rewriter is not None:
+            try:
+                queries = [q for q in rewriter(query, context) if q.strip()][:3]
+            except Exception as exc:  # noqa: BLE001 - a rewriter failure must not fail retrieval
+                diagnostics.append(f"LLM rewriter failed ({type(exc).__name__}: {exc}); skipped")
+        queries = [q for q in dict.fromkeys(queries) if q.strip() and q != query]
+        if not queries:
+            if applied == "deep":
+                diagnostics.append(f"rewrite {step!r}: nothing to add")
+            continue
+        for rewritten in queries:
+            found = store.search(rewritten, settings.fetch)
+            new = fusion.add(found, _STEP_WEIGHT[step])
+            rewrites.append(rewritten)
+            diagnostics.append(f"rewrite {step!r} {rewritten!r}: {len(found)} hits, {new} new")
+
+    ranked = fusion.ranked()
+    # One copy of identical text (the same passage ingested from two files).
+    seen_text: set[str] = set()
+    unique: list[Chunk] = []
+    for chunk in ranked:
+        key = " ".join(chunk.text.split()).lower()
+        if key in seen_text:
+            if applied == "deep":
+                diagnostics.append(f"dropped {chunk.id}: duplicate text")
+            continue
+        seen_text.add(key)
+        unique.append(chunk)
+
+    top = unique[0].score if unique else 0.0
+    threshold = max(settings.absolute_trust, settings.relative_trust * top)
+    trusted = [c for c in unique if c.score >= threshold]
+    injected = trusted[:upper]
+    if len(injected) < lower:
+        extra_chunks = [c for c in unique if c.score < threshold and c.score >= _TOP_UP_FLOOR]
+        top_up = extra_chunks[: lower - len(injected)]
+        if top_up:
+            diagnostics.append(
+                f"{settings.trust} trust pass kept {len(injected)} (< {lower}); topped up with "
+                f"{len(top_up)} below {threshold:.2f}"
+            )
+        injected += top_up
+    dropped = [c for c in unique if c not in injected]
+    if applied == "deep":
+        for chunk in dropped[:10]:
+            why = f"score {chunk.score:.2f} < {threshold:.2f}"
+            if chunk.score >= threshold:
+                why = f"over max inject {upper}"
+            diagnostics.append(f"dropped {chunk.id}: {why}")
+        if len(dropped) > 10:
+            diagnostics.append(f"... and {len(dropped) - 10} more dropped")
+    diagnostics.append(
+        f"{settings.trust} trust pass (score >= {threshold:.2f}): {len(trusted)} of "
+        f"{len(unique)} candidates passed, {len(injected)} injected (range {lower}-{upper})"
+    )
+    if not unique:
+        diagnostics.append("no chunk matched the query's content words")
+    return RetrievalResult(
+        requested=profile,
+        applied=applied,
+        reason=reason,
+        candidates=len(unique),
+        injected=injected,
+        rewrites=rewrites,
+        diagnostics=diagnostics,
+        latency_ms=elapsed_ms(),
+    )

@@ -1,0 +1,384 @@
+"""The embedded default knowledge store: one SQLite file with FTS5 (BM25) full-text search.
+
+Needs no server. Files are chunked by `collective.kb.chunking`; each chunk gets a stable id from
+its source, heading path and text, so re-adding an unchanged file changes nothing (the file's
+SHA-256 is recorded and compared first) and re-adding an edited file replaces only the chunks
+that changed.
+
+Scores: FTS5 finds candidates with OR semantics over the query's content words and ranks them
+by BM25 (the heading path weighs double). Each candidate's score is then
+
+    0.7 * coverage + 0.3 * bm25 / best_bm25
+
+where coverage is the IDF-weighted share of the query's content words that the chunk contains.
+Coverage makes the score comparable across queries (1.0: every content word present), which the
+trust passes of the retrieval profiles rely on; the BM25 part orders chunks of equal coverage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from collective.errors import ConfigError
+from collective.kb.chunking import split_text
+from collective.kb.store import Chunk, chunk_id, rank_chunks
+
+__all__ = ["IngestStats", "SqliteKnowledgeStore", "query_terms"]
+
+TEXT_SUFFIXES = (".md", ".markdown", ".txt")
+"""Suffixes picked up when a directory is added (explicit files are read whatever their suffix)."""
+
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most my myself no nor not of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself
+    yourselves i'm i've it's don't doesn't isn't can't won't""".split()
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sources (
+    source TEXT PRIMARY KEY,
+    sha256 TEXT NOT NULL,
+    chunks INTEGER NOT NULL,
+    added_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    source TEXT NOT NULL,
+    heading TEXT NOT NULL,
+    text TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    position INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_source ON chunks(source);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+    heading, text, tags, content='chunks', content_rowid='rowid', tokenize='porter unicode61'
+);
+CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts(rowid, heading, text, tags)
+    VALUES (new.rowid, new.heading, new.text, new.tags);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts(chunks_fts, rowid, heading, text, tags)
+    VALUES ('delete', old.rowid, old.heading, old.text, old.tags);
+END;
+"""
+
+
+def query_terms(query: str, limit: int = 32) -> list[str]:
+    """The content words of a query: lower-cased, stopwords dropped, deduplicated, in order."""
+    words = (w.lower().replace("’", "'") for w in _WORD.findall(query))
+    terms = [w for w in words if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+    return list(dict.fromkeys(terms))[:limit]
+
+
+@dataclass
+class IngestStats:
+    """What an `add_file`/`add_paths` call changed."""
+
+    files: int = 0
+    """Files read."""
+    unchanged_files: int = 0
+    """Files whose content matched what the store already had (nothing written)."""
+    added: int = 0
+    """Chunks inserted."""
+    removed: int = 0
+    """Chunks deleted because their file no longer has them."""
+    kept: int = 0
+    """Chunks of changed files that were already present unchanged."""
+    sources: list[str] = field(default_factory=list)
+    """The source labels of the files read."""
+
+    def merge(self, other: IngestStats) -> None:
+        """Add `other`'s counts to this one."""
+        self.files += other.files
+        self.unchanged_files += other.unchanged_files
+        self.added += other.added
+        self.removed += other.removed
+        self.kept += other.kept
+        self.sources += other.sources
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready form."""
+        return {
+            "files": self.files,
+            "unchanged_files": self.unchanged_files,
+            "added": self.added,
+            "removed": self.removed,
+            "kept": self.kept,
+            "sources": list(self.sources),
+        }
+
+
+def _row_to_chunk(row: sqlite3.Row | tuple, score: float = 0.0) -> Chunk:
+    cid, source, heading, text, tags = row[:5]
+    return Chunk(
+        id=cid,
+        text=text,
+        source=source,
+        tags=tuple(t for t in tags.split(",") if t),
+        score=score,
+        heading=heading,
+    )
+
+
+class SqliteKnowledgeStore:
+    """A persistent knowledge store in one SQLite file, searched with FTS5 BM25.
+
+    One connection is shared under a lock, so concurrent calls from threads (or async nodes
+    using `asyncio.to_thread`) are safe; SQLite searches take a millisecond or two.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        """Open (creating if needed) the store at `path` (`:memory:` for a throw-away one).
+
+        Raises:
+            ConfigError: The file cannot be opened as a SQLite knowledge store.
+        """
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False)
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(
+                f"cannot open knowledge base {self.path}: {exc}; "
+                "point --kb at a KB file created by `collective kb add`"
+            ) from exc
+
+    def close(self) -> None:
+        """Close the database connection."""
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> SqliteKnowledgeStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- ingestion -----------------------------------------------------------------------------
+
+    def add_file(self, path: str | Path, *, source: str | None = None) -> IngestStats:
+        """Ingest one Markdown or text file (idempotent).
+
+        Args:
+            path: The file to read (UTF-8).
+            source: The label stored as the chunks' source; defaults to the absolute path.
+
+        Returns:
+            What changed.
+
+        Raises:
+            ConfigError: The file does not exist or is not UTF-8 text.
+        """
+        file = Path(path)
+        try:
+            raw = file.read_bytes()
+            text = raw.decode("utf-8")
+        except FileNotFoundError as exc:
+            raise ConfigError(f"no such file: {file}; check the path") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{file} is not UTF-8 text; add Markdown or text files") from exc
+        label = source if source is not None else str(file.resolve())
+        sha = hashlib.sha256(raw).hexdigest()
+        stats = IngestStats(files=1, sources=[label])
+        pieces = split_text(text)
+        new: dict[str, tuple[str, str, str, str, int]] = {}
+        for position, piece in enumerate(pieces):
+            cid = chunk_id(piece.text, label, piece.heading)
+            new.setdefault(cid, (cid, piece.heading, piece.text, ",".join(piece.tags), position))
+        with self._lock, self._db:
+            row = self._db.execute("SELECT sha256 FROM sources WHERE source = ?", (label,)).fetchone()
+            if row is not None and row[0] == sha:
+                stats.unchanged_files = 1
+                return stats
+            old = {
+                r[0] for r in self._db.execute("SELECT id FROM chunks WHERE source = ?", (label,))
+            }
+            gone = old - new.keys()
+            self._db.executemany("DELETE FROM chunks WHERE id = ?", [(g,) for g in sorted(gone)])
+            fresh = [new[c] for c in new if c not in old]
+            self._db.executemany(
+                "INSERT INTO chunks(id, source, heading, text, tags, position) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(cid, label, h, t, tg, pos) for cid, h, t, tg, pos in fresh],
+            )
+            # Positions of kept chunks may have moved.
+            self._db.executemany(
+                "UPDATE chunks SET position = ? WHERE id = ?",
+                [(new[c][4], c) for c in new if c in old],
+            )
+            self._db.execute(
+                "INSERT OR REPLACE INTO sources(source, sha256, chunks, added_at) "
+                "VALUES (?, ?, ?, ?)",
+                (label, sha, len(new), time.time()),
+            )
+            stats.added, stats.removed, stats.kept = len(fresh), len(gone), len(new) - len(fresh)
+        return stats
+
+    def add_paths(
+        self, paths: Iterable[str | Path], *, base: str | Path | None = None
+    ) -> IngestStats:
+        """Ingest files and directories (directories: their .md/.markdown/.txt files, recursively).
+
+        Args:
+            paths: Files or directories.
+            base: When given, sources are stored relative to it (POSIX form) rather than as
+                absolute paths, so a KB built from the same tree elsewhere has the same ids.
+
+        Returns:
+            What changed, summed over all files.
+
+        Raises:
+            ConfigError: A path does not exist or a file is not UTF-8 text.
+        """
+        stats = IngestStats()
+        for file in self._expand(paths):
+            label = None
+            if base is not None:
+                label = file.resolve().relative_to(Path(base).resolve()).as_posix()
+            stats.merge(self.add_file(file, source=label))
+        return stats
+
+    @staticmethod
+    def _expand(paths: Iterable[str | Path]) -> list[Path]:
+        files: list[Path] = []
+        for raw in paths:
+            path = Path(raw)
+            if path.is_dir():
+                files += sorted(
+                    p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES
+                )
+            elif path.is_file():
+                files.append(path)
+            else:
+                raise ConfigError(f"no such file or directory: {path}; check the path")
+        return files
+
+    # -- inspection and removal ----------------------------------------------------------------
+
+    def list(self, source: str | None = None) -> list[Chunk]:
+        """All chunks (or one source's), by source then position in the file."""
+        sql = "SELECT id, source, heading, text, tags FROM chunks"
+        args: tuple[str, ...] = ()
+        if source is not None:
+            sql += " WHERE source = ?"
+            args = (source,)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY source, position, id", args).fetchall()
+        return [_row_to_chunk(r) for r in rows]
+
+    def sources(self) -> list[tuple[str, int]]:
+        """The sources in the store with their chunk counts."""
+        with self._lock:
+            return [
+                (s, n)
+                for s, n in self._db.execute("SELECT source, chunks FROM sources ORDER BY source")
+            ]
+
+    def count(self) -> int:
+        """Number of chunks in the store."""
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    def remove(self, ids: str | Sequence[str] | None = None, *, source: str | None = None) -> int:
+        """Delete chunks by id, or every chunk of a source.
+
+        Args:
+            ids: One id or several.
+            source: A stored source label, or a path that resolves to one.
+
+        Returns:
+            The number of chunks deleted.
+        """
+        if isinstance(ids, str):
+            ids = [ids]
+        deleted = 0
+        with self._lock, self._db:
+            if ids:
+                for cid in ids:
+                    cur = self._db.execute(
+                        "DELETE FROM chunks WHERE id = ? RETURNING source", (cid,)
+                    )
+                    for (src,) in cur.fetchall():
+                        deleted += 1
+                        # The file is no longer fully present: forget its hash so that
+                        # re-adding it restores the removed chunks.
+                        self._db.execute(
+                            "UPDATE sources SET sha256 = '', chunks = chunks - 1 WHERE source = ?",
+                            (src,),
+                        )
+            if source is not None:
+                labels = {source, str(Path(source).resolve())}
+                for label in sorted(labels):
+                    cur = self._db.execute("DELETE FROM chunks WHERE source = ?", (label,))
+                    deleted += cur.rowcount
+                    self._db.execute("DELETE FROM sources WHERE source = ?", (label,))
+        return deleted
+
+    # -- KnowledgeStore ------------------------------------------------------------------------
+
+    def get(self, chunk_id: str) -> Chunk | None:
+        """The chunk with this id (score 0), or None."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id, source, heading, text, tags FROM chunks WHERE id = ?", (chunk_id,)
+            ).fetchone()
+        return _row_to_chunk(row) if row else None
+
+    def search(self, query: str, k: int) -> list[Chunk]:
+        """The best `k` chunks for `query`, scored 0..1 (see the module docstring)."""
+        terms = query_terms(query)
+        if not terms or k <= 0:
+            return []
+        match = " OR ".join(f'"{t}"' for t in terms)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT c.id, c.source, c.heading, c.text, c.tags, "
+                "bm25(chunks_fts, 2.0, 1.0, 1.0) AS rank "
+                "FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid "
+                "WHERE chunks_fts MATCH ? ORDER BY rank, c.id LIMIT ?",
+                (match, max(k * 2, k + 10)),
+            ).fetchall()
+            if not rows:
+                return []
+            total = int(self._db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            present: dict[str, set[str]] = {}
+            for term in terms:
+                present[term] = {
+                    r[0]
+                    for r in self._db.execute(
+                        "SELECT c.id FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid "
+                        "WHERE chunks_fts MATCH ?",
+                        (f'"{term}"',),
+                    )
+                }
+        idf = {
+            t: math.log(1.0 + (total - len(ids) + 0.5) / (len(ids) + 0.5))
+            for t, ids in present.items()
+        }
+        idf_sum = sum(idf.values()) or 1.0
+        best = max(-r[5] for r in rows) or 1.0
+        scored = []
+        for row in rows:
+            coverage = sum(idf[t] for t in terms if row[0] in present[t]) / idf_sum
+            scored.append(_row_to_chunk(row, round(0.7 * coverage + 0.3 * (-row[5] / best), 6)))
+        return rank_chunks(scored)[:k]
