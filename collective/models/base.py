@@ -49,6 +49,9 @@ class ChatResult:
     predicted_per_second, ...) plus `wall_ms` measured by collective."""
     warnings: list[str] = field(default_factory=list)
     """Problems noticed after the fact, e.g. a prompt the server truncated silently."""
+    reasoning: str | None = None
+    """The model's separate reasoning text where the server returns one (gpt-oss `thinking`,
+    llama-server `reasoning_content`); None otherwise."""
 
 
 @dataclass(frozen=True)

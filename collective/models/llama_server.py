@@ -1,0 +1,390 @@
+"""llama.cpp's `llama-server` over HTTP (OpenAI-compatible chat plus its native endpoints).
+
+What the server really offers is read from the server, never from its command line:
+
+* `/props` reports the per-slot context (`default_generation_settings.n_ctx`; some builds put
+  it at the top level). `--ctx-size` is split across `--parallel` slots and capped at the
+  model's training context, so `-c 8192 -np 2` gives 4,096 tokens per request.
+* `/apply-template` renders the chat exactly as `/v1/chat/completions` will, and `/tokenize`
+  with `add_special` counts it exactly as the server does (the count equals the server's
+  `usage.prompt_tokens`).
+* `/health` answers 503 while the model loads; collective waits for it, for a bounded time.
+* A prompt that does not fit is answered with HTTP 400 `exceed_context_size_error` carrying
+  `n_prompt_tokens` and `n_ctx`; it becomes `ContextOverflow` with those numbers, and the
+  cached `n_ctx` is dropped so the next plan uses the server's current value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import PurePosixPath
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from collective.budget.counting import ChatMessage, TokenizerCounter
+from collective.errors import (
+    BackendError,
+    BackendUnavailable,
+    ContextOverflow,
+    InvalidResponse,
+)
+from collective.models._transport import LoopLocal, parse_json, translate_transport_error
+from collective.models.base import Backend, ChatResult, Health, ToolCall, Usage
+
+__all__ = ["LlamaServerBackend", "LlamaServerCounter", "parse_chat_response"]
+
+log = logging.getLogger(__name__)
+
+_SERVER = "llama-server"
+
+
+def _how_to_start(base_url: str) -> str:
+    port = urlsplit(base_url).port or 8080
+    return (
+        f"Start it with `ops/llama-server/launch.sh --port {port}` (the embedded gemma model) "
+        f"or `llama-server -m MODEL.gguf --host 127.0.0.1 --port {port}`."
+    )
+
+
+def _chat_body(
+    messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"messages": [dict(m) for m in messages]}
+    if tools:
+        body["tools"] = list(tools)
+    return body
+
+
+class LlamaServerCounter(TokenizerCounter):
+    """Exact counts from the server's own tokenizer (`kind` `exact:llama-server`).
+
+    Synchronous on purpose: prompt assembly counts hundreds of chunks from a worker thread, and
+    a blocking pooled `httpx.Client` is the cheapest way to do that.
+    """
+
+    def __init__(self, base_url: str, *, timeout: float = 30.0) -> None:
+        self.base_url = base_url
+        self._client = httpx.Client(base_url=base_url, timeout=timeout)
+        super().__init__("exact:llama-server", self._encode, self._decode)
+
+    def _post(self, path: str, body: dict[str, Any]) -> Any:
+        try:
+            response = self._client.post(path, json=body)
+        except httpx.HTTPError as exc:
+            raise translate_transport_error(
+                exc, server=_SERVER, url=self.base_url, how_to_start=_how_to_start(self.base_url)
+            ) from exc
+        data = parse_json(response, server=_SERVER, url=self.base_url)
+        if response.status_code != 200:
+            raise _http_error(response.status_code, data, self.base_url)
+        return data
+
+    def _encode(self, text: str) -> list[int]:
+        # parse_special mirrors how the server tokenizes the rendered chat prompt.
+        data = self._post("/tokenize", {"content": text, "add_special": False})
+        return _int_list(data, "tokens", self.base_url)
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        data = self._post("/detokenize", {"tokens": list(ids)})
+        content = data.get("content") if isinstance(data, dict) else None
+        if not isinstance(content, str):
+            raise InvalidResponse(f"{_SERVER} at {self.base_url}: /detokenize gave {data!r}")
+        return content
+
+    def count_messages(
+        self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None = None
+    ) -> int:
+        """Tokens of the chat prompt exactly as the server will evaluate it."""
+        prompt = self._post("/apply-template", _chat_body(messages, tools)).get("prompt")
+        if not isinstance(prompt, str):
+            raise InvalidResponse(f"{_SERVER} at {self.base_url}: /apply-template gave no prompt")
+        data = self._post("/tokenize", {"content": prompt, "add_special": True})
+        return len(_int_list(data, "tokens", self.base_url))
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self._client.close()
+
+
+def _int_list(data: Any, key: str, url: str) -> list[int]:
+    value = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(value, list) or not all(isinstance(t, int) for t in value):
+        raise InvalidResponse(f"{_SERVER} at {url}: expected a list of token ids in {key!r}")
+    return value
+
+
+def _http_error(status: int, data: Any, url: str) -> BackendError:
+    """The collective error for a non-200 JSON answer from llama-server."""
+    error = data.get("error") if isinstance(data, dict) else None
+    error = error if isinstance(error, dict) else {"message": str(data)}
+    kind, message = error.get("type", ""), error.get("message", "")
+    if kind == "exceed_context_size_error":
+        n_prompt, n_ctx = error.get("n_prompt_tokens"), error.get("n_ctx")
+        if isinstance(n_prompt, int) and isinstance(n_ctx, int):
+            return ContextOverflow(
+                f"{_SERVER} at {url} refused a prompt of {n_prompt} tokens: its slots hold "
+                f"{n_ctx} tokens ({message}). Refit the prompt to n_ctx={n_ctx}.",
+                n_prompt_tokens=n_prompt,
+                n_ctx=n_ctx,
+            )
+    if status == 503:
+        return BackendUnavailable(
+            f"{_SERVER} at {url} is not ready ({message or 'HTTP 503'}); it is loading the model "
+            "or all slots are busy. Wait and retry."
+        )
+    if status >= 500:
+        return BackendUnavailable(f"{_SERVER} at {url} failed with HTTP {status}: {message}")
+    return InvalidResponse(
+        f"{_SERVER} at {url} rejected the request with HTTP {status} ({kind}): {message}"
+    )
+
+
+def parse_chat_response(data: Any, *, url: str, wall_ms: float) -> ChatResult:
+    """Turn an OpenAI-style `/v1/chat/completions` body into a `ChatResult`.
+
+    Raises:
+        InvalidResponse: The body lacks the fields every completion has.
+    """
+    try:
+        choice = data["choices"][0]
+        message = choice["message"]
+        usage = data["usage"]
+        prompt_tokens = int(usage["prompt_tokens"])
+        completion_tokens = int(usage["completion_tokens"])
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise InvalidResponse(
+            f"{_SERVER} at {url} sent a completion without {exc}: {str(data)[:200]!r}"
+        ) from exc
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    calls = []
+    for i, call in enumerate(message.get("tool_calls") or []):
+        try:
+            fn = call["function"]
+            args = fn.get("arguments") or "{}"
+            arguments = json.loads(args) if isinstance(args, str) else dict(args)
+            calls.append(ToolCall(id=call.get("id") or f"call_{i}", name=fn["name"], arguments=arguments))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidResponse(
+                f"{_SERVER} at {url} sent a malformed tool call ({exc}): {call!r}"
+            ) from exc
+    raw_timings = data.get("timings") or {}
+    timings = {
+        k: float(v)
+        for k, v in raw_timings.items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+    timings["wall_ms"] = wall_ms
+    return ChatResult(
+        text=message.get("content") or "",
+        usage=Usage(prompt_tokens, completion_tokens, cached if isinstance(cached, int) else None),
+        model=str(data.get("model", "")),
+        finish_reason=choice.get("finish_reason"),
+        tool_calls=calls,
+        timings=timings,
+        reasoning=message.get("reasoning_content") or None,
+    )
+
+
+class LlamaServerBackend(Backend):
+    """A `llama-server` at `base_url`.
+
+    Args:
+        base_url: e.g. `http://127.0.0.1:8083`.
+        timeout: Seconds one chat may take (prompt processing plus generation).
+        connect_timeout: Seconds to open a connection.
+        load_wait: Longest wait (seconds) for a server that answers 503 while loading.
+        precheck: Count every prompt exactly before sending and refuse (ContextOverflow) what
+            cannot fit with `max_tokens` of output; the server would refuse it anyway, but
+            only after queueing it for a slot.
+    """
+
+    supports_tools = True
+    supports_json_schema = True
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout: float = 600.0,
+        connect_timeout: float = 5.0,
+        load_wait: float = 120.0,
+        precheck: bool = True,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.spec = f"llama-server:{self.base_url}"
+        self.model = _SERVER
+        self.load_wait = load_wait
+        self.precheck = precheck
+        self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
+        self._clients = LoopLocal(
+            lambda: httpx.AsyncClient(
+                base_url=self.base_url,
+                timeout=self._timeout,
+                limits=httpx.Limits(max_keepalive_connections=16),
+            )
+        )
+        self._n_ctx: int | None = None
+        self._counter: LlamaServerCounter | None = None
+
+    # -- transport --------------------------------------------------------------------------
+
+    async def _request(
+        self, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> tuple[int, Any]:
+        client: httpx.AsyncClient = self._clients.get()
+        try:
+            response = await client.request(method, path, json=body)
+        except httpx.HTTPError as exc:
+            raise translate_transport_error(
+                exc, server=_SERVER, url=self.base_url, how_to_start=_how_to_start(self.base_url)
+            ) from exc
+        return response.status_code, parse_json(response, server=_SERVER, url=self.base_url)
+
+    async def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """One request; a 503 while loading is waited out once (bounded by `load_wait`)."""
+        status, data = await self._request(method, path, body)
+        if status == 503:
+            await self.wait_ready()
+            status, data = await self._request(method, path, body)
+        if status != 200:
+            error = _http_error(status, data, self.base_url)
+            if isinstance(error, ContextOverflow):
+                self._n_ctx = None  # the server's slots differ from what we planned for
+            raise error
+        return data
+
+    async def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait until `/health` answers 200 (the model is loaded).
+
+        Raises:
+            BackendUnavailable: Still loading after `timeout` (default `load_wait`) seconds, or
+                refused.
+        """
+        deadline = time.monotonic() + (self.load_wait if timeout is None else timeout)
+        while True:
+            status, _ = await self._request("GET", "/health")
+            if status == 200:
+                return
+            if time.monotonic() >= deadline:
+                raise BackendUnavailable(
+                    f"{_SERVER} at {self.base_url} was still loading its model after "
+                    f"{self.load_wait:g}s (HTTP {status} on /health). Wait for it to finish "
+                    "loading, or check its log."
+                )
+            await asyncio.sleep(0.25)
+
+    # -- discovery --------------------------------------------------------------------------
+
+    async def props(self) -> dict[str, Any]:
+        """The server's `/props` (per-slot `n_ctx`, model path, chat template, ...)."""
+        data = await self._call("GET", "/props")
+        if not isinstance(data, dict):
+            raise InvalidResponse(f"{_SERVER} at {self.base_url}: /props is not an object")
+        return data
+
+    async def context_window(self) -> int:
+        """The per-slot context (tokens), read from `/props` and cached until an overflow."""
+        if self._n_ctx is None:
+            data = await self.props()
+            settings = data.get("default_generation_settings") or {}
+            n_ctx = settings.get("n_ctx", data.get("n_ctx"))
+            if not isinstance(n_ctx, int) or n_ctx <= 0:
+                raise InvalidResponse(
+                    f"{_SERVER} at {self.base_url}: /props reports no per-slot n_ctx"
+                )
+            name = data.get("model_alias") or data.get("model_path")
+            if isinstance(name, str) and name:
+                self.model = PurePosixPath(name).name.removesuffix(".gguf")
+            self._n_ctx = n_ctx
+        return self._n_ctx
+
+    async def token_counter(self) -> LlamaServerCounter:
+        """The server's own tokenizer (`exact:llama-server`)."""
+        if self._counter is None:
+            self._counter = LlamaServerCounter(self.base_url)
+        return self._counter
+
+    async def count_prompt(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[dict[str, Any]] | None = None,
+    ) -> int:
+        """Exact prompt tokens: `/apply-template` then `/tokenize` with special tokens added."""
+        rendered = await self._call("POST", "/apply-template", _chat_body(messages, tools))
+        prompt = rendered.get("prompt") if isinstance(rendered, dict) else None
+        if not isinstance(prompt, str):
+            raise InvalidResponse(f"{_SERVER} at {self.base_url}: /apply-template gave no prompt")
+        data = await self._call("POST", "/tokenize", {"content": prompt, "add_special": True})
+        return len(_int_list(data, "tokens", self.base_url))
+
+    # -- chat -------------------------------------------------------------------------------
+
+    async def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int,
+        temperature: float = 0.2,
+        stop: Sequence[str] | None = None,
+        json_schema: dict[str, Any] | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+    ) -> ChatResult:
+        """Complete a chat through `/v1/chat/completions` (see `Backend.chat`)."""
+        started = time.perf_counter()
+        count_ms = 0.0
+        if self.precheck:
+            n_ctx = await self.context_window()
+            n_prompt = await self.count_prompt(messages, tools)
+            count_ms = (time.perf_counter() - started) * 1000
+            if n_prompt + max_tokens > n_ctx:
+                raise ContextOverflow(
+                    f"the prompt for {_SERVER} at {self.base_url} has {n_prompt} tokens and "
+                    f"{max_tokens} are reserved for output, but its slots hold {n_ctx}. Refit "
+                    f"the prompt to n_ctx={n_ctx} (nothing was sent).",
+                    n_prompt_tokens=n_prompt,
+                    n_ctx=n_ctx,
+                )
+        body = _chat_body(messages, tools)
+        body |= {"max_tokens": max_tokens, "temperature": temperature, "stream": False}
+        body["cache_prompt"] = True  # reuse the slot's KV cache for a shared prefix
+        if stop:
+            body["stop"] = list(stop)
+        if json_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "response", "schema": json_schema, "strict": True},
+            }
+        sent = time.perf_counter()
+        data = await self._call("POST", "/v1/chat/completions", body)
+        result = parse_chat_response(
+            data, url=self.base_url, wall_ms=(time.perf_counter() - sent) * 1000
+        )
+        if self.precheck:
+            result.timings["count_ms"] = count_ms
+        return result
+
+    async def health(self) -> Health:
+        """`/health`: ok, loading (503) or unreachable; never raises."""
+        try:
+            status, data = await self._request("GET", "/health")
+        except BackendError as exc:
+            return Health(False, str(exc))
+        if status == 200:
+            return Health(True, f"{_SERVER} at {self.base_url} is ready")
+        if status == 503:
+            return Health(False, f"{_SERVER} at {self.base_url} is loading its model")
+        return Health(False, f"{_SERVER} at {self.base_url} answered /health with HTTP {status}")
+
+    async def aclose(self) -> None:
+        """Close pooled connections (the async ones of this loop and the counter's)."""
+        await self._clients.aclose()
+        if self._counter is not None:
+            self._counter.close()
+            self._counter = None

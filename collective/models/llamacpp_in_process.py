@@ -1,0 +1,337 @@
+"""llama.cpp in this process, through `llama-cpp-python`.
+
+* The GGUF is loaded lazily, on the first call that needs it (never at import), once per
+  backend; the registry shares one backend per file, so every role on the embedded model shares
+  one loaded model.
+* The prompt is rendered with the chat template stored in the GGUF (`tokenizer.chat_template`,
+  through llama-cpp-python's `Jinja2ChatFormatter`, as `Llama.create_chat_completion` does) and
+  tokenized by the model's own tokenizer. The token ids that were counted are the ids that are
+  evaluated (`create_completion(prompt=ids)`), so `count_prompt` equals `usage.prompt_tokens`
+  by construction.
+* Generation runs in a worker thread (`asyncio.to_thread`) under a per-instance lock: the
+  library is not reentrant. Tokenization only reads the vocabulary, so counting is not held
+  behind a running generation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from collective.budget.counting import ChatMessage, TokenizerCounter
+from collective.errors import ConfigError, ContextOverflow, InvalidResponse
+from collective.models.base import Backend, ChatResult, Health, Usage
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama, LlamaGrammar
+
+__all__ = ["GGUFChat", "LlamaCppBackend", "LlamaCppCounter", "gguf_vocab_counter"]
+
+
+class GGUFChat:
+    """A loaded GGUF's tokenizer and chat template: renders and tokenizes chat prompts.
+
+    Args:
+        llama: A `Llama` (full or `vocab_only`).
+        name: The model name used in messages.
+    """
+
+    def __init__(self, llama: Llama, name: str) -> None:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        self.llama = llama
+        self.name = name
+        template = llama.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise ConfigError(
+                f"the GGUF of {name} has no `tokenizer.chat_template`; collective needs the "
+                "model's own chat template to count prompts exactly. Use a GGUF that carries one."
+            )
+        self.template = template
+        model = llama._model  # the only public way to a token's text (as llama-cpp-python does)
+        bos_id, eos_id = llama.token_bos(), llama.token_eos()
+        self.formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=model.token_get_text(eos_id) if eos_id != -1 else "",
+            bos_token=model.token_get_text(bos_id) if bos_id != -1 else "",
+            stop_token_ids=[eos_id],
+        )
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text` inside a prompt (no BOS; special-token text parsed, as in the
+        rendered prompt)."""
+        return self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of `ids` (an incomplete UTF-8 sequence at the end becomes U+FFFD)."""
+        return self.llama.detokenize(list(ids)).decode("utf-8", errors="replace")
+
+    def render(
+        self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None = None
+    ) -> tuple[str, list[str], bool]:
+        """The prompt text, the template's stop strings, and whether it added BOS itself.
+
+        Raises:
+            ConfigError: The template refused the messages (e.g. roles that do not alternate).
+        """
+        try:
+            result = self.formatter(
+                messages=[dict(m) for m in messages],  # type: ignore[misc]
+                tools=list(tools) if tools else None,  # type: ignore[arg-type]
+            )
+        except Exception as exc:  # jinja2 errors and the template's raise_exception
+            raise ConfigError(
+                f"the chat template of {self.name} refused these messages: {exc}. Check the "
+                "roles (many templates require user/assistant turns to alternate)."
+            ) from exc
+        return result.prompt, list(result.stop or []), bool(result.added_special)
+
+    def prompt_tokens(
+        self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None = None
+    ) -> tuple[list[int], list[str]]:
+        """The token ids the model evaluates for `messages`, and the template's stop strings."""
+        prompt, stop, added_special = self.render(messages, tools)
+        ids = self.llama.tokenize(prompt.encode("utf-8"), add_bos=not added_special, special=True)
+        return ids, stop
+
+
+class LlamaCppCounter(TokenizerCounter):
+    """Exact counts from a GGUF's tokenizer, chat template included in `count_messages`."""
+
+    def __init__(self, kind: str, chat: GGUFChat) -> None:
+        super().__init__(kind, chat.encode, chat.decode)
+        self.chat = chat
+
+    def count_messages(
+        self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None = None
+    ) -> int:
+        """Tokens of the whole templated prompt, as the model evaluates it."""
+        return len(self.chat.prompt_tokens(messages, tools)[0])
+
+
+@functools.cache
+def gguf_vocab_counter(path: str) -> LlamaCppCounter:
+    """An exact counter from a GGUF's vocabulary alone (`vocab_only`: no weights are loaded).
+
+    Used where the model runs elsewhere (an Ollama blob on this host). Cached per path.
+
+    Raises:
+        ConfigError: The file cannot be read as a GGUF.
+    """
+    from llama_cpp import Llama
+
+    try:
+        llama = Llama(model_path=path, vocab_only=True, n_ctx=0, verbose=False)
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise ConfigError(f"cannot read the vocabulary of GGUF {path}: {exc}") from exc
+    return LlamaCppCounter("exact:gguf-vocab", GGUFChat(llama, Path(path).stem))
+
+
+class LlamaCppBackend(Backend):
+    """A GGUF model run in this process.
+
+    Args:
+        model_path: The `.gguf` file.
+        n_ctx: Context to allocate; capped at the model's training context.
+        n_threads: CPU threads (default: all cores; llama-cpp-python's default is half).
+        n_batch: Prompt-processing batch size.
+        name: Model name in results (default: the file's stem).
+    """
+
+    supports_tools = False  # no native tool-call parsing in process; say so honestly
+    supports_json_schema = True  # via a grammar built from the schema
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str],
+        *,
+        n_ctx: int = 32768,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+        name: str | None = None,
+    ) -> None:
+        self.path = Path(model_path)
+        self.spec = f"llamacpp:{self.path}"
+        self.model = name or self.path.stem
+        self.n_ctx_requested = n_ctx
+        self.n_threads = n_threads or os.cpu_count() or 1
+        self.n_batch = n_batch
+        self._llama: Llama | None = None
+        self._chat: GGUFChat | None = None
+        self._counter: LlamaCppCounter | None = None
+        self._load_lock = threading.Lock()
+        self._call_lock = threading.Lock()
+        self._grammars: dict[str, LlamaGrammar] = {}
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory."""
+        return self._llama is not None
+
+    def _open(self, n_ctx: int) -> Llama:
+        from llama_cpp import Llama
+
+        try:
+            return Llama(
+                model_path=str(self.path),
+                n_ctx=n_ctx,
+                n_batch=min(self.n_batch, n_ctx),
+                n_threads=self.n_threads,
+                n_threads_batch=self.n_threads,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise ConfigError(f"llama.cpp could not load {self.path}: {exc}") from exc
+
+    def _load_sync(self) -> GGUFChat:
+        with self._load_lock:
+            if self._chat is None:
+                if not self.path.is_file():
+                    raise ConfigError(f"no GGUF model file at {self.path}; check the path")
+                llama = self._open(self.n_ctx_requested)
+                n_train = llama._model.n_ctx_train()
+                if 0 < n_train < llama.n_ctx():
+                    # Beyond the training context the model degrades; the server caps slots the
+                    # same way.
+                    llama.close()
+                    llama = self._open(n_train)
+                self._llama = llama
+                self._chat = GGUFChat(llama, self.model)
+                self._counter = LlamaCppCounter("exact:llama.cpp", self._chat)
+            return self._chat
+
+    async def _loaded(self) -> GGUFChat:
+        if self._chat is not None:
+            return self._chat
+        return await asyncio.to_thread(self._load_sync)
+
+    async def context_window(self) -> int:
+        """The allocated context of the loaded model (loads it if needed)."""
+        await self._loaded()
+        assert self._llama is not None
+        return self._llama.n_ctx()
+
+    async def token_counter(self) -> LlamaCppCounter:
+        """The model's own tokenizer and template (`exact:llama.cpp`)."""
+        await self._loaded()
+        assert self._counter is not None
+        return self._counter
+
+    async def count_prompt(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[dict[str, Any]] | None = None,
+    ) -> int:
+        """Exact prompt tokens, template included (tokenized in a worker thread)."""
+        counter = await self.token_counter()
+        return await asyncio.to_thread(counter.count_messages, messages, tools)
+
+    def _grammar(self, schema: dict[str, Any]) -> LlamaGrammar:
+        from llama_cpp import LlamaGrammar
+
+        key = json.dumps(schema, sort_keys=True)
+        grammar = self._grammars.get(key)
+        if grammar is None:
+            try:
+                grammar = LlamaGrammar.from_json_schema(key, verbose=False)
+            except Exception as exc:  # the converter raises plain exceptions
+                raise ConfigError(f"cannot turn this JSON schema into a grammar: {exc}") from exc
+            self._grammars[key] = grammar
+        return grammar
+
+    def _complete_sync(
+        self,
+        messages: Sequence[ChatMessage],
+        max_tokens: int,
+        temperature: float,
+        stop: Sequence[str] | None,
+        json_schema: dict[str, Any] | None,
+    ) -> ChatResult:
+        chat = self._load_sync()
+        llama = self._llama
+        assert llama is not None
+        ids, template_stop = chat.prompt_tokens(messages)
+        n_ctx = llama.n_ctx()
+        if len(ids) + max_tokens > n_ctx:
+            raise ContextOverflow(
+                f"the prompt for {self.model} (in process) has {len(ids)} tokens and "
+                f"{max_tokens} are reserved for output, but its context holds {n_ctx}. Refit "
+                f"the prompt to n_ctx={n_ctx}.",
+                n_prompt_tokens=len(ids),
+                n_ctx=n_ctx,
+            )
+        grammar = self._grammar(json_schema) if json_schema is not None else None
+        with self._call_lock:
+            started = time.perf_counter()
+            out: Any = llama.create_completion(
+                prompt=ids,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                stop=[*(stop or []), *template_stop],
+                grammar=grammar,
+            )
+            wall_ms = (time.perf_counter() - started) * 1000
+        try:
+            choice = out["choices"][0]
+            usage = out["usage"]
+            result = ChatResult(
+                text=choice["text"],
+                usage=Usage(int(usage["prompt_tokens"]), int(usage["completion_tokens"])),
+                model=self.model,
+                finish_reason=choice.get("finish_reason"),
+                timings={"wall_ms": wall_ms},
+            )
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise InvalidResponse(f"llama.cpp returned an unexpected completion: {exc}") from exc
+        if result.usage.completion_tokens and wall_ms > 0:
+            result.timings["predicted_per_second"] = result.usage.completion_tokens / (
+                wall_ms / 1000
+            )
+        return result
+
+    async def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int,
+        temperature: float = 0.2,
+        stop: Sequence[str] | None = None,
+        json_schema: dict[str, Any] | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+    ) -> ChatResult:
+        """Complete a chat in a worker thread (see `Backend.chat`).
+
+        Raises:
+            ConfigError: `tools` were given (not supported in process) or the template refused
+                the messages.
+        """
+        if tools:
+            raise ConfigError(
+                f"{self.spec} does not support tools; route tool-using roles to llama-server "
+                "or Ollama"
+            )
+        return await asyncio.to_thread(
+            self._complete_sync, messages, max_tokens, temperature, stop, json_schema
+        )
+
+    async def health(self) -> Health:
+        """Ready when the model is loaded or its file is present (loading is lazy)."""
+        if self._llama is not None:
+            return Health(True, f"{self.model} is loaded in process")
+        if self.path.is_file():
+            return Health(True, f"{self.model} will load from {self.path} on first use")
+        return Health(False, f"no GGUF model file at {self.path}")
+
+    async def aclose(self) -> None:
+        """Free the model (it reloads on next use)."""
+        with self._load_lock, self._call_lock:
+            if self._llama is not None:
+                self._llama.close()
+            self._llama = self._chat = self._counter = None

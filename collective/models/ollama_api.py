@@ -1,0 +1,498 @@
+"""Ollama through the official `ollama` client (`AsyncClient`, `/api/chat` and `/api/show`).
+
+Ollama never refuses an over-long prompt: it drops old messages (keeping system messages and
+the last one) and then cuts tokens from the front of what is left, silently, to fit `num_ctx`.
+And `num_ctx` defaults to a small value unless the request or the Modelfile sets it. So this
+backend:
+
+* always sends `options.num_ctx` and `options.num_predict`;
+* discovers the model from `/api/show`: the architecture's `*.context_length`, any `num_ctx`
+  the Modelfile sets, the capabilities (tools, thinking) and the blob path (`FROM`);
+* chooses the window it sends (`choose_num_ctx`): the backend's `num_ctx` argument, else the
+  Modelfile's `num_ctx`, else the model's `context_length` capped at `DEFAULT_NUM_CTX_CAP`;
+  always capped at `context_length` (Ollama itself caps there). The window collective plans for
+  is the `num_ctx` it sends, never the model's maximum: that is what Ollama allocates;
+* counts the prompt before sending with the best counter it can build (tiktoken
+  `o200k_harmony` for gpt-oss; the GGUF's own vocabulary when the blob is on this host; else
+  the calibrated estimate) and refuses what does not fit (`ContextOverflow`, nothing sent);
+* compares Ollama's `prompt_eval_count` with that count after the reply and reports a
+  truncation loudly (`ChatResult.warnings` and a log warning; see `truncation_warning`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from collective.budget.counting import (
+    ChatMessage,
+    EstimateCounter,
+    TokenCounter,
+    tiktoken_counter,
+)
+from collective.errors import (
+    BackendError,
+    BackendUnavailable,
+    ConfigError,
+    ContextOverflow,
+    InvalidResponse,
+)
+from collective.models._transport import LoopLocal, translate_transport_error
+from collective.models.base import Backend, ChatResult, Health, ToolCall, Usage
+
+__all__ = [
+    "DEFAULT_NUM_CTX_CAP",
+    "HARMONY_PREAMBLE_TOKENS",
+    "OLLAMA_DEFAULT_NUM_CTX",
+    "OllamaBackend",
+    "OllamaModelInfo",
+    "choose_num_ctx",
+    "parse_show",
+    "truncation_warning",
+    "usage_from_response",
+]
+
+log = logging.getLogger(__name__)
+
+_SERVER = "Ollama"
+
+OLLAMA_DEFAULT_NUM_CTX = 4096
+"""Ollama's documented default `num_ctx`, used when nothing else is known."""
+
+DEFAULT_NUM_CTX_CAP = 32768
+"""Largest window collective asks for when neither config nor Modelfile sets `num_ctx`: Ollama
+allocates the KV cache for the whole `num_ctx` it is sent."""
+
+HARMONY_PREAMBLE_TOKENS = 128
+"""Tokens reserved for the system preamble Ollama's gpt-oss template adds (model identity,
+knowledge cutoff, date, reasoning level, channel list): tiktoken counts only what we send."""
+
+
+@dataclass(frozen=True)
+class OllamaModelInfo:
+    """What `/api/show` says about a model."""
+
+    context_length: int | None
+    """The architecture's `*.context_length` (training context)."""
+    modelfile_num_ctx: int | None
+    """`PARAMETER num_ctx` from the Modelfile, if set."""
+    architecture: str = ""
+    blob: str | None = None
+    """The GGUF path from the Modelfile's `FROM` line (a path on the Ollama host)."""
+    capabilities: list[str] = field(default_factory=list)
+
+
+def parse_show(data: Mapping[str, Any]) -> OllamaModelInfo:
+    """Parse an `/api/show` body (as a plain mapping)."""
+    info = data.get("model_info") or data.get("modelinfo") or {}
+    context_length = None
+    for key, value in info.items():
+        if key.endswith(".context_length") and isinstance(value, int | float):
+            context_length = int(value)
+    num_ctx = None
+    for line in str(data.get("parameters") or "").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == "num_ctx" and parts[1].isdigit():
+            num_ctx = int(parts[1])
+    blob = None
+    for line in str(data.get("modelfile") or "").splitlines():
+        if line.startswith("FROM "):
+            blob = line[5:].strip()
+    return OllamaModelInfo(
+        context_length=context_length,
+        modelfile_num_ctx=num_ctx,
+        architecture=str(info.get("general.architecture") or ""),
+        blob=blob,
+        capabilities=[str(c) for c in data.get("capabilities") or []],
+    )
+
+
+def choose_num_ctx(
+    *, requested: int | None, modelfile_num_ctx: int | None, context_length: int | None
+) -> int:
+    """The `num_ctx` collective sends (and so the window it plans for).
+
+    Config beats the Modelfile, which beats the model's own context capped at
+    `DEFAULT_NUM_CTX_CAP`; the result never exceeds `context_length`, where Ollama caps it.
+    """
+    if requested:
+        n = requested
+    elif modelfile_num_ctx:
+        n = modelfile_num_ctx
+    elif context_length:
+        n = min(context_length, DEFAULT_NUM_CTX_CAP)
+    else:
+        n = OLLAMA_DEFAULT_NUM_CTX
+    return min(n, context_length) if context_length else n
+
+
+def usage_from_response(data: Mapping[str, Any]) -> tuple[Usage, dict[str, float]]:
+    """Usage and llama-server-style timings from an Ollama chat response's counters."""
+    prompt = int(data.get("prompt_eval_count") or 0)
+    completion = int(data.get("eval_count") or 0)
+    timings: dict[str, float] = {"prompt_n": float(prompt), "predicted_n": float(completion)}
+    for key, name in (
+        ("prompt_eval_duration", "prompt_ms"),
+        ("eval_duration", "predicted_ms"),
+        ("load_duration", "load_ms"),
+        ("total_duration", "total_ms"),
+    ):
+        if data.get(key):
+            timings[name] = data[key] / 1e6
+    if completion and data.get("eval_duration"):
+        timings["predicted_per_second"] = completion / (data["eval_duration"] / 1e9)
+    if prompt and data.get("prompt_eval_duration"):
+        timings["prompt_per_second"] = prompt / (data["prompt_eval_duration"] / 1e9)
+    return Usage(prompt, completion), timings
+
+
+def truncation_warning(
+    *,
+    counted: int,
+    counter: TokenCounter,
+    template_exact: bool,
+    prompt_eval_count: int | None,
+    num_ctx: int,
+    n_messages: int,
+    model: str,
+) -> str | None:
+    """A loud warning when Ollama's `prompt_eval_count` shows the prompt was truncated.
+
+    Args:
+        counted: Our count of the prompt before sending.
+        counter: The counter that made it (exactness decides how much difference is noise).
+        template_exact: Whether the count rendered the model's own chat template (a GGUF
+            vocabulary count renders the GGUF's Jinja template; Ollama renders its Go template,
+            so a few tokens per message may differ).
+        prompt_eval_count: What Ollama reported (None when it reported nothing).
+        num_ctx: The window that was sent.
+        n_messages: Messages in the prompt.
+        model: For the message.
+
+    Returns:
+        The warning text, or None when the reply shows the whole prompt was evaluated.
+    """
+    if prompt_eval_count is None:
+        return None
+    head = f"OLLAMA TRUNCATED THE PROMPT for {model}: "
+    if prompt_eval_count >= num_ctx:
+        return head + (
+            f"it evaluated {prompt_eval_count} tokens, the whole num_ctx={num_ctx} window, while "
+            f"collective counted {counted} ({counter.kind}); the start of the prompt was cut. "
+            "Lower the prompt budget or raise num_ctx."
+        )
+    if counter.exact:
+        # Exact vocabulary: only template differences (a few tokens per message) are noise.
+        tolerance = 0 if template_exact else 8 + 4 * n_messages
+        shortfall = counted - prompt_eval_count
+        if shortfall > tolerance:
+            return head + (
+                f"it evaluated {prompt_eval_count} tokens but the prompt has {counted} "
+                f"({counter.kind}); about {shortfall} tokens (old messages) were dropped."
+            )
+        return None
+    # An estimate errs high on purpose, so only a large shortfall means dropped messages.
+    safety = getattr(counter, "safety_factor", 1.0)
+    if prompt_eval_count * safety * 2 < counted:
+        return head + (
+            f"it evaluated {prompt_eval_count} tokens where collective estimated {counted} "
+            f"({counter.kind}); old messages were probably dropped."
+        )
+    return None
+
+
+def _is_local(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    return host in ("127.0.0.1", "localhost", "::1", "0.0.0.0") or host == socket.gethostname()
+
+
+class OllamaBackend(Backend):
+    """A model on an Ollama server.
+
+    Args:
+        model: The Ollama model name, e.g. `gpt-oss-120b-judge` or `gemma3:270m`.
+        base_url: The server, e.g. `http://127.0.0.1:11434`.
+        num_ctx: The window to request; default from the Modelfile or the model (see
+            `choose_num_ctx`).
+        think: Passed through as `think` (gpt-oss: `low`/`medium`/`high`; others: bool).
+        timeout: Seconds one chat may take.
+        keep_alive: Passed through (e.g. `30m`).
+        counter: Force a counter (default: the best available, see the module docstring).
+    """
+
+    supports_tools = True  # refined from /api/show capabilities at discovery
+    supports_json_schema = True  # `format` takes a JSON schema
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str = "http://127.0.0.1:11434",
+        *,
+        num_ctx: int | None = None,
+        think: bool | str | None = None,
+        timeout: float = 600.0,
+        keep_alive: str | float | None = None,
+        counter: TokenCounter | None = None,
+    ) -> None:
+        from ollama import AsyncClient
+
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.spec = f"ollama:{model}@{self.base_url}"
+        self.num_ctx = num_ctx
+        self.think = think
+        self.keep_alive = keep_alive
+        self._clients = LoopLocal(lambda: AsyncClient(host=self.base_url, timeout=timeout))
+        self._info: OllamaModelInfo | None = None
+        self._counter = counter
+        self._template_exact = False
+
+    @property
+    def _gpt_oss(self) -> bool:
+        name = self.model.lower().rsplit("/", 1)[-1]
+        return name.startswith("gpt-oss") or (
+            self._info is not None and self._info.architecture == "gptoss"
+        )
+
+    def _how_to_start(self) -> str:
+        host = urlsplit(self.base_url).netloc
+        return (
+            f"Start it with `OLLAMA_HOST={host} ollama serve`, then `ollama pull {self.model}` "
+            "(or `ollama create` from ops/ollama/Modelfile)."
+        )
+
+    def _translate(self, exc: BaseException) -> BackendError:
+        from ollama import ResponseError
+
+        if isinstance(exc, ResponseError):
+            status, message = exc.status_code, exc.error
+            if status == 404:
+                return BackendUnavailable(
+                    f"{_SERVER} at {self.base_url} has no model {self.model!r} ({message}). "
+                    f"Pull it with `ollama pull {self.model}` or create it from a Modelfile."
+                )
+            if status >= 500 or status == -1:
+                return BackendUnavailable(
+                    f"{_SERVER} at {self.base_url} failed with HTTP {status}: {message}"
+                )
+            return InvalidResponse(
+                f"{_SERVER} at {self.base_url} rejected the request for {self.model} with HTTP "
+                f"{status}: {message}"
+            )
+        if type(exc) is ConnectionError:
+            # The ollama client turns httpx.ConnectError into a bare ConnectionError.
+            return translate_transport_error(
+                httpx.ConnectError(str(exc)),
+                server=_SERVER,
+                url=self.base_url,
+                how_to_start=self._how_to_start(),
+            )
+        if isinstance(exc, httpx.HTTPError | OSError | asyncio.TimeoutError):
+            return translate_transport_error(
+                exc, server=_SERVER, url=self.base_url, how_to_start=self._how_to_start()
+            )
+        return InvalidResponse(
+            f"{_SERVER} at {self.base_url} sent something collective cannot read for "
+            f"{self.model} ({type(exc).__name__}: {exc})"
+        )
+
+    # -- discovery --------------------------------------------------------------------------
+
+    async def discover(self, *, refresh: bool = False) -> OllamaModelInfo:
+        """`/api/show` for this model, cached (refresh to re-read)."""
+        if self._info is None or refresh:
+            try:
+                shown = await self._clients.get().show(self.model)
+            except Exception as exc:
+                raise self._translate(exc) from exc
+            data = shown.model_dump(by_alias=True) if hasattr(shown, "model_dump") else shown
+            self._info = parse_show(data)
+            if self._info.capabilities:
+                self.supports_tools = "tools" in self._info.capabilities
+        return self._info
+
+    async def context_window(self) -> int:
+        """The `num_ctx` collective sends with every request (see `choose_num_ctx`)."""
+        info = await self.discover()
+        return choose_num_ctx(
+            requested=self.num_ctx,
+            modelfile_num_ctx=info.modelfile_num_ctx,
+            context_length=info.context_length,
+        )
+
+    async def token_counter(self) -> TokenCounter:
+        """tiktoken `o200k_harmony` for gpt-oss, the GGUF vocabulary when the blob is on this
+        host, else the calibrated estimate."""
+        if self._counter is None:
+            info = await self.discover()
+            counter: TokenCounter | None = None
+            if self._gpt_oss:
+                counter = tiktoken_counter("o200k_harmony")
+            elif info.blob and _is_local(self.base_url) and Path(info.blob).is_file():
+                from collective.models.llamacpp_in_process import gguf_vocab_counter
+
+                try:
+                    counter = await asyncio.to_thread(gguf_vocab_counter, info.blob)
+                    self._template_exact = False  # Ollama renders its own Go template
+                except ConfigError as exc:
+                    log.warning("%s: cannot read the local blob's vocabulary: %s", self.spec, exc)
+            self._counter = counter or EstimateCounter()
+        return self._counter
+
+    async def count_prompt(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[dict[str, Any]] | None = None,
+    ) -> int:
+        """Prompt tokens as Ollama will see them, by the best counter available.
+
+        Exact for the content with a vocabulary counter; the template is the GGUF's (Ollama's
+        Go template may differ by a few tokens per message). gpt-oss adds
+        `HARMONY_PREAMBLE_TOKENS` for the system preamble Ollama's template inserts.
+        """
+        from collective.models.llamacpp_in_process import LlamaCppCounter
+
+        counter = await self.token_counter()
+        if isinstance(counter, LlamaCppCounter):
+            return await asyncio.to_thread(counter.count_messages, messages, tools)
+        n = await asyncio.to_thread(counter.count_messages, messages)
+        if tools:
+            n += counter.count(json.dumps(list(tools)))
+        if self._gpt_oss:
+            n += HARMONY_PREAMBLE_TOKENS
+        return n
+
+    # -- chat -------------------------------------------------------------------------------
+
+    async def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int,
+        temperature: float = 0.2,
+        stop: Sequence[str] | None = None,
+        json_schema: dict[str, Any] | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+    ) -> ChatResult:
+        """Complete a chat through `/api/chat`, checked before and after (see module doc)."""
+        num_ctx = await self.context_window()
+        counter = await self.token_counter()
+        counted = await self.count_prompt(messages, tools)
+        if counted + max_tokens > num_ctx:
+            raise ContextOverflow(
+                f"the prompt for {self.model} on {_SERVER} at {self.base_url} has {counted} tokens "
+                f"({counter.kind}) and {max_tokens} are reserved for output, but num_ctx is "
+                f"{num_ctx}; Ollama would truncate it silently, so nothing was sent. Refit the "
+                f"prompt to n_ctx={num_ctx}.",
+                n_prompt_tokens=counted,
+                n_ctx=num_ctx,
+            )
+        options: dict[str, Any] = {
+            "num_ctx": num_ctx,
+            "num_predict": max_tokens,
+            "temperature": temperature,
+        }
+        if stop:
+            options["stop"] = list(stop)
+        kwargs: dict[str, Any] = {}
+        if json_schema is not None:
+            kwargs["format"] = json_schema
+        if tools:
+            kwargs["tools"] = list(tools)
+        if self.think is not None:
+            kwargs["think"] = self.think
+        if self.keep_alive is not None:
+            kwargs["keep_alive"] = self.keep_alive
+        started = time.perf_counter()
+        try:
+            response = await self._clients.get().chat(
+                model=self.model,
+                messages=[dict(m) for m in messages],
+                stream=False,
+                options=options,
+                **kwargs,
+            )
+        except Exception as exc:
+            raise self._translate(exc) from exc
+        wall_ms = (time.perf_counter() - started) * 1000
+        return self._result(response, counted, counter, num_ctx, len(messages), wall_ms)
+
+    def _result(
+        self,
+        response: Any,
+        counted: int,
+        counter: TokenCounter,
+        num_ctx: int,
+        n_messages: int,
+        wall_ms: float,
+    ) -> ChatResult:
+        try:
+            data = response.model_dump() if hasattr(response, "model_dump") else dict(response)
+            message = data["message"] or {}
+            text = message.get("content") or ""
+            calls = [
+                ToolCall(
+                    id=call.get("id") or f"call_{i}",
+                    name=call["function"]["name"],
+                    arguments=dict(call["function"].get("arguments") or {}),
+                )
+                for i, call in enumerate(message.get("tool_calls") or [])
+            ]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InvalidResponse(
+                f"{_SERVER} at {self.base_url} sent a chat response collective cannot read for "
+                f"{self.model}: {exc}"
+            ) from exc
+        usage, timings = usage_from_response(data)
+        timings["wall_ms"] = wall_ms
+        warnings: list[str] = []
+        reported = data.get("prompt_eval_count")
+        if reported is None:
+            warnings.append(
+                f"{_SERVER} reported no prompt_eval_count for {self.model} (a fully cached "
+                "prompt?); truncation could not be checked"
+            )
+        warning = truncation_warning(
+            counted=counted,
+            counter=counter,
+            template_exact=self._template_exact,
+            prompt_eval_count=reported,
+            num_ctx=num_ctx,
+            n_messages=n_messages,
+            model=self.model,
+        )
+        if warning:
+            log.warning("%s", warning)
+            warnings.append(warning)
+        return ChatResult(
+            text=text,
+            usage=usage,
+            model=str(data.get("model") or self.model),
+            finish_reason=data.get("done_reason"),
+            tool_calls=calls,
+            timings=timings,
+            warnings=warnings,
+            reasoning=message.get("thinking") or None,
+        )
+
+    async def health(self) -> Health:
+        """Reachable and the model exists (`/api/show`); never raises."""
+        try:
+            await self.discover(refresh=True)
+        except BackendError as exc:
+            return Health(False, str(exc))
+        return Health(True, f"{_SERVER} at {self.base_url} serves {self.model}")
+
+    async def aclose(self) -> None:
+        """Close this loop's pooled connections."""
+        await self._clients.aclose()
