@@ -1,0 +1,386 @@
+"""Agent budget profiles: how many memory tokens an agent may load for a task.
+
+A profile has a base budget, a hard maximum and scope weights that split the budget across the
+three memory scopes (`global` knowledge, the agent's `agent_recent` conversation, and its
+`agent_patterns`: role instructions, task framing, proposals). The budget for one call is
+
+    budget = min(base_budget x multiplier(complexity), max_budget)
+
+with multipliers simple 0.5, medium 1.0, complex 1.5, multi-system 2.0. Complexity is detected
+from the task text by keyword and length signals, each match named in the reason, or set by hand.
+
+Enforcement is soft: a call that loads more than its budget is bumped to the next complexity
+tier (never past `max_budget`) and the bump is recorded on the `AgentBudget`, so the usage log
+and `collective budget report` can recommend a larger profile.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from collective.errors import ConfigError
+
+__all__ = [
+    "COMPLEXITY_MULTIPLIERS",
+    "COMPLEXITY_ORDER",
+    "DEFAULT_ASSIGNMENTS",
+    "DEFAULT_PROFILES",
+    "MEMORY_SCOPES",
+    "AgentBudget",
+    "BudgetProfile",
+    "Complexity",
+    "ComplexityAssessment",
+    "ProfileAssignments",
+    "bump",
+    "detect_complexity",
+    "resolve_budget",
+    "split_budget",
+]
+
+Complexity = Literal["simple", "medium", "complex", "multi-system"]
+
+COMPLEXITY_ORDER: tuple[Complexity, ...] = get_args(Complexity)
+"""Complexity tiers, smallest first; a bump moves one step to the right."""
+
+COMPLEXITY_MULTIPLIERS: dict[Complexity, float] = {
+    "simple": 0.5,
+    "medium": 1.0,
+    "complex": 1.5,
+    "multi-system": 2.0,
+}
+
+MEMORY_SCOPES = ("global", "agent_recent", "agent_patterns")
+"""The memory scopes a profile's weights split its budget across."""
+
+
+class BudgetProfile(BaseModel):
+    """A named budget profile.
+
+    Attributes:
+        name: Profile name, e.g. `specialist-narrow`.
+        base_budget: Tokens for a medium-complexity task.
+        max_budget: The cap no multiplier or bump goes past.
+        scope_weights: Share of the budget per memory scope; non-negative, summing to 1.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(min_length=1)
+    base_budget: int = Field(gt=0, description="Tokens for a medium-complexity task.")
+    max_budget: int = Field(gt=0, description="Cap on the budget, whatever the complexity.")
+    scope_weights: dict[str, float] = Field(description="Share of the budget per memory scope.")
+
+    @model_validator(mode="after")
+    def _check(self) -> BudgetProfile:
+        if self.max_budget < self.base_budget:
+            raise ValueError(
+                f"profile {self.name!r}: max_budget {self.max_budget} is below base_budget "
+                f"{self.base_budget}; raise max_budget"
+            )
+        if not self.scope_weights or any(w < 0 for w in self.scope_weights.values()):
+            raise ValueError(f"profile {self.name!r}: scope weights must be non-negative")
+        total = sum(self.scope_weights.values())
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"profile {self.name!r}: scope weights sum to {total:g}, not 1")
+        return self
+
+    def budget_for(self, complexity: Complexity) -> int:
+        """The budget at `complexity`: base x multiplier, capped at `max_budget`."""
+        return min(round(self.base_budget * COMPLEXITY_MULTIPLIERS[complexity]), self.max_budget)
+
+
+def _profile(
+    name: str, base: int, cap: int, g: float, recent: float, patterns: float
+) -> BudgetProfile:
+    weights = {"global": g, "agent_recent": recent, "agent_patterns": patterns}
+    return BudgetProfile(name=name, base_budget=base, max_budget=cap, scope_weights=weights)
+
+
+DEFAULT_PROFILES: dict[str, BudgetProfile] = {
+    p.name: p
+    for p in (
+        _profile("specialist-narrow", 20_000, 50_000, 0.2, 0.3, 0.5),
+        _profile("specialist-broad", 35_000, 75_000, 0.25, 0.25, 0.5),
+        _profile("role-coordinator", 50_000, 100_000, 0.3, 0.2, 0.5),
+        _profile("role-architect", 75_000, 150_000, 0.35, 0.15, 0.5),
+    )
+}
+"""The four default profiles, smallest first."""
+
+DEFAULT_ASSIGNMENTS: dict[str, str] = {"planner": "role-coordinator", "judge": "role-architect"}
+"""Built-in agent assignments; any other agent gets `ProfileAssignments.default`."""
+
+
+class ComplexityAssessment(BaseModel):
+    """The detected complexity of a task and why.
+
+    Attributes:
+        level: The complexity tier.
+        reason: One sentence naming the signals that decided the level.
+        signals: Every signal that matched, as `level: description`.
+    """
+
+    level: Complexity
+    reason: str
+    signals: list[str] = Field(default_factory=list)
+
+
+# Keyword signals per tier: (regex, description). Word-boundary regexes keep `design` from
+# matching `designation`-style noise while allowing stems (`integrat` -> integrate/integration).
+_SIGNALS: dict[Complexity, list[tuple[str, str]]] = {
+    "multi-system": [
+        (
+            r"\bacross (?:multiple |several |all |the )?"
+            r"(?:systems|services|teams|repos|components)",
+            "work across systems",
+        ),
+        (
+            r"\b(?:multiple|several|many) (?:systems|services|databases|clusters|teams|repos)",
+            "several systems",
+        ),
+        (r"\bmicroservices?\b", "microservices"),
+        (r"\bdistributed\b", "distributed system"),
+        (r"\bend[- ]to[- ]end\b", "end-to-end scope"),
+        (r"\bintegrat\w*\b.*\bwith\b", "integration with another system"),
+        (r"\bcross[- ](?:system|service|team|platform)", "cross-system work"),
+        (r"\bmigrat\w* (?:from|between)\b", "migration between systems"),
+    ],
+    "complex": [
+        (r"\barchitect\w*", "architecture"),
+        (r"\bdesign\w*\b", "design work"),
+        (r"\brefactor\w*", "refactoring"),
+        (r"\btrade[- ]?offs?\b", "trade-offs"),
+        (r"\bconcurren\w*|\brace condition", "concurrency"),
+        (r"\bsecurity\b|\bvulnerab\w*", "security"),
+        (r"\bperformance\b|\boptimi[sz]\w*|\bscal(?:e|ing|ability)\b", "performance/scaling"),
+        (r"\bdebug\w*|\broot cause\b|\bintermittent\w*", "debugging"),
+        (r"\bcompare\b|\bevaluat\w*|\banaly[sz]\w*", "analysis or comparison"),
+        (r"\bstep[- ]by[- ]step\b|\bmulti[- ]step\b", "multi-step work"),
+    ],
+    "simple": [
+        (r"^\s*(?:what|who|when|where) (?:is|are|was|were)\b", "factual lookup"),
+        (r"\bdefin(?:e|ition)\b", "definition"),
+        (r"\btypo\b|\brename\b|\bspelling\b", "trivial edit"),
+        (
+            r"\bquick(?:ly)?\b|\bsimple\b|\bbrief(?:ly)?\b|\bone[- ](?:line|word)\b",
+            "asked to be brief",
+        ),
+        (r"\blist\b|\bformat\b|\bconvert\b", "mechanical task"),
+    ],
+}
+_COMPILED = {
+    level: [(re.compile(rx, re.IGNORECASE), desc) for rx, desc in rules]
+    for level, rules in _SIGNALS.items()
+}
+_LONG_TASK_WORDS = 150
+"""A task text this long is complex whatever its words."""
+_SHORT_TASK_WORDS = 12
+"""A task text this short, with no harder signal, is simple."""
+_MANY_SYSTEMS = 3
+"""Naming this many distinct system kinds makes a task multi-system."""
+_SYSTEM_NOUNS = re.compile(
+    r"\b(database|api|queue|cache|frontend|backend|gateway|scheduler|storage|auth\w*|"
+    r"pipeline|cluster|broker|search index|mobile app|web app|firmware)s?\b",
+    re.IGNORECASE,
+)
+
+
+def detect_complexity(task_text: str) -> ComplexityAssessment:
+    """Detect a task's complexity from its text, naming every signal that matched.
+
+    The highest tier with a signal wins (harder tasks get the larger budget when signals
+    conflict); a task with no signal is medium.
+
+    Args:
+        task_text: The task or question as the agent will see it.
+
+    Returns:
+        The assessment: level, a reason naming the deciding signals, and all matched signals.
+    """
+    found: dict[Complexity, list[str]] = {level: [] for level in COMPLEXITY_ORDER}
+    for level, rules in _COMPILED.items():
+        found[level] = [desc for rx, desc in rules if rx.search(task_text)]
+    systems = sorted({m.lower() for m in _SYSTEM_NOUNS.findall(task_text)})
+    if len(systems) >= _MANY_SYSTEMS:
+        found["multi-system"].append(f"{len(systems)} systems named ({', '.join(systems)})")
+    words = len(task_text.split())
+    if words > _LONG_TASK_WORDS:
+        found["complex"].append(f"long task ({words} words)")
+    elif 0 < words <= _SHORT_TASK_WORDS:
+        found["simple"].append(f"short task ({words} words)")
+
+    signals = [f"{level}: {desc}" for level in reversed(COMPLEXITY_ORDER) for desc in found[level]]
+    for level in ("multi-system", "complex", "simple"):
+        if found[level]:
+            reason = f"{level}: matched " + ", ".join(found[level])
+            overruled = [lv for lv in COMPLEXITY_ORDER if lv != level and found[lv]]
+            if overruled:
+                reason += f" (outranks {', '.join(overruled)} signals)"
+            return ComplexityAssessment(level=level, reason=reason, signals=signals)
+    return ComplexityAssessment(
+        level="medium", reason="medium: no complexity signal matched (default)", signals=signals
+    )
+
+
+class AgentBudget(BaseModel):
+    """The budget of one agent for one task, after complexity and any bumps.
+
+    Attributes:
+        profile: The profile it derives from.
+        complexity: The current tier (after bumps).
+        reason: Why this tier: the detection reason or the manual override.
+        budget: Tokens the agent may load: base x multiplier, capped at `max_budget`.
+        scope_budgets: The budget split by the profile's scope weights (sums to `budget`).
+        signals: The complexity signals that matched.
+        bumps: One line per bump (or refused bump at the cap), oldest first.
+    """
+
+    profile: BudgetProfile
+    complexity: Complexity
+    reason: str
+    budget: int
+    scope_budgets: dict[str, int]
+    signals: list[str] = Field(default_factory=list)
+    bumps: list[str] = Field(default_factory=list)
+
+    @property
+    def at_cap(self) -> bool:
+        """True when no bump can raise the budget further."""
+        return self.budget >= self.profile.max_budget or self.complexity == COMPLEXITY_ORDER[-1]
+
+
+def split_budget(budget: int, weights: dict[str, float]) -> dict[str, int]:
+    """Split `budget` by `weights` with largest remainders, so the parts sum exactly to it."""
+    total = sum(weights.values()) or 1.0
+    raw = {scope: budget * w / total for scope, w in weights.items()}
+    parts = {scope: int(v) for scope, v in raw.items()}
+    short = budget - sum(parts.values())
+    for scope in sorted(raw, key=lambda s: (parts[s] - raw[s], s))[:short]:
+        parts[scope] += 1
+    return parts
+
+
+def resolve_budget(
+    profile: BudgetProfile, task_text: str, override: Complexity | None = None
+) -> AgentBudget:
+    """The budget of an agent with `profile` for `task_text`.
+
+    Args:
+        profile: The agent's profile.
+        task_text: The task, used to detect complexity.
+        override: A complexity set by hand; skips detection.
+
+    Returns:
+        The agent budget with its reason and scope split.
+    """
+    if override is not None:
+        if override not in COMPLEXITY_MULTIPLIERS:
+            raise ConfigError(
+                f"unknown complexity {override!r}; use one of {', '.join(COMPLEXITY_ORDER)}"
+            )
+        level: Complexity = override
+        reason, signals = f"{override}: manual override", []
+    else:
+        found = detect_complexity(task_text)
+        level, reason, signals = found.level, found.reason, found.signals
+    budget = profile.budget_for(level)
+    if budget < round(profile.base_budget * COMPLEXITY_MULTIPLIERS[level]):
+        reason += f"; capped at max_budget {profile.max_budget}"
+    return AgentBudget(
+        profile=profile,
+        complexity=level,
+        reason=reason,
+        budget=budget,
+        scope_budgets=split_budget(budget, profile.scope_weights),
+        signals=signals,
+    )
+
+
+def bump(agent_budget: AgentBudget) -> AgentBudget:
+    """Move a budget to the next complexity tier, up to the profile's cap, recording the bump.
+
+    Args:
+        agent_budget: The budget that was exceeded.
+
+    Returns:
+        A new budget one tier up (or the same tier, with the refusal recorded, at the cap).
+    """
+    current = agent_budget.complexity
+    if agent_budget.at_cap:
+        limit = "top tier" if current == COMPLEXITY_ORDER[-1] else "max_budget cap"
+        note = f"no bump: {current} (budget {agent_budget.budget}) is already at the {limit}"
+        return agent_budget.model_copy(update={"bumps": [*agent_budget.bumps, note]})
+    nxt = COMPLEXITY_ORDER[COMPLEXITY_ORDER.index(current) + 1]
+    profile = agent_budget.profile
+    budget = profile.budget_for(nxt)
+    note = f"bumped {current} -> {nxt}: budget {agent_budget.budget} -> {budget}"
+    if budget == profile.max_budget:
+        note += " (cap)"
+    return agent_budget.model_copy(
+        update={
+            "complexity": nxt,
+            "budget": budget,
+            "scope_budgets": split_budget(budget, profile.scope_weights),
+            "bumps": [*agent_budget.bumps, note],
+        }
+    )
+
+
+class ProfileAssignments(BaseModel):
+    """Which profile each agent uses, as configured.
+
+    Attributes:
+        assignments: Agent name -> profile name.
+        default: Profile for agents not listed.
+        profiles: Known profiles by name (the defaults plus any defined in config).
+    """
+
+    assignments: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_ASSIGNMENTS))
+    default: str = "specialist-broad"
+    profiles: dict[str, BudgetProfile] = Field(default_factory=lambda: dict(DEFAULT_PROFILES))
+
+    @model_validator(mode="after")
+    def _check(self) -> ProfileAssignments:
+        for agent, name in [*self.assignments.items(), ("(default)", self.default)]:
+            if name not in self.profiles:
+                raise ValueError(
+                    f"agent {agent!r} is assigned unknown profile {name!r}; "
+                    f"known profiles: {', '.join(self.profiles)}"
+                )
+        return self
+
+    @classmethod
+    def from_config(cls, data: dict[str, Any] | None) -> ProfileAssignments:
+        """Build assignments from config.
+
+        Accepts either a flat `{agent: profile}` mapping or
+        `{"assignments": {...}, "default": "...", "profiles": {name: {...}}}`; profiles given in
+        config are added to (or replace) the defaults, and the built-in assignments apply to
+        agents the config does not list.
+
+        Raises:
+            ConfigError: On an unknown profile name or an invalid profile.
+        """
+        data = dict(data or {})
+        structured = {"assignments", "default", "profiles"} & data.keys()
+        if not structured:
+            data = {"assignments": data}
+        try:
+            profiles = dict(DEFAULT_PROFILES)
+            for name, spec in (data.get("profiles") or {}).items():
+                spec = spec if isinstance(spec, BudgetProfile) else {"name": name, **spec}
+                profiles[name] = BudgetProfile.model_validate(spec)
+            return cls(
+                assignments={**DEFAULT_ASSIGNMENTS, **(data.get("assignments") or {})},
+                default=data.get("default", "specialist-broad"),
+                profiles=profiles,
+            )
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            raise ConfigError(f"invalid budget profile configuration: {exc}") from exc
+
+    def profile_for(self, agent: str) -> BudgetProfile:
+        """The profile of `agent` (its assignment, else the default)."""
+        return self.profiles[self.assignments.get(agent, self.default)]

@@ -1,0 +1,73 @@
+"""Summarizers for memory compression: deterministic extractive by default, pluggable.
+
+A summarizer is any callable `(text, max_tokens) -> summary`. The default,
+`ExtractiveSummarizer`, keeps whole sentences chosen by cue words (decisions, causes, results),
+identifiers and position, in their original order: the same input always gives the same
+summary, and every word of it appeared in the input. An LLM summarizer (a backend call wrapped
+in the same signature) can replace it; `TieredMemory` still cuts whatever comes back to
+`max_tokens` and checks that nothing that must survive was lost.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from collective.budget.counting import TokenCounter
+
+__all__ = ["ExtractiveSummarizer", "Summarizer"]
+
+Summarizer = Callable[[str, int], str]
+"""`(text, max_tokens) -> summary` of at most `max_tokens` tokens."""
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\s*\n+\s*")
+_CUES = re.compile(
+    r"\b(?:decid\w*|decision|agreed|chose|chosen|because|therefore|so that|result\w*|"
+    r"conclu\w*|fix\w*|broke\w*|error\w*|fail\w*|must|cause[sd]?|found|root|next|todo|"
+    r"outcome|answer\w*|recommend\w*|use[sd]?)\b",
+    re.IGNORECASE,
+)
+_IDENTIFIER = re.compile(r"\d|`|\b[\w-]+\.\w{1,4}\b|\[[^\]]+\]|#\w+")
+
+
+class ExtractiveSummarizer:
+    """Picks the most informative whole sentences that fit, kept in their original order.
+
+    Scores: 2 per cue word (decided, because, result, error...), 1 for any identifier, number,
+    file name or tag, 2 for the first sentence and 1 for the last. Ties go to earlier sentences.
+
+    Args:
+        counter: Counts tokens (the model's own counter, so the budget is exact).
+    """
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+
+    def __call__(self, text: str, max_tokens: int) -> str:
+        """Summarize `text` in at most `max_tokens` tokens."""
+        if max_tokens <= 0:
+            return ""
+        text = text.strip()
+        if self.counter.count(text) <= max_tokens:
+            return text
+        sentences = [s for s in _SENTENCE_END.split(text) if s.strip()]
+        last = len(sentences) - 1
+        scores = [
+            2 * len(_CUES.findall(s))
+            + (1 if _IDENTIFIER.search(s) else 0)
+            + (2 if i == 0 else 1 if i == last else 0)
+            for i, s in enumerate(sentences)
+        ]
+        counts = self.counter.count_many(sentences)
+        chosen, used = [], 0
+        for i in sorted(range(len(sentences)), key=lambda i: (-scores[i], i)):
+            if used + counts[i] + 1 <= max_tokens:
+                chosen.append(i)
+                used += counts[i] + 1
+        if not chosen:  # even the best sentence is too long: keep its beginning
+            best = min(range(len(sentences)), key=lambda i: (-scores[i], i))
+            return self.counter.head(sentences[best], max_tokens)
+        summary = " ".join(sentences[i] for i in sorted(chosen))
+        if self.counter.count(summary) > max_tokens:  # joins can merge tokens differently
+            summary = self.counter.head(summary, max_tokens)
+        return summary
