@@ -1,0 +1,1 @@
+"""Token budgets: counting, plans, trimming, assembly, reports, agent profiles and the monitor."""

@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 MESSAGE_OVERHEAD = 4
-"""Tokens a chat template adds per message when the template cannot be applied (role, delimiters)."""
+"""Tokens a chat template adds per message when it cannot be applied (role, delimiters)."""
 
 REPLY_OVERHEAD = 3
 """Tokens that prime the assistant's reply when the template cannot be applied."""
@@ -123,7 +123,7 @@ class TokenizerCounter(TokenCounter):
         kind: str,
         encode: Callable[[str], Sequence[int]],
         decode: Callable[[Sequence[int]], str],
-        encode_batch: Callable[[list[str]], list[Sequence[int]]] | None = None,
+        encode_batch: Callable[[list[str]], Sequence[Sequence[int]]] | None = None,
     ) -> None:
         super().__init__()
         self.kind = kind
@@ -237,7 +237,8 @@ def _load_vocabulary(name: str) -> dict[bytes, int]:
         ranks[token] = rank
         offset += 6 + length
     published = "".join(
-        f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda x: x[1])
+        f"{base64.b64encode(t).decode()} {r}\n"
+        for t, r in sorted(ranks.items(), key=lambda x: x[1])
     )
     if hashlib.sha256(published.encode()).hexdigest() != _VOCAB_SHA256[name]:
         raise RuntimeError(f"the bundled {name} vocabulary does not match OpenAI's published file")
@@ -252,7 +253,9 @@ def _tiktoken_encoding(name: str) -> tiktoken.Encoding:
         specials = {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259}
         specials |= {"<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}
         return tiktoken.Encoding(
-            name, pat_str=_CL100K_PATTERN, mergeable_ranks=_load_vocabulary("cl100k"),
+            name,
+            pat_str=_CL100K_PATTERN,
+            mergeable_ranks=_load_vocabulary("cl100k"),
             special_tokens=specials,
         )
     specials = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
@@ -267,7 +270,9 @@ def _tiktoken_encoding(name: str) -> tiktoken.Encoding:
             f"no offline tiktoken encoding {name!r}; use cl100k_base, o200k_base or o200k_harmony"
         )
     return tiktoken.Encoding(
-        name, pat_str=_O200K_PATTERN, mergeable_ranks=_load_vocabulary("o200k"),
+        name,
+        pat_str=_O200K_PATTERN,
+        mergeable_ranks=_load_vocabulary("o200k"),
         special_tokens=specials,
     )
 

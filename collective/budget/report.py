@@ -41,7 +41,7 @@ class BudgetReport:
     model: str
     n_ctx: int
     prompt_tokens: int
-    """The whole prompt as the model sees it (chat template included), counted by `token_counter`."""
+    """The whole prompt as the model sees it (template included), counted by `token_counter`."""
     max_output_tokens: int
     token_counter: str
     sections: list[SectionUsage] = field(default_factory=list)

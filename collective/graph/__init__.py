@@ -1,0 +1,1 @@
+"""The council graph."""

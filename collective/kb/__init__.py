@@ -1,0 +1,1 @@
+"""The knowledge base: stores, tagged context, citations and retrieval profiles."""

@@ -1,0 +1,1 @@
+"""Model backends: llama-server over HTTP, llama.cpp in-process, and Ollama."""

@@ -1,0 +1,202 @@
+"""Prompt assembly: fill a `ModelBudget` section by section and prove the whole prompt fits.
+
+A prompt module offers content per plan section (`SectionContent`) and a `compose` function that
+turns the fitted section texts into chat messages. `assemble`:
+
+1. fits every fixed section (system, conversation summary, task, tools) to its allocation;
+2. pools what they left unused and hands it on in `SLACK_ORDER` (KB chunks, then proposals,
+   then evidence), each taking its allocation plus whatever slack remains;
+3. composes the messages, counts the whole prompt as the model sees it (template included) and,
+   should the rare join or template token push it past the context, shrinks the largest
+   flexible section and refits. The result always satisfies
+   `prompt_tokens + output_budget <= n_ctx` under the counter used, or raises `BudgetError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from collective.budget.counting import ChatMessage, TokenCounter
+from collective.budget.plans import SAFETY_MARGIN, SLACK_ORDER, ModelBudget
+from collective.budget.report import BudgetReport, SectionUsage
+from collective.budget.trimming import (
+    Fitted,
+    Keep,
+    Scored,
+    select_chunks,
+    share_fairly,
+    trim_text,
+)
+from collective.errors import BudgetError
+
+__all__ = [
+    "AssembledPrompt",
+    "SectionContent",
+    "assemble",
+    "chunks_section",
+    "fitted_section",
+    "labelled_section",
+    "text_section",
+]
+
+Fit = Callable[[TokenCounter, int], Fitted]
+
+
+@dataclass(frozen=True)
+class SectionContent:
+    """Content offered for one plan section; `fit` cuts it to a token limit."""
+
+    name: str
+    fit: Fit
+
+
+def text_section(name: str, text: str, keep: Keep = "start") -> SectionContent:
+    """Plain text, trimmed on token boundaries with a marker where cut."""
+    return SectionContent(name, lambda counter, limit: trim_text(counter, text, limit, keep))
+
+
+def chunks_section(name: str, chunks: Sequence[Scored]) -> SectionContent:
+    """Scored pieces (rendered KB chunks): the best subset that fits, with the trim header."""
+    return SectionContent(name, lambda counter, limit: select_chunks(counter, chunks, limit))
+
+
+def labelled_section(name: str, items: Sequence[tuple[str, str]]) -> SectionContent:
+    """Labelled texts (specialist proposals) sharing the limit fairly; labels are never cut."""
+
+    def fit(counter: TokenCounter, limit: int) -> Fitted:
+        if not items:
+            return Fitted("", 0)
+        labels = [f"{label}\n" for label, _ in items]
+        room = limit - sum(counter.count_many(labels)) - 2 * len(items)
+        parts = share_fairly(counter, [text for _, text in items], max(0, room))
+        text = "\n\n".join(label + part.text for label, part in zip(labels, parts, strict=True))
+        # The guard trims the tail should the joins add a token or two.
+        fitted = trim_text(counter, text, limit, keep="start")
+        return Fitted(fitted.text, fitted.tokens, any(p.trimmed for p in parts) or fitted.trimmed)
+
+    return SectionContent(name, fit)
+
+
+def fitted_section(name: str, fitted: Callable[[TokenCounter, int], Fitted]) -> SectionContent:
+    """Any other fitting function (e.g. a conversation summary)."""
+    return SectionContent(name, fitted)
+
+
+@dataclass(frozen=True)
+class AssembledPrompt:
+    """A prompt that fits, with the report that proves it."""
+
+    messages: list[ChatMessage]
+    report: BudgetReport
+    sections: Mapping[str, Fitted]
+
+
+_MAX_REFITS = 8
+
+
+def assemble(
+    plan: ModelBudget,
+    counter: TokenCounter,
+    contents: Sequence[SectionContent],
+    compose: Callable[[Mapping[str, str]], list[ChatMessage]],
+    *,
+    node: str,
+    model: str,
+    notes: Sequence[str] = (),
+) -> AssembledPrompt:
+    """Fit `contents` into `plan` and compose the messages.
+
+    Args:
+        plan: The budget, already fitted to the model's real context.
+        counter: The model's counter; the report names its kind.
+        contents: Content per plan section; plan sections without content count as unused.
+        compose: Builds the chat messages from the fitted section texts (by section name).
+        node: The graph node making the call, for the report.
+        model: The model name, for the report.
+        notes: Extra lines for the report (e.g. why the KB allocation changed).
+
+    Raises:
+        BudgetError: A section is not in the plan, or the prompt cannot be made to fit.
+    """
+    offered = {c.name: c for c in contents}
+    unknown = sorted(set(offered) - set(plan.sections))
+    if unknown:
+        raise BudgetError(
+            f"budget plan {plan.name!r} has no section {unknown[0]!r}; its sections are "
+            f"{', '.join(plan.sections)}"
+        )
+    limits, fitted = _fit_all(plan, counter, offered)
+    for _ in range(_MAX_REFITS):
+        messages = compose({name: f.text for name, f in fitted.items()})
+        total = counter.count_messages(messages)
+        excess = total + plan.output_budget - plan.n_ctx
+        if excess <= 0:
+            return AssembledPrompt(
+                messages, _report(plan, counter, fitted, limits, total, node, model, notes), fitted
+            )
+        # Only whole-prompt tokens (template, joins) can get here: shrink the largest section.
+        name = max(fitted, key=lambda n: (n in SLACK_ORDER, fitted[n].tokens))
+        if fitted[name].tokens == 0:
+            break
+        limits[name] = max(0, fitted[name].tokens - excess)
+        fitted[name] = _fit(offered, name, counter, limits[name])
+    raise BudgetError(
+        f"{node}: the prompt for {model} cannot fit n_ctx {plan.n_ctx} with {plan.output_budget} "
+        "output tokens reserved; shorten the system prompt or raise the model's context"
+    )
+
+
+def _fit(
+    offered: Mapping[str, SectionContent], name: str, counter: TokenCounter, limit: int
+) -> Fitted:
+    return offered[name].fit(counter, limit) if name in offered else Fitted("", 0)
+
+
+def _fit_all(
+    plan: ModelBudget, counter: TokenCounter, offered: Mapping[str, SectionContent]
+) -> tuple[dict[str, int], dict[str, Fitted]]:
+    """Fit every section: fixed ones to their allocation, then slack flows in SLACK_ORDER."""
+    limits: dict[str, int] = {}
+    fitted: dict[str, Fitted] = {}
+    pool = 0
+    for name, allocated in plan.sections.items():
+        if name not in SLACK_ORDER:
+            limits[name] = 0 if name == SAFETY_MARGIN else allocated
+            fitted[name] = _fit(offered, name, counter, limits[name])
+            pool += limits[name] - fitted[name].tokens
+    for name in SLACK_ORDER:
+        if name in plan.sections:
+            limits[name] = plan.sections[name] + pool
+            fitted[name] = _fit(offered, name, counter, limits[name])
+            pool = limits[name] - fitted[name].tokens
+    order = list(plan.sections)
+    return limits, dict(sorted(fitted.items(), key=lambda kv: order.index(kv[0])))
+
+
+def _report(
+    plan: ModelBudget,
+    counter: TokenCounter,
+    fitted: Mapping[str, Fitted],
+    limits: Mapping[str, int],
+    total: int,
+    node: str,
+    model: str,
+    notes: Sequence[str],
+) -> BudgetReport:
+    sections = []
+    for name, allocated in plan.sections.items():
+        f = fitted[name]
+        granted = limits[name] if name in SLACK_ORDER and limits[name] > allocated else None
+        sections.append(SectionUsage(name, allocated, f.tokens, granted, f.trimmed, f.note))
+    return BudgetReport(
+        node=node,
+        model=model,
+        n_ctx=plan.n_ctx,
+        prompt_tokens=total,
+        max_output_tokens=plan.output_budget,
+        token_counter=counter.kind,
+        sections=sections,
+        scaled=plan.scaled,
+        notes=list(notes),
+    )

@@ -1,0 +1,225 @@
+"""Cutting content to a token budget: text, KB chunks, specialist proposals, conversation history.
+
+Every function returns what it kept *and* its token count under the same counter, so callers
+never count twice. Counts of individual pieces are memoised by the counter; a final count of the
+joined text guards against the few tokens a join can add at a boundary.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from collective.budget.counting import TokenCounter
+
+__all__ = [
+    "Fitted",
+    "Keep",
+    "Scored",
+    "select_chunks",
+    "share_fairly",
+    "summarize_history",
+    "trim_text",
+]
+
+Keep = Literal["start", "end", "both"]
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """Content cut to a budget."""
+
+    text: str
+    tokens: int
+    trimmed: bool = False
+    note: str = ""
+    kept: tuple[str, ...] = ()
+    """Keys of the pieces kept, for content made of pieces (KB chunks)."""
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A piece of content with a relevance score (a rendered KB chunk, for instance)."""
+
+    key: str
+    text: str
+    score: float
+
+
+def _marker(n: int) -> str:
+    return f"[… {n} tokens trimmed …]"
+
+
+def trim_text(counter: TokenCounter, text: str, max_tokens: int, keep: Keep = "start") -> Fitted:
+    """Cut `text` to at most `max_tokens` on token boundaries, marking where it was cut.
+
+    Args:
+        counter: The model's counter.
+        text: The text to fit.
+        max_tokens: The budget.
+        keep: Keep the `start`, the `end`, or `both` ends (the middle is cut).
+    """
+    total = counter.count(text)
+    if total <= max_tokens:
+        return Fitted(text, total)
+    if max_tokens <= 0:
+        return Fitted("", 0, trimmed=True)
+    budget = max_tokens
+    while budget > 0:
+        marker = _marker(total - budget)
+        room = budget - counter.count(marker) - 1  # -1: the newline joining marker and text
+        if room <= 0:
+            piece = counter.head(text, budget) if keep != "end" else counter.tail(text, budget)
+        elif keep == "start":
+            piece = f"{counter.head(text, room)}\n{marker}"
+        elif keep == "end":
+            piece = f"{marker}\n{counter.tail(text, room)}"
+        else:
+            half = room // 2
+            piece = f"{counter.head(text, room - half)}\n{marker}\n{counter.tail(text, half)}"
+        used = counter.count(piece)
+        if used <= max_tokens:
+            return Fitted(piece, used, trimmed=True)
+        budget -= max(1, used - max_tokens)  # a join merged differently: try a little smaller
+    return Fitted("", 0, trimmed=True)
+
+
+def select_chunks(
+    counter: TokenCounter, chunks: Sequence[Scored], max_tokens: int, sep: str = "\n\n"
+) -> Fitted:
+    """Keep the highest-scoring subset of `chunks` that fits `max_tokens`.
+
+    Chunks are taken best first; one that does not fit is skipped, not the end of the search (a
+    smaller, lower-scored chunk may still fit). When the best chunk alone is larger than the
+    whole budget it is trimmed rather than lost. When anything was dropped or cut, the text
+    starts with `[Context trimmed to X/Y tokens, showing n/m chunks]`.
+
+    Returns:
+        The section text with its count; `kept` lists the keys of the chunks kept, best first.
+    """
+    if not chunks or max_tokens <= 0:
+        return Fitted("", 0, trimmed=bool(chunks))
+    ranked = sorted(chunks, key=lambda c: -c.score)  # stable: ties keep the caller's order
+    costs = counter.count_many(c.text for c in ranked)
+    offered = sum(costs)
+    sep_cost = counter.count(sep)
+    # Reserve room for the header at its widest, so adding it can never overflow.
+    header_cost = counter.count(_header(offered, offered, len(ranked), len(ranked))) + sep_cost
+
+    def pick(budget: int) -> tuple[list[int], list[Fitted]]:
+        kept: list[int] = []
+        pieces: list[Fitted] = []
+        room = budget
+        for i, cost in enumerate(costs):
+            need = cost + (sep_cost if kept else 0)
+            if need <= room:
+                kept.append(i)
+                pieces.append(Fitted(ranked[i].text, cost))
+                room -= need
+            elif i == 0:  # the best chunk alone is too big: trim it rather than lose it
+                cut = trim_text(counter, ranked[0].text, room, keep="start")
+                if cut.text:
+                    kept.append(0)
+                    pieces.append(cut)
+                    room -= cut.tokens
+        return kept, pieces
+
+    budget = (
+        max_tokens
+        if offered + sep_cost * (len(ranked) - 1) <= max_tokens
+        else (max_tokens - header_cost)
+    )
+    while budget > 0:
+        kept, pieces = pick(budget)
+        body = sep.join(p.text for p in pieces)
+        dropped = len(kept) < len(ranked) or any(p.trimmed for p in pieces)
+        used_body = sum(p.tokens for p in pieces)
+        text = (
+            f"{_header(used_body, offered, len(kept), len(ranked))}{sep}{body}" if dropped else body
+        )
+        used = counter.count(text)
+        if used <= max_tokens:
+            kept_keys = tuple(ranked[i].key for i in kept)
+            return Fitted(text, used, trimmed=dropped, kept=kept_keys)
+        budget -= used - max_tokens  # joins merged tokens differently: shrink and retry
+    return Fitted("", 0, trimmed=True)
+
+
+def _header(used: int, offered: int, shown: int, total: int) -> str:
+    return f"[Context trimmed to {used}/{offered} tokens, showing {shown}/{total} chunks]"
+
+
+def share_fairly(
+    counter: TokenCounter, texts: Sequence[str], max_tokens: int, keep: Keep = "both"
+) -> list[Fitted]:
+    """Trim several texts (specialist proposals) to one shared budget, fairly.
+
+    Each text is guaranteed at least an equal share; what a short text does not need is shared
+    among the longer ones (water-filling), so nothing is cut that need not be.
+    """
+    n = len(texts)
+    if n == 0:
+        return []
+    needs = counter.count_many(texts)
+    shares = [0] * n
+    left, pending = max(0, max_tokens), sorted(range(n), key=lambda i: needs[i])
+    while pending:
+        fair = left // len(pending)
+        i = pending.pop(0)
+        shares[i] = min(needs[i], fair)
+        left -= shares[i]
+    return [trim_text(counter, t, s, keep=keep) for t, s in zip(texts, shares, strict=True)]
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def _extractive(text: str) -> str:
+    """The first sentence of a turn: a deterministic, cheap summary."""
+    first = _SENTENCE.split(text.strip(), maxsplit=1)[0]
+    return first if len(first) <= 240 else first[:240] + "…"
+
+
+def summarize_history(
+    counter: TokenCounter,
+    turns: Sequence[tuple[str, str]],
+    max_tokens: int,
+    summarizer: Callable[[str, int], str] | None = None,
+    recent_share: float = 0.7,
+) -> Fitted:
+    """Fit a conversation into `max_tokens`: recent turns verbatim, older turns compressed.
+
+    Args:
+        counter: The model's counter.
+        turns: `(role, text)` pairs, oldest first.
+        max_tokens: The budget for the whole summary.
+        summarizer: Turns older text into at most N tokens (an LLM, say); the default keeps the
+            first sentence of each older turn (deterministic, extractive).
+        recent_share: The share of the budget that verbatim recent turns may take.
+    """
+    lines = [f"{role}: {text}" for role, text in turns]
+    if not lines or max_tokens <= 0:
+        return Fitted("", 0, trimmed=bool(lines))
+    full = "\n".join(lines)
+    full_tokens = counter.count(full)
+    if full_tokens <= max_tokens:
+        return Fitted(full, full_tokens)
+    costs = counter.count_many(lines)
+    recent_room, start = int(max_tokens * recent_share), len(lines)
+    while start > 0 and costs[start - 1] + 1 <= recent_room:
+        recent_room -= costs[start - 1] + 1
+        start -= 1
+    recent = "\n".join(lines[start:])
+    room = max_tokens - counter.count(recent) - 2
+    older = turns[:start]
+    if summarizer is not None:
+        digest = summarizer("\n".join(f"{r}: {t}" for r, t in older), room)
+    else:
+        digest = "\n".join(f"{r}: {_extractive(t)}" for r, t in older)
+    header = f"Earlier ({len(older)} turns, summarized):"
+    body = trim_text(counter, digest, room - counter.count(header) - 1, keep="end").text
+    text = f"{header}\n{body}\n{recent}" if body else recent
+    fitted = trim_text(counter, text, max_tokens, keep="end")  # guards the join
+    return Fitted(fitted.text, fitted.tokens, trimmed=True)
