@@ -98,8 +98,8 @@ _STEP_WEIGHT = {
     "context": 0.95,
     "keywords": 1.0,
     "expand": 0.9,
-    "relax": 0.75,
-    "feedback": 0.85,
+    "relax": 0.6,
+    "feedback": 0.7,
     "llm": 0.9,
 }
 

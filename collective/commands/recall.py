@@ -1,0 +1,109 @@
+"""`collective recall "QUERY"`: what the council's retrieve step would inject, and why.
+
+Mount with `cli_app.command()(recall.recall)`. Without `--kb`, the default KB is used and, if it
+does not exist yet, built from the demo KB; an explicit `--kb` must exist.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["recall"]
+
+
+def recall(
+    query: Annotated[str, typer.Argument(help="The question to retrieve knowledge for.")],
+    budget: Annotated[
+        str, typer.Option("--budget", "-b", help="Retrieval profile: lean, balanced, deep, auto.")
+    ] = "auto",
+    kb: Annotated[
+        Path | None,
+        typer.Option("--kb", help="KB file (default: $COLLECTIVE_KB or .collective/kb.sqlite)."),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    max_latency_ms: Annotated[
+        float | None, typer.Option("--max-latency-ms", min=0, help="Latency bound (ms).")
+    ] = None,
+    max_inject: Annotated[
+        int | None, typer.Option("--max-inject", min=1, help="At most this many chunks.")
+    ] = None,
+    context: Annotated[
+        str, typer.Option(help="Conversation context (used by auto and follow-up questions).")
+    ] = "",
+) -> None:
+    """Retrieve KB chunks for QUERY under a budget profile and show them with diagnostics."""
+    from collective.commands.kb import fail
+
+    if not query.strip():
+        raise fail('the query is empty; give a question, e.g. collective recall "PETG drying"')
+    if budget not in ("lean", "balanced", "deep", "auto"):
+        raise fail(f"unknown --budget {budget!r}; use lean, balanced, deep or auto")
+    import json
+
+    from collective.errors import CollectiveError
+    from collective.kb.demo import open_default_store
+    from collective.kb.retrieval import retrieve
+    from collective.kb.sqlite_store import SqliteKnowledgeStore
+
+    if kb is not None and not kb.exists():
+        raise fail(
+            f"no knowledge base at {kb}; create one with `collective kb add PATH... --kb {kb}`"
+        )
+    try:
+        store = SqliteKnowledgeStore(kb) if kb is not None else open_default_store()
+        with store:
+            result = retrieve(
+                store,
+                query,
+                budget,
+                max_inject=max_inject,
+                max_latency_ms=max_latency_ms,
+                context=context,
+            )
+    except CollectiveError as exc:
+        raise fail(str(exc), exc.exit_code) from None
+    if json_out:
+        data = result.to_dict()
+        data["chunks"] = [
+            {**meta, "text": chunk.text}
+            for meta, chunk in zip(data["chunks"], result.injected, strict=True)
+        ]
+        typer.echo(json.dumps(data))
+        return
+    _print(result)
+
+
+def _print(result) -> None:  # noqa: ANN001 - RetrievalResult, imported lazily
+    from rich.console import Console
+    from rich.panel import Panel
+    from rich.text import Text
+
+    console = Console()
+    console.print(
+        f"[bold]profile[/] requested {result.requested}, applied [bold]{result.applied}[/] "
+        f"({result.reason}); {result.candidates} candidates, {len(result.rewrites)} rewrites, "
+        f"{len(result.injected)} injected, {result.latency_ms:.1f} ms"
+    )
+    for chunk in result.injected:
+        title = f"[KB#{chunk.id}] score {chunk.score:.2f}"
+        tags = f"  tags: {', '.join(chunk.tags)}" if chunk.tags else ""
+        body = Text(chunk.text)
+        console.print(
+            Panel(
+                body,
+                title=title,
+                subtitle=f"{chunk.source} · {chunk.heading}{tags}",
+                title_align="left",
+                subtitle_align="left",
+            )
+        )
+    if result.rewrites:
+        console.print("[bold]rewrites[/]")
+        for rewritten in result.rewrites:
+            console.print(f"  {rewritten}", markup=False)
+    console.print("[bold]diagnostics[/]")
+    for line in result.diagnostics:
+        console.print(f"  {line}", markup=False)
