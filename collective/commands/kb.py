@@ -7,9 +7,12 @@ Mount with `cli_app.add_typer(kb.app, name="kb")`. The KB is a SQLite file: `--k
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from collective.kb.sqlite_store import SqliteKnowledgeStore
 
 __all__ = ["app", "fail"]
 
@@ -35,7 +38,7 @@ def _kb_path(kb: Path | None) -> Path:
     return kb if kb is not None else default_kb_path()
 
 
-def _open_existing(kb: Path | None):  # noqa: ANN202 - the store type is imported lazily
+def _open_existing(kb: Path | None) -> SqliteKnowledgeStore:
     from collective.kb.sqlite_store import SqliteKnowledgeStore
 
     path = _kb_path(kb)

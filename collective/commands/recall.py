@@ -7,9 +7,12 @@ does not exist yet, built from the demo KB; an explicit `--kb` must exist.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from collective.kb.retrieval import RetrievalResult
 
 __all__ = ["recall"]
 
@@ -76,7 +79,7 @@ def recall(
     _print(result)
 
 
-def _print(result) -> None:  # noqa: ANN001 - RetrievalResult, imported lazily
+def _print(result: RetrievalResult) -> None:
     from rich.console import Console
     from rich.panel import Panel
     from rich.text import Text

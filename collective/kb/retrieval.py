@@ -1,10 +1,13 @@
 """Budget-aware retrieval: lean, balanced, deep and auto profiles over any `KnowledgeStore`.
 
-| profile | rewrites | fetch per query | trust pass | injected |
-|---|---|---|---|---|
-| lean | none | 10 | strict: score >= 0.35 and >= 60% of the best | 3-5 |
-| balanced | one (keywords + synonyms, or the caller's context for a follow-up) | 30 | standard: >= 0.2 and >= 40% of the best | 6-10 |
-| deep | the whole chain below, plus an optional LLM rewriter | 60 | permissive: >= 0.1 and >= 20% of the best, every drop explained | 8 to the maximum (16) |
+* lean: no rewrite, 10 candidates fetched, strict trust pass (score >= 0.35 and >= 60% of
+  the best), 3-5 chunks injected.
+* balanced (the default): one rewrite (keywords + synonyms, or the caller's context for a
+  follow-up), 30 candidates per query, standard trust pass (>= 0.2 and >= 40% of the best),
+  6-10 injected.
+* deep: the whole rewrite chain below plus an optional LLM rewriter, 60 candidates per query,
+  permissive trust pass (>= 0.1 and >= 20% of the best) that explains every drop, 8 up to the
+  configured maximum (16) injected.
 
 Deep's deterministic rewrite chain: `context` (follow-ups only: the query plus the caller's
 context keywords), `keywords` (content words, filler dropped), `expand` (plus general English
@@ -341,7 +344,9 @@ class _Fusion:
         return rank_chunks(fused)
 
 
-def _feedback_terms(top: list[Chunk], pool: list[Chunk], exclude: set[str], n: int = 5) -> list[str]:
+def _feedback_terms(
+    top: list[Chunk], pool: list[Chunk], exclude: set[str], n: int = 5
+) -> list[str]:
     """Words frequent in the best chunks but rare in the candidate pool (pseudo-relevance)."""
 
     def words(chunk: Chunk) -> set[str]:
@@ -392,7 +397,9 @@ def retrieve(
         ConfigError: Unknown profile, or a non-positive `max_inject`.
     """
     if profile not in get_args(Profile):
-        raise ConfigError(f"unknown retrieval profile {profile!r}; use lean, balanced, deep or auto")
+        raise ConfigError(
+            f"unknown retrieval profile {profile!r}; use lean, balanced, deep or auto"
+        )
     if max_inject is not None and max_inject < 1:
         raise ConfigError(f"max_inject must be at least 1 (got {max_inject})")
     with retrieval_span(profile, query_chars=len(query)) as span:

@@ -17,6 +17,7 @@ trust passes of the retrieval profiles rely on; the BM25 part orders chunks of e
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import math
 import re
@@ -206,7 +207,9 @@ class SqliteKnowledgeStore:
             cid = chunk_id(piece.text, label, piece.heading)
             new.setdefault(cid, (cid, piece.heading, piece.text, ",".join(piece.tags), position))
         with self._lock, self._db:
-            row = self._db.execute("SELECT sha256 FROM sources WHERE source = ?", (label,)).fetchone()
+            row = self._db.execute(
+                "SELECT sha256 FROM sources WHERE source = ?", (label,)
+            ).fetchone()
             if row is not None and row[0] == sha:
                 stats.unchanged_files = 1
                 return stats
@@ -286,7 +289,7 @@ class SqliteKnowledgeStore:
             rows = self._db.execute(sql + " ORDER BY source, position, id", args).fetchall()
         return [_row_to_chunk(r) for r in rows]
 
-    def sources(self) -> list[tuple[str, int]]:
+    def sources(self) -> builtins.list[tuple[str, int]]:
         """The sources in the store with their chunk counts."""
         with self._lock:
             return [
@@ -344,7 +347,7 @@ class SqliteKnowledgeStore:
             ).fetchone()
         return _row_to_chunk(row) if row else None
 
-    def search(self, query: str, k: int) -> list[Chunk]:
+    def search(self, query: str, k: int) -> builtins.list[Chunk]:
         """The best `k` chunks for `query`, scored 0..1 (see the module docstring)."""
         terms = query_terms(query)
         if not terms or k <= 0:

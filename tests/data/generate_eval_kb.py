@@ -1,3 +1,4 @@
+# ruff: noqa: E501 -- the fact tables are one record per line on purpose
 """Generate the retrieval evaluation set: a workshop-materials KB and labelled queries.
 
 Deterministic: the KB files (tests/data/eval_kb/*.md) are rendered from the fact tables below,
@@ -98,7 +99,10 @@ METAL_SECTIONS = [
     ("Cost and availability", "{Name} is {8}."),
 ]
 FILAMENT_SECTIONS = [
-    ("Print temperatures", "{name} prints at a nozzle temperature of {1} °C with the bed at {2} °C."),
+    (
+        "Print temperatures",
+        "{name} prints at a nozzle temperature of {1} °C with the bed at {2} °C.",
+    ),
     ("Heat resistance", "Heat resistance of {name}: {3}."),
     ("Drying", "Drying {name}: {4}."),
     ("Warping and enclosure", "{Name} {5}."),
@@ -123,6 +127,7 @@ ADHESIVE_SECTIONS = [
     ("Safety and cleanup", "Safety and cleanup for {name}: {6}."),
 ]
 
+
 def _table(raw: str) -> list[list[str]]:
     return [line.split("|") for line in raw.strip().splitlines()]
 
@@ -139,7 +144,9 @@ def _render(category: str, rows: list[list[str]], sections: list[tuple[str, str]
         fields = {f"f{i}": v for i, v in enumerate(row)}
         lines = [f"# {name}", "", f"tags: {category}", ""]
         for title, template in sections:
-            text = re.sub(r"\{(\d)\}", r"{f\1}", template).format(**fields, name=name, Name=name[0].upper() + name[1:])
+            text = re.sub(r"\{(\d)\}", r"{f\1}", template).format(
+                **fields, name=name, Name=name[0].upper() + name[1:]
+            )
             lines += [f"## {title}", text, ""]
         files[f"{category}/{slug(name)}.md"] = "\n".join(lines)
     return files
@@ -179,89 +186,181 @@ EASY_TEMPLATES = {
 # Hard: paraphrases that avoid the section's wording and often the entity's name.
 # (question, [(file, section), ...]) -- every listed chunk answers the question.
 HARD = [
-    ("Which metal should I use for a boat cleat that sits in salt water for years?",
-     [("metal/316_stainless_steel.md", "Corrosion resistance"),
-      ("metal/5052_h32_aluminium.md", "Corrosion resistance"),
-      ("metal/ti_6al_4v_titanium.md", "Corrosion resistance"),
-      ("metal/c932_bearing_bronze.md", "Corrosion resistance")]),
-    ("My printed phone mount drooped on the dashboard in July, what went wrong?",
-     [("filament/pla.md", "Heat resistance"), ("filament/pla_cf.md", "Heat resistance")]),
-    ("The spool crackles and pops and the parts come out full of bubbles",
-     [("filament/pa6_nylon.md", "Notes"), ("filament/pa6_nylon.md", "Drying")]),
-    ("Why do the corners of my big printed box curl up off the plate?",
-     [("filament/abs.md", "Warping and enclosure"), ("filament/asa.md", "Warping and enclosure"),
-      ("filament/polycarbonate.md", "Warping and enclosure")]),
-    ("Which plastic can fold thousands of times without snapping, like a flip-top lid?",
-     [("filament/polypropylene.md", "Mechanical behaviour"),
-      ("filament/polypropylene.md", "Typical uses")]),
-    ("What lumber survives rain and sun on a patio table without paint?",
-     [("wood/teak.md", "Outdoor durability"), ("wood/western_red_cedar.md", "Outdoor durability"),
-      ("wood/white_oak.md", "Outdoor durability")]),
-    ("What should I make a chopping board from?",
-     [("wood/hard_maple.md", "Typical uses"), ("wood/teak.md", "Typical uses")]),
-    ("Which glue will hold a wobbly chair rung where the joint is loose and sloppy?",
-     [("adhesive/two_part_epoxy.md", "Gap filling"),
-      ("adhesive/polyurethane_glue.md", "Gap filling"),
-      ("adhesive/methacrylate_structural_adhesive.md", "Gap filling")]),
-    ("I glued my fingers together, how do I get them apart?",
-     [("adhesive/cyanoacrylate_super_glue.md", "Safety and cleanup")]),
-    ("How can I get support material out of a hollow part without cutting it?",
-     [("filament/pva.md", "Notes"), ("filament/pva.md", "Typical uses"),
-      ("filament/hips.md", "Notes")]),
-    ("Which aluminum is lightest yet nearly as strong as steel for a climbing carabiner?",
-     [("metal/7075_t6_aluminium.md", "Strength"), ("metal/7075_t6_aluminium.md", "Typical uses")]),
-    ("Why did the bracket I welded from aircraft aluminum crack along the bead?",
-     [("metal/7075_t6_aluminium.md", "Welding and joining")]),
-    ("My drill bit squeals and stops cutting halfway through a kitchen sink",
-     [("metal/304_stainless_steel.md", "Machining")]),
-    ("What material for a hip implant that the body tolerates?",
-     [("metal/ti_6al_4v_titanium.md", "Corrosion resistance"),
-      ("metal/ti_6al_4v_titanium.md", "Typical uses")]),
-    ("Which metal makes a heavy base that soaks up lathe chatter?",
-     [("metal/gray_cast_iron.md", "Strength"), ("metal/gray_cast_iron.md", "Typical uses")]),
-    ("What can I make a knife blade from in a home shop and harden it?",
-     [("metal/o1_tool_steel.md", "Strength"), ("metal/o1_tool_steel.md", "Typical uses")]),
-    ("Which printed material copes best with a part right next to a car engine?",
-     [("filament/pa_cf.md", "Heat resistance"), ("filament/peek.md", "Heat resistance"),
-      ("filament/polycarbonate.md", "Heat resistance")]),
-    ("My carbon fibre prints got worse and the hole in the nozzle looks bigger",
-     [("filament/pla_cf.md", "Notes"), ("filament/petg_cf.md", "Notes"),
-      ("filament/pa_cf.md", "Notes")]),
-    ("The soft rubbery filament keeps tangling inside the feeder gears",
-     [("filament/tpe_85a.md", "Notes"), ("filament/tpu_95a.md", "Notes")]),
-    ("Why does my freshly painted pine shelf show yellow-brown spots?",
-     [("wood/eastern_white_pine.md", "Finishing")]),
-    ("The stain came out patchy on my new cabinet doors",
-     [("wood/hard_maple.md", "Finishing"), ("wood/black_cherry.md", "Finishing")]),
-    ("Which board should I avoid in a bathroom because it puffs up with water?",
-     [("wood/mdf.md", "Outdoor durability")]),
-    ("What do I use for a model airplane wing that must weigh almost nothing?",
-     [("wood/balsa.md", "Typical uses"), ("wood/balsa.md", "Density and hardness")]),
-    ("How do I bend wood into a curve for a chair back?",
-     [("wood/white_ash.md", "Workability")]),
-    ("Which glue lets me stick laminate to a countertop in one go without clamps?",
-     [("adhesive/contact_cement.md", "Cure time"), ("adhesive/contact_cement.md", "Strength")]),
-    ("What seals a shower tray and stays rubbery when hot water runs over it?",
-     [("adhesive/silicone_sealant.md", "Temperature range"),
-      ("adhesive/silicone_sealant.md", "Gap filling")]),
-    ("My glue gun repair on the dashboard let go on a sunny day",
-     [("adhesive/hot_melt_glue.md", "Temperature range"),
-      ("adhesive/cyanoacrylate_super_glue.md", "Temperature range")]),
-    ("Which filament stays colourful on a garden gnome left in the sun for years?",
-     [("filament/asa.md", "Notes"), ("filament/asa.md", "Typical uses")]),
-    ("What gives off a smell while printing and needs an air filter?",
-     [("filament/abs.md", "Notes")]),
-    ("Why won't paint or glue stay on my outdoor teak bench?",
-     [("wood/teak.md", "Finishing")]),
-    ("Which metal is easiest to turn on a lathe for small fittings?",
-     [("metal/c360_brass.md", "Machining"), ("metal/1018_mild_steel.md", "Machining"),
-      ("metal/6061_t6_aluminium.md", "Machining")]),
-    ("What is best for carrying high current in a power distribution bar?",
-     [("metal/c110_copper.md", "Typical uses")]),
-    ("Which sheet metal can I fold into a tight box corner without it cracking?",
-     [("metal/5052_h32_aluminium.md", "Welding and joining")]),
-    ("Which printing material floats in water?",
-     [("filament/polypropylene.md", "Notes")]),
+    (
+        "Which metal should I use for a boat cleat that sits in salt water for years?",
+        [
+            ("metal/316_stainless_steel.md", "Corrosion resistance"),
+            ("metal/5052_h32_aluminium.md", "Corrosion resistance"),
+            ("metal/ti_6al_4v_titanium.md", "Corrosion resistance"),
+            ("metal/c932_bearing_bronze.md", "Corrosion resistance"),
+        ],
+    ),
+    (
+        "My printed phone mount drooped on the dashboard in July, what went wrong?",
+        [("filament/pla.md", "Heat resistance"), ("filament/pla_cf.md", "Heat resistance")],
+    ),
+    (
+        "The spool crackles and pops and the parts come out full of bubbles",
+        [("filament/pa6_nylon.md", "Notes"), ("filament/pa6_nylon.md", "Drying")],
+    ),
+    (
+        "Why do the corners of my big printed box curl up off the plate?",
+        [
+            ("filament/abs.md", "Warping and enclosure"),
+            ("filament/asa.md", "Warping and enclosure"),
+            ("filament/polycarbonate.md", "Warping and enclosure"),
+        ],
+    ),
+    (
+        "Which plastic can fold thousands of times without snapping, like a flip-top lid?",
+        [
+            ("filament/polypropylene.md", "Mechanical behaviour"),
+            ("filament/polypropylene.md", "Typical uses"),
+        ],
+    ),
+    (
+        "What lumber survives rain and sun on a patio table without paint?",
+        [
+            ("wood/teak.md", "Outdoor durability"),
+            ("wood/western_red_cedar.md", "Outdoor durability"),
+            ("wood/white_oak.md", "Outdoor durability"),
+        ],
+    ),
+    (
+        "What should I make a chopping board from?",
+        [("wood/hard_maple.md", "Typical uses"), ("wood/teak.md", "Typical uses")],
+    ),
+    (
+        "Which glue will hold a wobbly chair rung where the joint is loose and sloppy?",
+        [
+            ("adhesive/two_part_epoxy.md", "Gap filling"),
+            ("adhesive/polyurethane_glue.md", "Gap filling"),
+            ("adhesive/methacrylate_structural_adhesive.md", "Gap filling"),
+        ],
+    ),
+    (
+        "I glued my fingers together, how do I get them apart?",
+        [("adhesive/cyanoacrylate_super_glue.md", "Safety and cleanup")],
+    ),
+    (
+        "How can I get support material out of a hollow part without cutting it?",
+        [
+            ("filament/pva.md", "Notes"),
+            ("filament/pva.md", "Typical uses"),
+            ("filament/hips.md", "Notes"),
+        ],
+    ),
+    (
+        "Which aluminum is lightest yet nearly as strong as steel for a climbing carabiner?",
+        [
+            ("metal/7075_t6_aluminium.md", "Strength"),
+            ("metal/7075_t6_aluminium.md", "Typical uses"),
+        ],
+    ),
+    (
+        "Why did the bracket I welded from aircraft aluminum crack along the bead?",
+        [("metal/7075_t6_aluminium.md", "Welding and joining")],
+    ),
+    (
+        "My drill bit squeals and stops cutting halfway through a kitchen sink",
+        [("metal/304_stainless_steel.md", "Machining")],
+    ),
+    (
+        "What material for a hip implant that the body tolerates?",
+        [
+            ("metal/ti_6al_4v_titanium.md", "Corrosion resistance"),
+            ("metal/ti_6al_4v_titanium.md", "Typical uses"),
+        ],
+    ),
+    (
+        "Which metal makes a heavy base that soaks up lathe chatter?",
+        [("metal/gray_cast_iron.md", "Strength"), ("metal/gray_cast_iron.md", "Typical uses")],
+    ),
+    (
+        "What can I make a knife blade from in a home shop and harden it?",
+        [("metal/o1_tool_steel.md", "Strength"), ("metal/o1_tool_steel.md", "Typical uses")],
+    ),
+    (
+        "Which printed material copes best with a part right next to a car engine?",
+        [
+            ("filament/pa_cf.md", "Heat resistance"),
+            ("filament/peek.md", "Heat resistance"),
+            ("filament/polycarbonate.md", "Heat resistance"),
+        ],
+    ),
+    (
+        "My carbon fibre prints got worse and the hole in the nozzle looks bigger",
+        [
+            ("filament/pla_cf.md", "Notes"),
+            ("filament/petg_cf.md", "Notes"),
+            ("filament/pa_cf.md", "Notes"),
+        ],
+    ),
+    (
+        "The soft rubbery filament keeps tangling inside the feeder gears",
+        [("filament/tpe_85a.md", "Notes"), ("filament/tpu_95a.md", "Notes")],
+    ),
+    (
+        "Why does my freshly painted pine shelf show yellow-brown spots?",
+        [("wood/eastern_white_pine.md", "Finishing")],
+    ),
+    (
+        "The stain came out patchy on my new cabinet doors",
+        [("wood/hard_maple.md", "Finishing"), ("wood/black_cherry.md", "Finishing")],
+    ),
+    (
+        "Which board should I avoid in a bathroom because it puffs up with water?",
+        [("wood/mdf.md", "Outdoor durability")],
+    ),
+    (
+        "What do I use for a model airplane wing that must weigh almost nothing?",
+        [("wood/balsa.md", "Typical uses"), ("wood/balsa.md", "Density and hardness")],
+    ),
+    ("How do I bend wood into a curve for a chair back?", [("wood/white_ash.md", "Workability")]),
+    (
+        "Which glue lets me stick laminate to a countertop in one go without clamps?",
+        [("adhesive/contact_cement.md", "Cure time"), ("adhesive/contact_cement.md", "Strength")],
+    ),
+    (
+        "What seals a shower tray and stays rubbery when hot water runs over it?",
+        [
+            ("adhesive/silicone_sealant.md", "Temperature range"),
+            ("adhesive/silicone_sealant.md", "Gap filling"),
+        ],
+    ),
+    (
+        "My glue gun repair on the dashboard let go on a sunny day",
+        [
+            ("adhesive/hot_melt_glue.md", "Temperature range"),
+            ("adhesive/cyanoacrylate_super_glue.md", "Temperature range"),
+        ],
+    ),
+    (
+        "Which filament stays colourful on a garden gnome left in the sun for years?",
+        [("filament/asa.md", "Notes"), ("filament/asa.md", "Typical uses")],
+    ),
+    (
+        "What gives off a smell while printing and needs an air filter?",
+        [("filament/abs.md", "Notes")],
+    ),
+    ("Why won't paint or glue stay on my outdoor teak bench?", [("wood/teak.md", "Finishing")]),
+    (
+        "Which metal is easiest to turn on a lathe for small fittings?",
+        [
+            ("metal/c360_brass.md", "Machining"),
+            ("metal/1018_mild_steel.md", "Machining"),
+            ("metal/6061_t6_aluminium.md", "Machining"),
+        ],
+    ),
+    (
+        "What is best for carrying high current in a power distribution bar?",
+        [("metal/c110_copper.md", "Typical uses")],
+    ),
+    (
+        "Which sheet metal can I fold into a tight box corner without it cracking?",
+        [("metal/5052_h32_aluminium.md", "Welding and joining")],
+    ),
+    ("Which printing material floats in water?", [("filament/polypropylene.md", "Notes")]),
 ]
 
 
@@ -286,8 +385,12 @@ def build(out: Path = HERE) -> dict:
 
     queries = []
     names = {}
-    for category, table in (("metal", METALS), ("filament", FILAMENTS), ("wood", WOODS),
-                            ("adhesive", ADHESIVES)):
+    for category, table in (
+        ("metal", METALS),
+        ("filament", FILAMENTS),
+        ("wood", WOODS),
+        ("adhesive", ADHESIVES),
+    ):
         for row in _table(table):
             names[f"{category}/{slug(row[0])}.md"] = row[0]
     # Easy queries: cycle through entities and the templated sections deterministically.
@@ -296,13 +399,26 @@ def build(out: Path = HERE) -> dict:
         if index % 5:
             continue
         question = EASY_TEMPLATES[ref[1]].format(name=names[ref[0]])
-        queries.append({"id": f"easy-{len(queries) + 1:02d}", "difficulty": "easy",
-                        "query": question, "relevant": [by_ref[ref]],
-                        "relevant_refs": [f"{ref[0]}#{ref[1]}"]})
+        queries.append(
+            {
+                "id": f"easy-{len(queries) + 1:02d}",
+                "difficulty": "easy",
+                "query": question,
+                "relevant": [by_ref[ref]],
+                "relevant_refs": [f"{ref[0]}#{ref[1]}"],
+            }
+        )
     for number, (question, labelled) in enumerate(HARD, 1):
         ids = [by_ref[ref] for ref in labelled]  # KeyError here means a label is wrong
-        queries.append({"id": f"hard-{number:02d}", "difficulty": "hard", "query": question,
-                        "relevant": ids, "relevant_refs": [f"{f}#{s}" for f, s in labelled]})
+        queries.append(
+            {
+                "id": f"hard-{number:02d}",
+                "difficulty": "hard",
+                "query": question,
+                "relevant": ids,
+                "relevant_refs": [f"{f}#{s}" for f, s in labelled],
+            }
+        )
     doc = {"kb": "eval_kb", "chunks": total, "queries": queries}
     (out / "eval_queries.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     return doc

@@ -67,7 +67,9 @@ def test_kb_errors_are_one_line_with_exit_2(tmp_path: Path) -> None:
 def test_recall_json_and_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("COLLECTIVE_KB", raising=False)
-    result = runner.invoke(app, ["recall", "Which filament for a hot car?", "--budget", "deep", "--json"])
+    result = runner.invoke(
+        app, ["recall", "Which filament for a hot car?", "--budget", "deep", "--json"]
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert (data["requested"], data["applied"]) == ("deep", "deep")

@@ -36,7 +36,9 @@ class KeywordRetriever(BaseRetriever):
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[Document]:
         words = set(query.lower().split())
-        scored = [(len(words & set(d.page_content.lower().split())), i) for i, d in enumerate(self.docs)]
+        scored = [
+            (len(words & set(d.page_content.lower().split())), i) for i, d in enumerate(self.docs)
+        ]
         return [self.docs[i] for n, i in sorted(scored, key=lambda x: (-x[0], x[1])) if n]
 
 
@@ -64,7 +66,11 @@ def test_retrieve_runs_profiles_over_a_vector_store_retriever() -> None:
     first = retrieve(store, "outdoor filament for a hot car", "deep")
     second = retrieve(store, "outdoor filament for a hot car", "deep")
     assert [c.id for c in first.injected] == [c.id for c in second.injected]
-    assert {c.source for c in first.injected} <= {"asa.md", "pla.md", "langchain:VectorStoreRetriever"}
+    assert {c.source for c in first.injected} <= {
+        "asa.md",
+        "pla.md",
+        "langchain:VectorStoreRetriever",
+    }
     assert first.candidates == 4 and len(first.rewrites) >= 3
     shown = format_chunk(first.injected[0])
     assert shown.startswith(f"[KB#{first.injected[0].id}] [Score: ")

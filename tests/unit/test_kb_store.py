@@ -103,9 +103,7 @@ def test_remove_by_id_and_by_source(tmp_path: Path, kb_file: Path) -> None:
     target = store.list()[0].id
     assert store.remove(target) == 1
     assert store.get(target) is None
-    assert all(
-        c.id != target for c in store.search("intro paragraph", 5)
-    )
+    assert all(c.id != target for c in store.search("intro paragraph", 5))
     # Re-adding the file restores the removed chunk (its hash was forgotten).
     assert store.add_file(kb_file).added == 1
     assert store.remove(source=str(kb_file)) == 3
