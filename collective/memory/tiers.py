@@ -212,6 +212,8 @@ class TieredMemory:
         task_summary_tokens: Size of a task episode's step summary.
         conversation_summary_tokens: Size of an older-conversation episode.
         compressed_tokens: Size of a compressed episode.
+        summary_ratio: A summary's size as a share of its source (between `compressed_tokens`
+            and the limits above), so that compression always shrinks.
     """
 
     def __init__(
@@ -232,6 +234,7 @@ class TieredMemory:
         task_summary_tokens: int = 200,
         conversation_summary_tokens: int = 300,
         compressed_tokens: int = 40,
+        summary_ratio: float = 0.25,
     ) -> None:
         if not 0 < warn_at <= compress_at <= 1:
             raise ValueError("need 0 < warn_at <= compress_at <= 1")
@@ -248,6 +251,7 @@ class TieredMemory:
         self.task_summary_tokens = task_summary_tokens
         self.conversation_summary_tokens = conversation_summary_tokens
         self.compressed_tokens = compressed_tokens
+        self.summary_ratio = summary_ratio
 
         self.turns: list[Turn] = []
         self.tasks: dict[str, TaskEntry] = {}
@@ -368,14 +372,15 @@ class TieredMemory:
 
         Claims, in priority order: active tasks and open questions; the most recent turns
         verbatim (up to 40% of the allocation); key decisions and artifacts (newest first);
-        L1 episodes (newest first); then more recent turns if room is left. The text is laid
+        tasks completed since the last L0 compression; L1 episodes (newest first); then more
+        recent turns if room is left. The text is laid
         out oldest to newest and counted exactly; lowest-priority lines go until it fits.
         """
         if max_tokens <= 0:
             return ""
         count = self.counter.count
         chosen: dict[str, list[tuple[int, str]]] = {
-            k: [] for k in ("episodes", "decisions", "artifacts", "questions", "active", "turns")
+            k: [] for k in ("episodes", "decisions", "artifacts", "questions", "tasks", "turns")
         }
         order: list[tuple[str, int]] = []  # claim order, so the last claimed is dropped first
         used = sum(count(h) + 1 for h in _HEADINGS.values())
@@ -390,9 +395,10 @@ class TieredMemory:
             order.append((section, index))
             return True
 
-        active = [t for t in self.tasks.values() if t.status == "active"]
-        for i, task in enumerate(active):
-            claim("active", i, f"- [{task.id}] {task.description}", max_tokens)
+        tasks = list(self.tasks.values())
+        for i, task in enumerate(tasks):
+            if task.status == "active":
+                claim("tasks", i, f"- {task.render()}", max_tokens)
         for i, q in enumerate(self.open_questions):
             claim("questions", i, f"- {q}", max_tokens)
         turn_limit = used + int(0.4 * max_tokens)
@@ -405,6 +411,9 @@ class TieredMemory:
             claim("decisions", i, f"- {self.decisions[i]}", max_tokens)
         for i in range(len(self.artifacts) - 1, -1, -1):
             claim("artifacts", i, f"- {self.artifacts[i]}", max_tokens)
+        for i in range(len(tasks) - 1, -1, -1):
+            if tasks[i].status == "completed":
+                claim("tasks", i, f"- {tasks[i].render()}", max_tokens)
         for i in range(len(self.episodes) - 1, -1, -1):
             claim("episodes", i, f"- {self.episodes[i].render()}", max_tokens)
         for i in range(taken - 1, -1, -1):
@@ -502,12 +511,12 @@ class TieredMemory:
         if loose:
             self._conversations += 1
             text = "\n".join(t.render() for t in loose)
-            body = self._summarize(text, self.conversation_summary_tokens)
+            body = self._summarize(text, self._target(text, self.conversation_summary_tokens))
             new.append(Episode(f"conv-{self._conversations}", "conversation", "", body))
             new[-1].header = f"[{new[-1].id}] Earlier conversation"
         for task in completed:
             steps = "\n".join(t.render() for t in old if t.task_id == task.id)
-            body = self._summarize(steps, self.task_summary_tokens) if steps else ""
+            body = self._summarize(steps, self._target(steps, self.task_summary_tokens))
             refs = self._task_artifacts.get(task.id)
             if refs:
                 body = (body + " " if body else "") + "Artifacts: " + ", ".join(refs) + "."
@@ -520,6 +529,15 @@ class TieredMemory:
         output = "\n".join([*(e.render() for e in new), *(t.render() for t in self.tasks.values())])
         output = "\n".join([output, *(t.render() for t in self.turns)])
         self._record("L0", before, after, start, output, snapshot)
+        if self.l0_tokens() >= self.compress_at * self.l0_capacity:
+            pct = 100 * self.l0_tokens() / self.l0_capacity
+            self._event(
+                "L0",
+                "over_capacity",
+                f"L0 still at {pct:.1f}% after compression: the active tasks' context is kept "
+                "in full; complete some tasks",
+                pct,
+            )
 
     def _compress_l1(self) -> None:
         start, before = time.perf_counter(), self.l1_tokens()
@@ -584,7 +602,17 @@ class TieredMemory:
             )
         self._verify(snapshot)
 
+    def _target(self, text: str, limit: int) -> int:
+        """A summary's size: `summary_ratio` of the source, at least `compressed_tokens`."""
+        if not text:
+            return 0
+        return min(
+            limit, max(self.compressed_tokens, int(self.summary_ratio * self.counter.count(text)))
+        )
+
     def _summarize(self, text: str, max_tokens: int) -> str:
+        if max_tokens <= 0:
+            return ""
         summary = self.summarizer(text, max_tokens).strip()
         # A pluggable (LLM) summarizer may overrun; the budget is not negotiable.
         return (
@@ -694,6 +722,7 @@ class TieredMemory:
                 "task_summary_tokens": self.task_summary_tokens,
                 "conversation_summary_tokens": self.conversation_summary_tokens,
                 "compressed_tokens": self.compressed_tokens,
+                "summary_ratio": self.summary_ratio,
             },
             "turns": [asdict(t) for t in self.turns],
             "tasks": [asdict(t) for t in self.tasks.values()],
@@ -749,6 +778,6 @@ _HEADINGS = {
     "decisions": "Key decisions:",
     "artifacts": "Artifacts:",
     "questions": "Open questions:",
-    "active": "Active tasks:",
+    "tasks": "Current tasks:",
     "turns": "Recent conversation:",
 }
