@@ -1,0 +1,94 @@
+"""State schemas of the council graph: a narrow input, the full internal state, the output."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+__all__ = [
+    "CouncilInput",
+    "CouncilOutput",
+    "CouncilState",
+    "Proposal",
+    "SpecialistTask",
+]
+
+
+def merge(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
+    """Reducer: shallow-merge dict updates (timings from parallel nodes)."""
+    return {**(left or {}), **(right or {})}
+
+
+class Proposal(TypedDict):
+    """One council member's answer (or why there is none)."""
+
+    member: str
+    """`specialist-1`, `specialist-2`, ..."""
+    model: str
+    text: str
+    citations: list[str]
+    """KB ids the member cited, first-appearance order, deduplicated."""
+    unknown_citations: list[str]
+    """Cited ids that were not among the chunks the member was shown."""
+    error: str | None
+    """Why the member produced nothing (failure or timeout); None when it answered."""
+
+
+class CouncilInput(TypedDict):
+    """What a caller passes in: one question."""
+
+    question: str
+
+
+class CouncilOutput(TypedDict, total=False):
+    """What a run returns (the `--json` contract of DESIGN.md)."""
+
+    question: str
+    answer: str
+    citations: list[dict[str, str]]
+    """`{id, source}` for every id the verdict cited that resolves to a supplied chunk."""
+    unknown_citations: list[str]
+    """Ids the verdict cited that were never supplied (never silently kept)."""
+    proposals: list[Proposal]
+    budgets: list[dict[str, Any]]
+    """One budget report per model call."""
+    retrieval: dict[str, Any]
+    timings: dict[str, float]
+    rankings: list[dict[str, Any]]
+    """Peer-review rankings, when the review round ran."""
+    tool_calls: list[dict[str, Any]]
+    """The judge's verification tool calls."""
+    notes: list[str]
+
+
+class CouncilState(CouncilOutput, total=False):
+    """The whole internal state of one council run (and, on a thread, between runs)."""
+
+    question: str
+    chunks: list[dict[str, Any]]
+    """The KB chunks retrieval injected (as `Chunk` dicts), best first."""
+    conversation: str
+    """The conversation so far, summarized from the memory tiers."""
+    plan: str
+    """The planner's deliberation strategy."""
+    proposals: Annotated[list[Proposal], operator.add]
+    budgets: Annotated[list[dict[str, Any]], operator.add]
+    timings: Annotated[dict[str, float], merge]
+    rankings: Annotated[list[dict[str, Any]], operator.add]
+    ranking_summary: str
+    """The peer-review round's aggregate ranking, for the judge's planning context."""
+    memory: dict[str, Any]
+    """The tiered memory (`TieredMemory.to_dict()`), carried between turns of a thread."""
+    started_at: float
+
+
+class SpecialistTask(TypedDict):
+    """What one specialist receives through `Send`."""
+
+    member: str
+    index: int
+    question: str
+    plan: str
+    conversation: str
+    chunks: list[dict[str, Any]]
+    retrieval_profile: str

@@ -1,0 +1,138 @@
+"""One budgeted model call, the primitive every council node uses.
+
+Fits the role's budget preset to the context the backend really reports, assembles the prompt
+section by section (in a worker thread: counting is CPU work and may be HTTP for llama-server),
+sends it, and on a server's `ContextOverflow` refits to the server's own `n_ctx` and retries
+once. Every call emits its budget report as a custom stream event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.config import get_stream_writer
+
+from collective.budget.assembly import AssembledPrompt, SectionContent, assemble
+from collective.budget.counting import ChatMessage
+from collective.budget.plans import PRESETS, ModelBudget
+from collective.budget.report import BudgetReport
+from collective.errors import ConfigError, ContextOverflow
+from collective.graph.context import EMBEDDED_OUTPUT_CAP, CouncilContext
+from collective.models.base import Backend, ChatResult
+from collective.models.embedded import EMBEDDED_MODEL_NAME
+
+__all__ = ["ModelCall", "call_model", "emit", "plan_for", "resolve_backend"]
+
+
+def resolve_backend(ref: str | Backend) -> Backend:
+    """A backend from a config spec string (shared per process) or as given."""
+    if isinstance(ref, Backend):
+        return ref
+    from collective.models.registry import backend_from_spec
+
+    return backend_from_spec(ref)
+
+
+def emit(event: dict[str, Any]) -> None:
+    """Send a custom stream event (progress, budget reports); a no-op outside a graph run."""
+    try:
+        writer = get_stream_writer()
+    except RuntimeError:
+        return
+    writer(event)
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """What came back from one budgeted call."""
+
+    result: ChatResult
+    report: BudgetReport
+    prompt: AssembledPrompt
+
+
+def plan_for(
+    ctx: CouncilContext, role: str, backend: Backend, n_ctx: int, kb_factor: float = 1.0
+) -> tuple[ModelBudget, list[str]]:
+    """The role's budget plan fitted to `n_ctx`, capped and with its KB allocation adjusted."""
+    name = ctx.budgets.get(role, role)
+    if name not in PRESETS:
+        raise ConfigError(f"unknown budget preset {name!r} for {role}; use one of {list(PRESETS)}")
+    plan = PRESETS[name].fit_to_context(n_ctx, f"{backend.spec} reports n_ctx={n_ctx}")
+    small = backend.model == EMBEDDED_MODEL_NAME
+    cap = ctx.output_caps.get(role) or (EMBEDDED_OUTPUT_CAP if small else 0)
+    if cap and cap < plan.output_budget:
+        plan = plan.with_output(cap)
+    notes = []
+    if kb_factor != 1.0 and "kb_chunks" in plan.sections:
+        before = plan.sections["kb_chunks"]
+        plan = plan.resize("kb_chunks", kb_factor)
+        notes.append(
+            f"kb_chunks {before} -> {plan.sections['kb_chunks']} (retrieval profile x{kb_factor:g})"
+        )
+    return plan, notes
+
+
+async def call_model(
+    ctx: CouncilContext,
+    *,
+    role: str,
+    node: str,
+    backend: Backend,
+    contents: Sequence[SectionContent],
+    compose: Callable[[Mapping[str, str]], list[ChatMessage]],
+    kb_factor: float = 1.0,
+    json_schema: dict[str, Any] | None = None,
+    tools: Sequence[dict[str, Any]] | None = None,
+    extra_messages: Sequence[ChatMessage] = (),
+) -> ModelCall:
+    """Assemble `contents` under the role's budget and call `backend`.
+
+    Args:
+        ctx: The run's settings.
+        role: `planner`, `specialist` or `judge` (selects the budget preset and answer cap).
+        node: The node name for the budget report (`specialist-2`, ...).
+        backend: The model to call.
+        contents: Content per budget section.
+        compose: Turns fitted section texts into messages.
+        kb_factor: The retrieval profile's scale for the KB allocation.
+        json_schema: Constrain the answer to this schema where the backend can.
+        tools: Tool schemas offered to the model (OpenAI shape).
+        extra_messages: Messages appended after the composed prompt (tool rounds); they must
+            already be accounted for in `contents` (the `tools` section).
+    """
+    n_ctx = await backend.context_window()
+    counter = await backend.token_counter()
+    for attempt in (1, 2):
+        plan, notes = plan_for(ctx, role, backend, n_ctx, kb_factor)
+
+        def full(sections: Mapping[str, str]) -> list[ChatMessage]:
+            return [*compose(sections), *extra_messages]
+
+        prompt = await asyncio.to_thread(
+            assemble, plan, counter, contents, full, node=node, model=backend.model, notes=notes
+        )
+        emit({"type": "budget", "node": node, "report": prompt.report.to_dict()})
+        started = time.perf_counter()
+        try:
+            result = await backend.chat(
+                prompt.messages,
+                max_tokens=plan.output_budget,
+                temperature=ctx.temperature,
+                json_schema=json_schema,
+                tools=tools,
+            )
+        except ContextOverflow as overflow:
+            if attempt == 2:
+                raise
+            # The server knows better: refit to its n_ctx, less whatever we undercounted, once.
+            undercount = max(0, overflow.n_prompt_tokens - prompt.report.prompt_tokens)
+            n_ctx = min(n_ctx, overflow.n_ctx) - undercount
+            continue
+        result.timings.setdefault("wall_ms", (time.perf_counter() - started) * 1000)
+        return ModelCall(result, prompt.report, prompt)
+    raise AssertionError("unreachable")

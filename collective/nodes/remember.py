@@ -1,0 +1,29 @@
+"""remember: update the memory tiers with this run and close its timings."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from collective.graph.context import CouncilContext
+from collective.graph.state import CouncilState
+from collective.memory.conversation import remember_turn
+
+__all__ = ["remember"]
+
+
+async def remember(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
+    """Record the question and verdict in L0 (compressing to L1/L2 as the tiers fill)."""
+    info = runtime.execution_info
+    memory = remember_turn(
+        state.get("memory"),
+        runtime.store,
+        run_id=info.run_id if info and info.run_id else uuid.uuid4().hex,
+        question=state["question"],
+        answer=state.get("answer", ""),
+    )
+    total = (time.time() - state["started_at"]) * 1000 if state.get("started_at") else 0.0
+    return {"memory": memory.to_dict(), "timings": {"total_ms": total}}

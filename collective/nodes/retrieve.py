@@ -1,0 +1,64 @@
+"""retrieve: KB candidates for the question under a budget-aware retrieval profile."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Any
+
+from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
+
+from collective.graph.context import CouncilContext
+from collective.graph.state import CouncilState
+from collective.kb.retrieval import retrieve as run_retrieval
+from collective.kb.store import KnowledgeStore
+from collective.memory.conversation import conversation_summary
+from collective.nodes.model_call import emit
+
+__all__ = ["open_knowledge", "retrieve"]
+
+_stores: dict[str, KnowledgeStore] = {}
+
+
+def open_knowledge(ctx: CouncilContext) -> KnowledgeStore:
+    """The run's knowledge store: the one given, the SQLite KB at `kb_path`, or the demo KB."""
+    if ctx.knowledge is not None:
+        return ctx.knowledge
+    from collective.kb.demo import open_default_store
+
+    key = ctx.kb_path or ""
+    if key not in _stores:
+        _stores[key] = open_default_store(ctx.kb_path)
+    return _stores[key]
+
+
+async def retrieve(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
+    """Find the chunks the council will see, and start a fresh run on the thread."""
+    ctx = runtime.context
+    started = time.perf_counter()
+    emit({"type": "progress", "node": "retrieve", "status": "running"})
+    conversation = conversation_summary(state.get("memory"))
+    result = run_retrieval(
+        open_knowledge(ctx),
+        state["question"],
+        ctx.retrieval,
+        max_inject=ctx.max_inject,
+        max_latency_ms=ctx.max_latency_ms,
+        context=conversation,
+    )
+    elapsed = (time.perf_counter() - started) * 1000
+    emit({"type": "progress", "node": "retrieve", "status": "done", "ms": elapsed})
+    # A thread keeps state between runs: the reducer fields start afresh for each question.
+    return {
+        "started_at": time.time(),
+        "conversation": conversation,
+        "chunks": [asdict(c) for c in result.injected],
+        "retrieval": result.to_dict(),
+        "proposals": Overwrite([]),
+        "budgets": Overwrite([]),
+        "rankings": Overwrite([]),
+        "timings": Overwrite({"retrieve_ms": elapsed}),
+        "tool_calls": [],
+        "notes": [],
+    }

@@ -1,0 +1,100 @@
+"""specialist: one council member answers from the KB chunks its access allows."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from collective.budget.assembly import chunks_section, text_section
+from collective.errors import BackendError, BackendTimeout, BudgetError
+from collective.graph.context import CouncilContext
+from collective.graph.state import Proposal, SpecialistTask
+from collective.kb.citations import parse_citations
+from collective.kb.retrieval import kb_allocation_factor
+from collective.nodes.chunks import scored_chunks
+from collective.nodes.model_call import call_model, emit, resolve_backend
+from collective.nodes.retry import TRANSIENT_RETRY, is_transient
+from collective.prompts import specialist as prompt
+
+__all__ = ["specialist"]
+
+
+async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
+    """Answer as one member; a failure is recorded in the proposal, never fatal to the council.
+
+    Transient backend errors are raised while LangGraph's retry policy has attempts left.
+    """
+    ctx = runtime.context
+    member = task["member"]
+    backend = resolve_backend(ctx.member_backend(task["index"]))
+    chunks = scored_chunks(task["chunks"], ctx.hidden_tags)
+    emit({"type": "progress", "node": member, "status": "running", "model": backend.model})
+    started = time.perf_counter()
+    try:
+        call = await asyncio.wait_for(
+            call_model(
+                ctx,
+                role="specialist",
+                node=member,
+                backend=backend,
+                contents=[
+                    text_section("system", prompt.SYSTEM.format(member=member, k=ctx.k)),
+                    text_section("conversation_summary", task["conversation"], keep="end"),
+                    chunks_section("kb_chunks", chunks),
+                    text_section("task", prompt.task_text(task["question"], task["plan"], member)),
+                ],
+                compose=prompt.compose,
+                kb_factor=kb_allocation_factor(task["retrieval_profile"]),
+            ),
+            timeout=ctx.specialist_timeout_s,
+        )
+    except (BackendError, BudgetError, TimeoutError) as error:
+        if isinstance(error, TimeoutError):
+            error = BackendTimeout(
+                f"{member} ({backend.model}) gave no answer within {ctx.specialist_timeout_s:g} s; "
+                "raise specialist_timeout_s or use a faster model"
+            )
+        attempt = runtime.execution_info.node_attempt if runtime.execution_info else 1
+        if is_transient(error) and attempt < TRANSIENT_RETRY.max_attempts:
+            raise error from None
+        elapsed = (time.perf_counter() - started) * 1000
+        emit({"type": "progress", "node": member, "status": "failed", "error": str(error)})
+        failed = Proposal(
+            member=member,
+            model=backend.model,
+            text="",
+            citations=[],
+            unknown_citations=[],
+            error=f"{type(error).__name__}: {error}",
+        )
+        return {"proposals": [failed], "timings": {f"{member}_ms": elapsed}}
+    elapsed = (time.perf_counter() - started) * 1000
+    text = call.result.text.strip()
+    cited = parse_citations(text)
+    shown = {chunk.key for chunk in chunks}
+    emit(
+        {
+            "type": "progress",
+            "node": member,
+            "status": "done",
+            "ms": elapsed,
+            "tokens_in": call.report.prompt_tokens,
+            "tokens_out": call.result.usage.completion_tokens,
+        }
+    )
+    proposal = Proposal(
+        member=member,
+        model=backend.model,
+        text=text,
+        citations=[i for i in cited if i in shown],
+        unknown_citations=[i for i in cited if i not in shown],
+        error=None,
+    )
+    return {
+        "proposals": [proposal],
+        "budgets": [call.report.to_dict()],
+        "timings": {f"{member}_ms": elapsed},
+    }

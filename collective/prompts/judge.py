@@ -1,0 +1,45 @@
+"""The judge's six-section prompt, plus the evidence the specialists cited.
+
+Sections, in order: conversation context, task, planning context (in the task allocation),
+knowledge base, specialist proposals, evidence, synthesis instructions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from collective.budget.counting import ChatMessage
+
+SYSTEM = """You are the judge of a council of specialists. Weigh their proposals against the \
+knowledge base and write the verdict: the single best answer to the question.
+- Prefer claims supported by the knowledge base; say where specialists disagree and who is right.
+- Cite the chunks your verdict relies on by tag exactly as shown, e.g. [KB#mem_0a1b2c3d].
+- Cite only tags shown in the knowledge base or evidence sections; never invent one."""
+
+SYNTHESIS = """Write the verdict now: a direct answer first, then the reasons, with citations."""
+
+
+def task_text(question: str, plan: str, ranking: str = "") -> str:
+    """The task framing with the planning context (plan and peer rankings) after it."""
+    text = question
+    planning = "\n\n".join(p for p in (plan, ranking) if p)
+    if planning:
+        text += f"\n\n## Planning context\n{planning}"
+    return text
+
+
+def compose(sections: Mapping[str, str]) -> list[ChatMessage]:
+    """Messages from the fitted sections."""
+    user = [
+        f"## Conversation context\n{sections.get('conversation_summary') or '(new conversation)'}",
+        f"## Task\n{sections['task']}",
+        f"## Knowledge base\n{sections.get('kb_chunks') or '(no chunks retrieved)'}",
+        f"## Specialist proposals\n{sections.get('proposals') or '(none)'}",
+    ]
+    if sections.get("evidence"):
+        user.append(f"## Evidence cited by the specialists\n{sections['evidence']}")
+    user.append(f"## Synthesis instructions\n{SYNTHESIS}")
+    system = sections["system"]
+    if sections.get("tools"):
+        system += f"\n\n## Tools\n{sections['tools']}"
+    return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(user)}]

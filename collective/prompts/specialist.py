@@ -1,0 +1,36 @@
+"""A specialist's prompt: answer the question from the KB, citing chunks by tag."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from collective.budget.counting import ChatMessage
+
+SYSTEM = """You are {member}, one of {k} specialists on a council. Answer the question \
+accurately and concisely from the knowledge-base chunks you are given.
+Rules:
+- Cite every claim that rests on a chunk with its tag exactly as shown, e.g. [KB#mem_0a1b2c3d].
+- Never invent a tag; cite only tags that appear in the knowledge base below.
+- If the knowledge base does not settle something, say so plainly.
+- Follow your angle from the council's plan, but answer the whole question."""
+
+
+def compose(sections: Mapping[str, str]) -> list[ChatMessage]:
+    """Messages from the fitted sections: system rules, then context and the task."""
+    user = []
+    if sections.get("conversation_summary"):
+        user.append(f"## Conversation so far\n{sections['conversation_summary']}")
+    user.append(f"## Knowledge base\n{sections.get('kb_chunks') or '(no chunks retrieved)'}")
+    user.append(f"## Task\n{sections['task']}")
+    system = sections["system"]
+    if sections.get("tools"):
+        system += f"\n\n## Tools\n{sections['tools']}"
+    return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(user)}]
+
+
+def task_text(question: str, plan: str, member: str) -> str:
+    """The task framing: the question first, then the council's plan."""
+    text = f"Question: {question}"
+    if plan:
+        text += f"\n\nCouncil plan (you are {member}):\n{plan}"
+    return text

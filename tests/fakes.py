@@ -1,0 +1,74 @@
+"""A scripted backend: for faults that cannot be caused for real, and fixed-latency benchmarks.
+
+Everything that can run on the real model does (tests/integration); this backend exists to
+make a judge die once, a specialist time out, or every call take exactly 200 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from collective.budget.counting import ChatMessage, TokenCounter, tiktoken_counter
+from collective.models.base import Backend, ChatResult, Health, Usage
+
+Reply = str | Callable[[Sequence[ChatMessage]], str]
+
+
+class ScriptedBackend(Backend):
+    """Answers with a fixed or computed reply after a fixed latency; can fail on schedule.
+
+    Args:
+        model: The model name it reports.
+        reply: The answer, or a function of the messages.
+        latency_s: Seconds each call takes.
+        n_ctx: The context window it reports.
+        failures: Exceptions raised by the first calls, in order (None = answer normally).
+    """
+
+    def __init__(
+        self,
+        model: str = "scripted",
+        reply: Reply = "ok",
+        *,
+        latency_s: float = 0.0,
+        n_ctx: int = 32_768,
+        failures: Sequence[BaseException | None] = (),
+        counter: TokenCounter | None = None,
+    ) -> None:
+        self.spec = f"scripted:{model}"
+        self.model = model
+        self.reply = reply
+        self.latency_s = latency_s
+        self.n_ctx = n_ctx
+        self.failures = list(failures)
+        self.calls: list[list[ChatMessage]] = []
+        self.kwargs: list[dict[str, Any]] = []
+        self._counter = counter or tiktoken_counter("cl100k_base")
+
+    async def context_window(self) -> int:
+        return self.n_ctx
+
+    async def token_counter(self) -> TokenCounter:
+        return self._counter
+
+    async def chat(
+        self, messages, *, max_tokens, temperature=0.2, stop=None, json_schema=None, tools=None
+    ) -> ChatResult:
+        self.calls.append(list(messages))
+        self.kwargs.append({"max_tokens": max_tokens, "json_schema": json_schema, "tools": tools})
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        if self.failures:
+            failure = self.failures.pop(0)
+            if failure is not None:
+                raise failure
+        text = self.reply(messages) if callable(self.reply) else self.reply
+        prompt = self._counter.count_messages(messages)
+        return ChatResult(
+            text=text, usage=Usage(prompt, self._counter.count(text)), model=self.model
+        )
+
+    async def health(self) -> Health:
+        return Health(True, "scripted")
