@@ -48,7 +48,10 @@ class ExtractiveSummarizer:
         if max_tokens <= 0:
             return ""
         text = text.strip()
-        if self.counter.count(text) <= max_tokens:
+        # Counting a long text only to learn it does not fit is the dominant cost; a text over
+        # 8 characters per allowed token will not fit any tokenizer's prose (at worst, a text
+        # that would have fitted gets summarized: still within budget).
+        if len(text) <= 8 * max_tokens and self.counter.count(text) <= max_tokens:
             return text
         sentences = [s for s in _SENTENCE_END.split(text) if s.strip()]
         last = len(sentences) - 1
@@ -58,12 +61,17 @@ class ExtractiveSummarizer:
             + (2 if i == 0 else 1 if i == last else 0)
             for i, s in enumerate(sentences)
         ]
-        counts = self.counter.count_many(sentences)
-        chosen, used = [], 0
+        chosen, used, misses = [], 0, 0
         for i in sorted(range(len(sentences)), key=lambda i: (-scores[i], i)):
-            if used + counts[i] + 1 <= max_tokens:
+            # Full, or nearly (several sentences in a row did not fit): the rest need no count.
+            if used >= max_tokens - 2 or misses >= 8:
+                break
+            cost = self.counter.count(sentences[i]) + 1
+            if used + cost <= max_tokens:
                 chosen.append(i)
-                used += counts[i] + 1
+                used, misses = used + cost, 0
+            else:
+                misses += 1
         if not chosen:  # even the best sentence is too long: keep its beginning
             best = min(range(len(sentences)), key=lambda i: (-scores[i], i))
             return self.counter.head(sentences[best], max_tokens)

@@ -680,12 +680,14 @@ class TieredMemory:
         }
 
     def _verify(self, snapshot: dict[str, set[str]]) -> None:
-        """Check the must-survive items against the tiers' rendered text.
+        """Check the must-survive items against the tiers' rendered entries.
 
         Raises:
             MemoryIntegrityError: Naming every item that disappeared.
         """
-        l0, l1 = self._render_l0(), self._render_l1()
+        l0 = {t.render() for t in self.tasks.values()}
+        l1 = {e.render() for e in self.episodes} | {*self.decisions, *self.artifacts}
+        l1 |= set(self.open_questions)
         ids = {*self.tasks, *(e.id for e in self.episodes), *self.l2_keys}
         missing = [f"decision {d!r}" for d in snapshot["decisions"] if d not in l1]
         missing += [f"artifact {a!r}" for a in snapshot["artifacts"] if a not in l1]
@@ -693,7 +695,7 @@ class TieredMemory:
         missing += [
             f"active task {t!r}"
             for t in snapshot["active_tasks"]
-            if t not in self.tasks or f"[{t}] (active)" not in l0
+            if t not in self.tasks or self.tasks[t].render() not in l0
         ]
         missing += [f"task {t!r}" for t in snapshot["tasks"] if t not in ids]
         if missing:
