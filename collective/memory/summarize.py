@@ -10,12 +10,27 @@ in the same signature) can replace it; `TieredMemory` still cuts whatever comes 
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from collective.budget.counting import TokenCounter
+from collective.budget.counting import ChatMessage, TokenCounter
+from collective.errors import CollectiveError
 
-__all__ = ["ExtractiveSummarizer", "Summarizer"]
+if TYPE_CHECKING:
+    from collective.models.base import Backend
+
+__all__ = ["SUMMARY_PROMPT", "ExtractiveSummarizer", "Summarizer", "backend_summarizer"]
+
+_log = logging.getLogger(__name__)
+
+SUMMARY_PROMPT = (
+    "Summarize the conversation excerpt below for a colleague who will continue the work. "
+    "Keep decisions and their reasons, results, errors, file names, identifiers and numbers "
+    "exactly; drop small talk. Answer with the summary only, in at most {max_tokens} tokens."
+)
 
 Summarizer = Callable[[str, int], str]
 """`(text, max_tokens) -> summary` of at most `max_tokens` tokens."""
@@ -79,3 +94,47 @@ class ExtractiveSummarizer:
         if self.counter.count(summary) > max_tokens:  # joins can merge tokens differently
             summary = self.counter.head(summary, max_tokens)
         return summary
+
+
+def backend_summarizer(
+    backend: Backend,
+    loop: asyncio.AbstractEventLoop,
+    fallback: Summarizer,
+    *,
+    timeout: float = 120.0,
+) -> Summarizer:
+    """A summarizer that asks a model backend, for `TieredMemory(summarizer=...)`.
+
+    Memory compression is synchronous while backends are async: run the memory calls in a
+    worker thread (`await asyncio.to_thread(memory.add_turn, ...)`) and pass the event loop the
+    backend lives on; each summary is scheduled on that loop and awaited from the worker.
+
+    Args:
+        backend: The model that writes summaries.
+        loop: The running event loop that owns `backend`.
+        fallback: Used when the backend fails or times out (usually `ExtractiveSummarizer`), so
+            a model outage never stops a conversation.
+        timeout: Seconds to wait for one summary.
+    """
+
+    def summarize(text: str, max_tokens: int) -> str:
+        messages: list[ChatMessage] = [
+            {"role": "system", "content": SUMMARY_PROMPT.format(max_tokens=max_tokens)},
+            {"role": "user", "content": text},
+        ]
+        future = asyncio.run_coroutine_threadsafe(
+            backend.chat(messages, max_tokens=max_tokens, temperature=0.0),
+            loop,
+        )
+        try:
+            return future.result(timeout).text.strip() or fallback(text, max_tokens)
+        except (CollectiveError, TimeoutError) as exc:
+            future.cancel()
+            _log.warning(
+                "summary by %s failed (%s); using the fallback",
+                getattr(backend, "spec", backend),
+                exc,
+            )
+            return fallback(text, max_tokens)
+
+    return summarize

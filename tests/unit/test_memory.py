@@ -1,3 +1,4 @@
+import asyncio
 import json
 import random
 
@@ -7,6 +8,7 @@ from hypothesis import strategies as st
 from langgraph.store.memory import InMemoryStore
 
 from collective.budget.counting import tiktoken_counter
+from collective.errors import BackendUnavailable
 from collective.memory import (
     ExtractiveSummarizer,
     MemoryIntegrityError,
@@ -14,6 +16,8 @@ from collective.memory import (
     TieredMemory,
 )
 from collective.memory.store import open_sqlite_store
+from collective.memory.summarize import backend_summarizer
+from collective.models.base import Backend, ChatResult, Health, Usage
 
 COUNTER = tiktoken_counter("cl100k_base")
 WORDS = "parser cache queue retry timeout login token schema index replica shard lease".split()
@@ -332,3 +336,52 @@ def test_extractive_summarizer_is_deterministic_and_keeps_key_sentences():
     assert summary.index("login flow") < summary.index("Redis")  # original order
     assert summarize("Short enough.", 40) == "Short enough."
     assert summarize(text, 0) == ""
+
+
+class EchoBackend(Backend):
+    """A backend whose 'model' answers with the first line of the excerpt (deterministic)."""
+
+    spec = "echo:"
+    model = "echo"
+
+    def __init__(self, fail=False):
+        self.fail = fail
+        self.requests = []
+
+    async def context_window(self):
+        return 32_768
+
+    async def token_counter(self):
+        return COUNTER
+
+    async def chat(self, messages, *, max_tokens, **kwargs):
+        self.requests.append((messages, max_tokens))
+        if self.fail:  # the fault a real server outage causes
+            raise BackendUnavailable("echo backend is down")
+        first = messages[-1]["content"].splitlines()[0]
+        return ChatResult(text=f"LLM: {first}", usage=Usage(0, 0), model=self.model)
+
+    async def health(self):
+        return Health(ok=True, detail="")
+
+
+@pytest.mark.parametrize("fail", [False, True])
+async def test_backend_summarizer_runs_on_the_loop_from_a_worker_thread(fail):
+    backend = EchoBackend(fail=fail)
+    fallback = ExtractiveSummarizer(COUNTER)
+    summarizer = backend_summarizer(backend, asyncio.get_running_loop(), fallback, timeout=5)
+    memory = small(summarizer=summarizer)
+    rng = random.Random(12)
+
+    def session():
+        for i in range(4):
+            run_task(memory, rng, f"T{i}")
+
+    await asyncio.to_thread(session)
+    assert backend.requests and "at most" in backend.requests[0][0][0]["content"]
+    bodies = [e.body for e in memory.episodes if e.kind == "task"]
+    assert bodies
+    if fail:
+        assert not any(b.startswith("LLM:") for b in bodies)  # the extractive fallback wrote them
+    else:
+        assert all(b.startswith("LLM: user:") for b in bodies)
