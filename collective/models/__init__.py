@@ -1,1 +1,10 @@
-"""Model backends: llama-server over HTTP, llama.cpp in-process, and Ollama."""
+"""Model backends: llama-server (HTTP), llama.cpp in process, and Ollama.
+
+* `base`: the `Backend` interface, `ChatResult`, `Usage`, `ToolCall`, `Health`.
+* `registry`: `backend_from_spec("llama-server:http://...")`, shared per spec; `close_all()`.
+* `fitting`: `chat_fitted(backend, build_messages, max_tokens=...)` refits once on overflow.
+* `llama_server`, `llamacpp_in_process`, `ollama_api`: one backend each.
+* `embedded`: `embedded_model_path()` of the bundled Gemma 3 270M GGUF.
+
+Nothing is imported here: backends load their libraries (and models) on first use.
+"""

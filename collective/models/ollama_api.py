@@ -331,8 +331,7 @@ class OllamaBackend(Backend):
         )
 
     async def token_counter(self) -> TokenCounter:
-        """tiktoken `o200k_harmony` for gpt-oss, the GGUF vocabulary when the blob is on this
-        host, else the calibrated estimate."""
+        """The best counter: tiktoken for gpt-oss, else a local blob's vocabulary, else estimate."""
         if self._counter is None:
             info = await self.discover()
             counter: TokenCounter | None = None

@@ -1,0 +1,190 @@
+"""Real servers for the backend integration tests: llama-server and the Ollama-protocol server.
+
+The llama-server binary comes from $COLLECTIVE_LLAMA_SERVER, else from ops/llama-server/build.sh
+when it has a cached build. Without a binary the tests fail when $CI is set (CI must exercise
+the real server) and are skipped with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = REPO / "ops" / "llama-server" / "build.sh"
+
+
+def unavailable(reason: str) -> None:
+    """Fail under CI, skip elsewhere: CI must not pass without the real parts."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI is set, so this is a failure, not a skip)")
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _cached_build() -> str | None:
+    version = os.environ.get("LLAMA_CPP_PYTHON_VERSION", "0.3.36")
+    root = os.environ.get("COLLECTIVE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "collective"
+    )
+    binary = Path(root) / "llama-server" / version / "bin" / "llama-server"
+    return str(binary) if os.access(binary, os.X_OK) else None
+
+
+@pytest.fixture(scope="session")
+def llama_server_binary() -> str:
+    binary = os.environ.get("COLLECTIVE_LLAMA_SERVER")
+    if binary:
+        if not os.access(binary, os.X_OK):
+            unavailable(f"COLLECTIVE_LLAMA_SERVER={binary} is not an executable")
+        return binary
+    if _cached_build() is None and not os.environ.get("CI"):
+        unavailable(
+            "no llama-server binary: set COLLECTIVE_LLAMA_SERVER or build it with "
+            "`make llama-server` (ops/llama-server/build.sh, about 7 minutes)"
+        )
+    env = {**os.environ, "PYTHON": sys.executable}
+    done = subprocess.run(
+        ["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, env=env, check=False
+    )
+    path = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    if done.returncode != 0 or not os.access(path, os.X_OK):
+        unavailable(f"ops/llama-server/build.sh failed: {done.stderr[-2000:]}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def gguf_path() -> Path:
+    from collective.errors import CollectiveError
+    from collective.models.embedded import embedded_model_path
+
+    try:
+        return embedded_model_path()
+    except CollectiveError as exc:
+        unavailable(f"the embedded gemma model is not available: {exc}")
+        raise
+
+
+class ServerProcess:
+    """A server subprocess on 127.0.0.1 that can be stopped and started again on its port."""
+
+    def __init__(self, argv: list[str], port: int, ready_path: str, *, name: str) -> None:
+        self.argv = argv
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.ready_path = ready_path
+        self.name = name
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = Path(f"/tmp/collective-test-{name}-{port}.log")
+
+    def start(self, argv: list[str] | None = None, timeout: float = 90.0) -> None:
+        if argv is not None:
+            self.argv = argv
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                tail = self.log.read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{tail}")
+            try:
+                if httpx.get(self.url + self.ready_path, timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"{self.name} was not ready within {timeout}s; see {self.log}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self.proc = None
+
+
+def llama_server_argv(binary: str, model: Path, port: int, ctx: int, parallel: int) -> list[str]:
+    return [
+        binary,
+        "-m",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "-c",
+        str(ctx),
+        "-np",
+        str(parallel),
+        "-t",
+        str(os.cpu_count() or 2),
+    ]
+
+
+@pytest.fixture(scope="module")
+def llama_server(llama_server_binary: str, gguf_path: Path) -> Iterator[ServerProcess]:
+    """llama-server with the gemma model, `-c 8192 -np 2`: 4,096-token slots."""
+    port = free_port()
+    server = ServerProcess(
+        llama_server_argv(llama_server_binary, gguf_path, port, 8192, 2),
+        port,
+        "/health",
+        name="llama-server",
+    )
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+OLLAMA_MODEL = "gemma3:270m"
+OLLAMA_CONTEXT_LENGTH = 8192
+OLLAMA_DEFAULT_NUM_CTX = 2048
+OLLAMA_MODELFILE_NUM_CTX = 3072
+
+
+@pytest.fixture(scope="module")
+def ollama_server(gguf_path: Path) -> Iterator[ServerProcess]:
+    """The Ollama-protocol server backed by the real gemma model (blob on this host)."""
+    pytest.importorskip("llama_cpp")
+    port = free_port()
+    argv = [
+        sys.executable,
+        str(REPO / "tests" / "integration" / "ollama_protocol_server.py"),
+        "--port",
+        str(port),
+        "--model-name",
+        OLLAMA_MODEL,
+        "--context-length",
+        str(OLLAMA_CONTEXT_LENGTH),
+        "--default-num-ctx",
+        str(OLLAMA_DEFAULT_NUM_CTX),
+        "--modelfile-num-ctx",
+        str(OLLAMA_MODELFILE_NUM_CTX),
+        "--model",
+        str(gguf_path),
+    ]
+    server = ServerProcess(argv, port, "/api/version", name="ollama-protocol")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

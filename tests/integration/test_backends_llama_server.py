@@ -1,0 +1,198 @@
+"""The llama-server backend against the real llama-server (gemma, `-c 8192 -np 2`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+import httpx
+import pytest
+from conftest import ServerProcess, free_port, llama_server_argv
+from test_backends_contract import BackendContract
+
+from collective.budget.counting import ChatMessage
+from collective.errors import BackendTimeout, BackendUnavailable, ContextOverflow
+from collective.models.fitting import chat_fitted
+from collective.models.llama_server import LlamaServerBackend
+
+pytestmark = pytest.mark.integration
+
+SLOT = 4096  # 8192 over 2 slots
+QUESTION = "In one sentence: which of these notes mentions the heat deflection temperature?"
+NOTE = (
+    "Note {i}: PETG prints at 230-250 °C, bonds well between layers and has a heat deflection "
+    "temperature near 70 °C, so it survives a warm room but not a parked car in summer.\n"
+)
+
+
+def long_notes(n_tokens_hint: int) -> str:
+    return "".join(NOTE.format(i=i) for i in range(n_tokens_hint // 35 + 1))
+
+
+@pytest.fixture
+async def backend(llama_server: ServerProcess) -> AsyncIterator[LlamaServerBackend]:
+    b = LlamaServerBackend(llama_server.url, load_wait=30)
+    try:
+        yield b
+    finally:
+        await b.aclose()
+
+
+class TestLlamaServerContract(BackendContract):
+    expected_n_ctx = SLOT
+    expected_counter_kind = "exact:llama-server"
+
+
+async def test_props_report_the_per_slot_window_not_the_configured_one(
+    backend: LlamaServerBackend,
+) -> None:
+    props = await backend.props()
+    assert props["total_slots"] == 2
+    assert await backend.context_window() == SLOT  # not the 8192 given to -c
+    assert backend.model.startswith("gemma-3-270m")
+
+
+async def test_a_naive_request_sized_for_the_configured_context_gets_http_400(
+    llama_server: ServerProcess,
+) -> None:
+    # What a client that trusts `-c 8192` sends: a prompt of about 6,000 tokens.
+    content = long_notes(6000) + QUESTION
+    async with httpx.AsyncClient(base_url=llama_server.url, timeout=120) as client:
+        response = await client.post(
+            "/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": content}], "max_tokens": 16},
+        )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "exceed_context_size_error"
+    assert error["n_ctx"] == SLOT
+    assert error["n_prompt_tokens"] > SLOT
+
+
+async def test_the_same_content_through_collective_is_fitted_and_answered(
+    backend: LlamaServerBackend,
+) -> None:
+    notes = long_notes(6000)
+    counter = await backend.token_counter()
+    max_tokens = 32
+
+    def build(n_ctx: int) -> Sequence[ChatMessage]:
+        # A minimal assembler: keep the head of the notes that fits beside the question.
+        skeleton: list[ChatMessage] = [{"role": "user", "content": "\n" + QUESTION}]
+        room = n_ctx - max_tokens - counter.count_messages(skeleton)
+        kept = counter.head(notes, room)
+        while True:
+            messages: list[ChatMessage] = [{"role": "user", "content": kept + "\n" + QUESTION}]
+            over = counter.count_messages(messages) + max_tokens - n_ctx
+            if over <= 0:
+                return messages
+            kept = counter.head(kept, counter.count(kept) - over)
+
+    fitted = await chat_fitted(backend, build, max_tokens=max_tokens, temperature=0.0)
+    assert not fitted.refitted
+    assert fitted.n_ctx == SLOT
+    counted = await backend.count_prompt(fitted.messages)
+    assert fitted.result.usage.prompt_tokens == counted  # our exact count is the server's
+    assert counted + max_tokens <= SLOT
+    assert counted > SLOT - max_tokens - 64  # and the slot was used, not wasted
+    assert fitted.result.text.strip()
+    timings = fitted.result.timings
+    assert {"prompt_n", "cache_n", "predicted_per_second", "wall_ms"} <= timings.keys()
+
+
+async def test_server_overflow_with_a_stale_window_is_refitted_to_the_servers_n_ctx(
+    llama_server_binary: str, gguf_path: object
+) -> None:
+    """The server restarts with smaller slots: its 400 carries the new n_ctx, and one refit
+    to that number succeeds."""
+    port = free_port()
+    server = ServerProcess(
+        llama_server_argv(llama_server_binary, gguf_path, port, 8192, 2),  # type: ignore[arg-type]
+        port,
+        "/health",
+        name="llama-server-restart",
+    )
+    server.start()
+    b = LlamaServerBackend(server.url, load_wait=30)
+    try:
+        assert await b.context_window() == SLOT
+        counter = await b.token_counter()
+        notes = long_notes(6000)
+        calls: list[int] = []
+
+        def build(n_ctx: int) -> list[ChatMessage]:
+            calls.append(n_ctx)
+            kept = counter.head(notes, n_ctx - 32 - 40)
+            return [{"role": "user", "content": kept + "\n" + QUESTION}]
+
+        server.stop()
+        server.start(llama_server_argv(llama_server_binary, gguf_path, port, 4096, 2))  # type: ignore[arg-type]
+        # The backend still believes 4,096 (cached); precheck passes, the server says 400.
+        fitted = await chat_fitted(b, build, max_tokens=16, n_ctx=SLOT)
+        assert calls == [SLOT, 2048]
+        assert fitted.refitted and fitted.n_ctx == 2048
+        assert fitted.overflow is not None and fitted.overflow.n_ctx == 2048
+        assert fitted.result.usage.prompt_tokens + 16 <= 2048
+        assert await b.context_window() == 2048  # re-read after the overflow
+    finally:
+        await b.aclose()
+        server.stop()
+
+
+async def test_server_stopped_mid_test_is_unavailable_then_recovers(
+    llama_server_binary: str, gguf_path: object
+) -> None:
+    port = free_port()
+    argv = llama_server_argv(llama_server_binary, gguf_path, port, 4096, 1)  # type: ignore[arg-type]
+    server = ServerProcess(argv, port, "/health", name="llama-server-stop")
+    server.start()
+    b = LlamaServerBackend(server.url, load_wait=30)
+    messages: list[ChatMessage] = [{"role": "user", "content": "Say yes."}]
+    try:
+        assert (await b.chat(messages, max_tokens=4)).usage.completion_tokens > 0
+        server.stop()
+        with pytest.raises(BackendUnavailable) as info:
+            await b.chat(messages, max_tokens=4)
+        message = str(info.value)
+        assert server.url in message and "launch.sh" in message
+        health = await b.health()
+        assert not health.ok and server.url in health.detail
+        server.start()
+        assert (await b.health()).ok
+        assert (await b.chat(messages, max_tokens=4)).usage.completion_tokens > 0
+    finally:
+        await b.aclose()
+        server.stop()
+
+
+async def test_a_prompt_slower_than_the_timeout_is_backend_timeout(
+    llama_server: ServerProcess,
+) -> None:
+    b = LlamaServerBackend(llama_server.url, timeout=0.05, precheck=False)
+    content = long_notes(3000) + QUESTION
+    try:
+        with pytest.raises(BackendTimeout) as info:
+            await b.chat([{"role": "user", "content": content}], max_tokens=64)
+        assert llama_server.url in str(info.value)
+    finally:
+        await b.aclose()
+
+
+async def test_count_of_the_sync_counter_equals_the_async_count(
+    backend: LlamaServerBackend,
+) -> None:
+    counter = await backend.token_counter()
+    messages: list[ChatMessage] = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Name a filament."},
+        {"role": "assistant", "content": "PETG."},
+        {"role": "user", "content": "Another?"},
+    ]
+    assert counter.count_messages(messages) == await backend.count_prompt(messages)
+
+
+async def test_the_contract_overflow_never_reaches_the_server(
+    backend: LlamaServerBackend,
+) -> None:
+    # Precheck refuses before sending: the message says nothing was sent.
+    with pytest.raises(ContextOverflow, match="nothing was sent"):
+        await backend.chat([{"role": "user", "content": long_notes(6000)}], max_tokens=8)

@@ -1,0 +1,99 @@
+"""The in-process llama.cpp backend with the embedded gemma model."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from test_backends_contract import SHORT, BackendContract
+
+from collective.errors import ConfigError
+from collective.models import registry
+from collective.models.llamacpp_in_process import LlamaCppBackend, gguf_vocab_counter
+
+pytestmark = pytest.mark.integration
+
+N_CTX = 2048
+
+
+@pytest.fixture(scope="module")
+def shared_backend(gguf_path: Path) -> LlamaCppBackend:
+    pytest.importorskip("llama_cpp")
+    return LlamaCppBackend(gguf_path, n_ctx=N_CTX)
+
+
+@pytest.fixture
+async def backend(shared_backend: LlamaCppBackend) -> AsyncIterator[LlamaCppBackend]:
+    yield shared_backend  # one load for the module; each test's loop may call it
+
+
+class TestLlamaCppContract(BackendContract):
+    expected_n_ctx = N_CTX
+    expected_counter_kind = "exact:llama.cpp"
+
+
+def test_nothing_loads_until_used(gguf_path: Path) -> None:
+    b = LlamaCppBackend(gguf_path, n_ctx=N_CTX)
+    assert not b.loaded
+
+
+async def test_concurrent_chats_are_serialised_and_all_answered(
+    shared_backend: LlamaCppBackend,
+) -> None:
+    results = await asyncio.gather(
+        *(shared_backend.chat(SHORT, max_tokens=6, temperature=0.0) for _ in range(3))
+    )
+    counted = await shared_backend.count_prompt(SHORT)
+    assert all(r.usage.prompt_tokens == counted for r in results)
+    assert all(0 < r.usage.completion_tokens <= 6 for r in results)
+
+
+async def test_tools_are_refused_honestly(shared_backend: LlamaCppBackend) -> None:
+    assert not shared_backend.supports_tools
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    with pytest.raises(ConfigError, match="does not support tools"):
+        await shared_backend.chat(SHORT, max_tokens=4, tools=[tool])
+
+
+async def test_the_template_is_the_one_llama_server_uses(shared_backend: LlamaCppBackend) -> None:
+    # This GGUF carries no chat template, so llama.cpp (and llama-server) fall back to ChatML;
+    # the vocabulary adds BOS itself.
+    counter = await shared_backend.token_counter()
+    prompt, stop = counter.chat.render(SHORT)
+    assert prompt == (
+        "<|im_start|>system\nYou answer in one short sentence.<|im_end|>\n"
+        "<|im_start|>user\nWhat colour is the sky on a clear day?<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+    assert "<|im_end|>" in stop
+    ids, _ = counter.chat.prompt_tokens(SHORT)
+    assert ids[0] == counter.chat.model.token_bos()
+    assert (
+        counter.count_messages(SHORT) == len(ids) > sum(counter.count(m["content"]) for m in SHORT)
+    )
+
+
+def test_vocab_only_counter_counts_like_the_loaded_model(
+    gguf_path: Path, shared_backend: LlamaCppBackend
+) -> None:
+    vocab = gguf_vocab_counter(str(gguf_path))
+    assert vocab.kind == "exact:gguf-vocab"
+    loaded = asyncio.run(shared_backend.token_counter())
+    text = "Nylon absorbs moisture; dry it at 70 °C before printing. 東京 ✓"
+    assert vocab.count(text) == loaded.count(text)
+    assert vocab.count_messages(SHORT) == loaded.count_messages(SHORT)
+
+
+async def test_registry_shares_one_backend_for_the_embedded_model(gguf_path: Path) -> None:
+    try:
+        a = registry.backend_from_spec("embedded")
+        b = registry.backend_from_spec("embedded")
+        c = registry.backend_from_spec(f"llamacpp:{a.path}")  # type: ignore[attr-defined]
+        assert a is b is c
+        assert isinstance(a, LlamaCppBackend) and not a.loaded
+        assert a.model == "gemma-3-270m-q4_k_m"
+        assert await a.context_window() == registry.EMBEDDED_N_CTX
+    finally:
+        await registry.close_all()

@@ -1,0 +1,178 @@
+"""The Ollama backend over real HTTP against the Ollama-protocol server (real gemma model)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+
+import ollama
+import pytest
+from conftest import (
+    OLLAMA_CONTEXT_LENGTH,
+    OLLAMA_DEFAULT_NUM_CTX,
+    OLLAMA_MODEL,
+    OLLAMA_MODELFILE_NUM_CTX,
+    ServerProcess,
+    free_port,
+)
+from test_backends_contract import SHORT, BackendContract
+
+from collective.budget.counting import ChatMessage, EstimateCounter
+from collective.errors import BackendUnavailable, ContextOverflow, InvalidResponse
+from collective.models.ollama_api import OllamaBackend
+
+pytestmark = pytest.mark.integration
+
+NUM_CTX = 2048
+
+
+def digits(n: int, seed: int = 7) -> str:
+    """Text that costs about one token per character: an estimate undercounts it ~3x."""
+    rng = random.Random(seed)
+    return "".join(rng.choice("0123456789") for _ in range(n))
+
+
+@pytest.fixture
+async def backend(ollama_server: ServerProcess) -> AsyncIterator[OllamaBackend]:
+    b = OllamaBackend(OLLAMA_MODEL, ollama_server.url, num_ctx=NUM_CTX)
+    try:
+        yield b
+    finally:
+        await b.aclose()
+
+
+class TestOllamaContract(BackendContract):
+    expected_n_ctx = NUM_CTX
+    expected_counter_kind = "exact:gguf-vocab"
+    # The count renders the GGUF's Jinja template; Ollama renders its own Go template.
+    prompt_count_tolerance = 16
+
+
+async def test_discovery_reads_context_length_and_modelfile_num_ctx(
+    ollama_server: ServerProcess,
+) -> None:
+    b = OllamaBackend(OLLAMA_MODEL, ollama_server.url)
+    try:
+        info = await b.discover()
+        assert info.context_length == OLLAMA_CONTEXT_LENGTH
+        assert info.modelfile_num_ctx == OLLAMA_MODELFILE_NUM_CTX
+        assert info.architecture == "gemma3"
+        assert await b.context_window() == OLLAMA_MODELFILE_NUM_CTX
+        assert not b.supports_tools  # capabilities: completion only
+        capped = OllamaBackend(OLLAMA_MODEL, ollama_server.url, num_ctx=10**6)
+        assert await capped.context_window() == OLLAMA_CONTEXT_LENGTH
+        await capped.aclose()
+    finally:
+        await b.aclose()
+
+
+async def test_num_ctx_and_num_predict_are_always_sent(backend: OllamaBackend) -> None:
+    # The server defaults num_ctx to 2,048 when not told; a 2,500-token prompt under an
+    # explicit num_ctx of 3,072 is evaluated whole.
+    b = OllamaBackend(OLLAMA_MODEL, backend.base_url, num_ctx=3072)
+    try:
+        text = "Layer adhesion improves with a warmer nozzle. " * 250
+        result = await b.chat([{"role": "user", "content": text}], max_tokens=3)
+        assert result.usage.prompt_tokens > OLLAMA_DEFAULT_NUM_CTX
+        assert result.usage.completion_tokens <= 3
+        assert not result.warnings
+    finally:
+        await b.aclose()
+
+
+async def test_naive_client_is_truncated_silently(ollama_server: ServerProcess) -> None:
+    """The failure this project exists to prevent: no num_ctx, no error, a cut prompt."""
+    client = ollama.AsyncClient(host=ollama_server.url)
+    text = "Layer adhesion improves with a warmer nozzle. " * 250  # about 2,500 tokens
+    response = await client.chat(
+        model=OLLAMA_MODEL,
+        messages=[{"role": "user", "content": text}],
+        options={"num_predict": 2},
+    )
+    assert response.prompt_eval_count == OLLAMA_DEFAULT_NUM_CTX
+    assert response.done
+
+
+async def test_exact_count_refuses_before_sending(backend: OllamaBackend) -> None:
+    with pytest.raises(ContextOverflow, match="nothing was sent") as info:
+        await backend.chat([{"role": "user", "content": digits(3000)}], max_tokens=8)
+    assert info.value.n_ctx == NUM_CTX and info.value.n_prompt_tokens > NUM_CTX
+
+
+async def test_truncation_by_the_runner_is_detected_loudly(
+    ollama_server: ServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A remote Ollama (no local blob) leaves only the estimate; dense text fools it, Ollama
+    cuts the prompt, and prompt_eval_count gives it away."""
+    b = OllamaBackend(OLLAMA_MODEL, ollama_server.url, num_ctx=NUM_CTX, counter=EstimateCounter())
+    content = digits(3000)
+    try:
+        counted = await b.count_prompt([{"role": "user", "content": content}])
+        assert counted + 8 <= NUM_CTX  # the estimate believes it fits
+        result = await b.chat([{"role": "user", "content": content}], max_tokens=8)
+    finally:
+        await b.aclose()
+    assert result.usage.prompt_tokens == NUM_CTX
+    assert len(result.warnings) == 1
+    assert "OLLAMA TRUNCATED THE PROMPT" in result.warnings[0]
+    assert "OLLAMA TRUNCATED THE PROMPT" in caplog.text
+
+
+async def test_dropped_old_messages_are_detected(ollama_server: ServerProcess) -> None:
+    b = OllamaBackend(OLLAMA_MODEL, ollama_server.url, num_ctx=NUM_CTX, counter=EstimateCounter())
+    messages: list[ChatMessage] = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Remember these digits: " + digits(3000)},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "Say OK."},
+    ]
+    try:
+        result = await b.chat(messages, max_tokens=4)
+    finally:
+        await b.aclose()
+    # Ollama kept the system message and the last turns only.
+    assert result.usage.prompt_tokens < 100
+    assert any("dropped" in w for w in result.warnings)
+
+
+async def test_think_is_passed_through(ollama_server: ServerProcess) -> None:
+    b = OllamaBackend(OLLAMA_MODEL, ollama_server.url, num_ctx=NUM_CTX, think=True)
+    try:
+        with pytest.raises(InvalidResponse, match="does not support thinking"):
+            await b.chat(SHORT, max_tokens=4)
+    finally:
+        await b.aclose()
+
+
+async def test_streaming_and_the_other_endpoints(ollama_server: ServerProcess) -> None:
+    client = ollama.AsyncClient(host=ollama_server.url)
+    parts = [
+        part
+        async for part in await client.chat(
+            model=OLLAMA_MODEL,
+            messages=SHORT,
+            stream=True,
+            options={"num_ctx": NUM_CTX, "num_predict": 6, "temperature": 0},
+        )
+    ]
+    assert len(parts) >= 2 and parts[-1].done and not parts[0].done
+    assert parts[-1].prompt_eval_count and parts[-1].eval_count
+    assert "".join(p.message.content or "" for p in parts).strip()
+    tags = await client.list()
+    assert [m.model for m in tags.models] == [OLLAMA_MODEL]
+    version = await client._request_raw("GET", "/api/version")  # the client has no wrapper
+    assert version.json()["version"]
+
+
+async def test_unknown_model_and_refused_connection_say_what_to_do(
+    ollama_server: ServerProcess,
+) -> None:
+    missing = OllamaBackend("no-such-model", ollama_server.url)
+    with pytest.raises(BackendUnavailable, match="ollama pull no-such-model"):
+        await missing.context_window()
+    url = f"http://127.0.0.1:{free_port()}"
+    down = OllamaBackend(OLLAMA_MODEL, url)
+    with pytest.raises(BackendUnavailable) as info:
+        await down.context_window()
+    assert url in str(info.value) and "ollama serve" in str(info.value)
+    assert not (await down.health()).ok

@@ -1,0 +1,77 @@
+"""Backend spec strings: the forms users type, parsing, refusal and sharing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from collective.errors import ConfigError
+from collective.models import registry
+from collective.models.registry import VALID_FORMS, BackendSpec, backend_from_spec, parse_spec
+
+
+def test_llama_server_spec() -> None:
+    assert parse_spec("llama-server:http://127.0.0.1:8083/") == BackendSpec(
+        "llama-server", url="http://127.0.0.1:8083"
+    )
+
+
+def test_ollama_spec_with_tagged_model_and_url() -> None:
+    spec = parse_spec("ollama:gpt-oss:120b@http://10.0.0.5:11434")
+    assert spec == BackendSpec("ollama", url="http://10.0.0.5:11434", model="gpt-oss:120b")
+    assert spec.key == "ollama:gpt-oss:120b@http://10.0.0.5:11434"
+
+
+def test_ollama_spec_without_url_uses_ollama_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OLLAMA_HOST", "127.0.0.1:9999")
+    assert parse_spec("ollama:judge").url == "http://127.0.0.1:9999"
+    monkeypatch.delenv("OLLAMA_HOST")
+    assert parse_spec("ollama:judge").url == registry.DEFAULT_OLLAMA_URL
+
+
+def test_llamacpp_spec_resolves_the_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert parse_spec("llamacpp:m.gguf").path == str(tmp_path / "m.gguf")
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "openai:gpt-4o",
+        "llama-server:127.0.0.1:8083",
+        "llama-server:",
+        "ollama:@http://127.0.0.1:11434",
+        "llamacpp:/models/model.bin",
+        "embeded",
+        "",
+    ],
+)
+def test_invalid_specs_are_refused_with_the_valid_forms(spec: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_spec(spec)
+    for form in VALID_FORMS:
+        assert form in str(info.value)
+
+
+async def test_equal_specs_share_one_backend_and_close_all_forgets_them() -> None:
+    a = backend_from_spec("llama-server:http://127.0.0.1:1/")
+    b = backend_from_spec("llama-server:http://127.0.0.1:1")
+    c = backend_from_spec("llama-server:http://127.0.0.1:2")
+    assert a is b and a is not c
+    assert a.spec == "llama-server:http://127.0.0.1:1"
+    await registry.close_all()
+    assert backend_from_spec("llama-server:http://127.0.0.1:1") is not a
+    await registry.close_all()
+
+
+def test_llamacpp_spec_for_a_missing_file_says_so(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no GGUF file"):
+        backend_from_spec(f"llamacpp:{tmp_path / 'missing.gguf'}")
+
+
+async def test_ollama_spec_creates_an_ollama_backend_without_connecting() -> None:
+    b = backend_from_spec("ollama:gpt-oss-120b-judge@http://127.0.0.1:1")
+    assert b.model == "gpt-oss-120b-judge"
+    assert b.spec == "ollama:gpt-oss-120b-judge@http://127.0.0.1:1"
+    await registry.close_all()
