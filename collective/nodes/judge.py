@@ -14,7 +14,6 @@ from collective.errors import QuorumError
 from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState, Proposal
 from collective.kb.citations import format_chunk, parse_citations, resolve
-from collective.kb.retrieval import kb_allocation_factor
 from collective.nodes.chunks import chunk_from_dict, scored_chunks
 from collective.nodes.model_call import call_model, emit, resolve_backend
 from collective.prompts import judge as prompt
@@ -75,7 +74,8 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
             chunks_section("evidence", evidence(answered, chunks)),
         ],
         compose=prompt.compose,
-        kb_factor=kb_allocation_factor(state.get("retrieval", {}).get("applied", "balanced")),
+        question=state["question"],
+        retrieval_profile=state.get("retrieval", {}).get("applied", "balanced"),
     )
     answer = call.result.text.strip()
     sections = call.prompt.sections

@@ -3,7 +3,9 @@
 Fits the role's budget preset to the context the backend really reports, assembles the prompt
 section by section (in a worker thread: counting is CPU work and may be HTTP for llama-server),
 sends it, and on a server's `ContextOverflow` refits to the server's own `n_ctx` and retries
-once. Every call emits its budget report as a custom stream event.
+once. Every call is traced (an OpenTelemetry span carrying its budget report), emits its budget
+report as a custom stream event, and is monitored against the agent's memory budget profile
+(threshold events, one usage-log line).
 """
 
 from __future__ import annotations
@@ -18,12 +20,16 @@ from langgraph.config import get_stream_writer
 
 from collective.budget.assembly import AssembledPrompt, SectionContent, assemble
 from collective.budget.counting import ChatMessage
+from collective.budget.monitor import BudgetEvent, UsageLog, record_model_call
 from collective.budget.plans import PRESETS, ModelBudget
+from collective.budget.profiles import ProfileAssignments, resolve_budget
 from collective.budget.report import BudgetReport
 from collective.errors import ConfigError, ContextOverflow
 from collective.graph.context import EMBEDDED_OUTPUT_CAP, CouncilContext
+from collective.kb.retrieval import kb_allocation_factor
 from collective.models.base import Backend, ChatResult
 from collective.models.embedded import EMBEDDED_MODEL_NAME
+from collective.telemetry import model_call_span, record_budget_report
 
 __all__ = ["ModelCall", "call_model", "emit", "plan_for", "resolve_backend"]
 
@@ -85,36 +91,74 @@ async def call_model(
     backend: Backend,
     contents: Sequence[SectionContent],
     compose: Callable[[Mapping[str, str]], list[ChatMessage]],
-    kb_factor: float = 1.0,
+    question: str,
+    retrieval_profile: str = "balanced",
     json_schema: dict[str, Any] | None = None,
     tools: Sequence[dict[str, Any]] | None = None,
-    extra_messages: Sequence[ChatMessage] = (),
 ) -> ModelCall:
     """Assemble `contents` under the role's budget and call `backend`.
 
     Args:
         ctx: The run's settings.
         role: `planner`, `specialist` or `judge` (selects the budget preset and answer cap).
-        node: The node name for the budget report (`specialist-2`, ...).
+        node: The node name for the budget report (`specialist-2`, ...); also the agent name
+            for memory budget profiles and the usage log.
         backend: The model to call.
         contents: Content per budget section.
         compose: Turns fitted section texts into messages.
-        kb_factor: The retrieval profile's scale for the KB allocation.
+        question: The council's question (its complexity sets the agent's memory budget).
+        retrieval_profile: The applied retrieval profile: it scales the KB allocation.
         json_schema: Constrain the answer to this schema where the backend can.
-        tools: Tool schemas offered to the model (OpenAI shape).
-        extra_messages: Messages appended after the composed prompt (tool rounds); they must
-            already be accounted for in `contents` (the `tools` section).
+        tools: Tool schemas offered to the model (OpenAI shape); they must already be
+            accounted for in `contents` (the `tools` section).
     """
+    with model_call_span(node, backend.model, budget_profile=retrieval_profile, role=role) as span:
+        kb_factor = kb_allocation_factor(retrieval_profile)
+        call = await _call(
+            ctx, role, node, backend, contents, compose, kb_factor, json_schema, tools
+        )
+        report = call.report.to_dict()
+        record_budget_report(span, report)
+        usage = call.result.usage
+        span.set_attribute("usage.prompt_tokens", usage.prompt_tokens)
+        span.set_attribute("usage.completion_tokens", usage.completion_tokens)
+        for warning in call.result.warnings:
+            span.add_event("backend.warning", {"message": warning})
+        _monitor(ctx, node, question, call.report, span)
+        return call
+
+
+def _monitor(ctx: CouncilContext, agent: str, question: str, report: BudgetReport, span) -> None:
+    """Check the call against the agent's memory budget profile and log its usage."""
+
+    def on_event(event: BudgetEvent) -> None:
+        span.add_event("budget.threshold", {"level": event.level, "message": event.message})
+        emit(
+            {"type": "budget_event", "node": agent, "level": event.level, "message": event.message}
+        )
+
+    profile = ProfileAssignments.from_config(dict(ctx.agent_profiles)).profile_for(agent)
+    log = UsageLog(ctx.usage_log) if ctx.usage_log else None
+    record_model_call(log, agent, resolve_budget(profile, question), report, on_event=on_event)
+
+
+async def _call(
+    ctx: CouncilContext,
+    role: str,
+    node: str,
+    backend: Backend,
+    contents: Sequence[SectionContent],
+    compose: Callable[[Mapping[str, str]], list[ChatMessage]],
+    kb_factor: float,
+    json_schema: dict[str, Any] | None,
+    tools: Sequence[dict[str, Any]] | None,
+) -> ModelCall:
     n_ctx = await backend.context_window()
     counter = await backend.token_counter()
     for attempt in (1, 2):
         plan, notes = plan_for(ctx, role, backend, n_ctx, kb_factor)
-
-        def full(sections: Mapping[str, str]) -> list[ChatMessage]:
-            return [*compose(sections), *extra_messages]
-
         prompt = await asyncio.to_thread(
-            assemble, plan, counter, contents, full, node=node, model=backend.model, notes=notes
+            assemble, plan, counter, contents, compose, node=node, model=backend.model, notes=notes
         )
         emit({"type": "budget", "node": node, "report": prompt.report.to_dict()})
         started = time.perf_counter()

@@ -10,7 +10,6 @@ from langgraph.runtime import Runtime
 from collective.budget.assembly import chunks_section, text_section
 from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState
-from collective.kb.retrieval import kb_allocation_factor
 from collective.nodes.chunks import scored_chunks
 from collective.nodes.model_call import call_model, emit, resolve_backend
 from collective.prompts import planner as prompt
@@ -36,7 +35,8 @@ async def plan(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[st
             chunks_section("kb_chunks", scored_chunks(state.get("chunks", []), ctx.hidden_tags)),
         ],
         compose=prompt.compose,
-        kb_factor=kb_allocation_factor(state.get("retrieval", {}).get("applied", "balanced")),
+        question=state["question"],
+        retrieval_profile=state.get("retrieval", {}).get("applied", "balanced"),
     )
     elapsed = (time.perf_counter() - started) * 1000
     emit(

@@ -13,7 +13,6 @@ from collective.errors import BackendError, BackendTimeout, BudgetError
 from collective.graph.context import CouncilContext
 from collective.graph.state import Proposal, SpecialistTask
 from collective.kb.citations import parse_citations
-from collective.kb.retrieval import kb_allocation_factor
 from collective.nodes.chunks import scored_chunks
 from collective.nodes.model_call import call_model, emit, resolve_backend
 from collective.nodes.retry import TRANSIENT_RETRY, is_transient
@@ -47,7 +46,8 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
                     text_section("task", prompt.task_text(task["question"], task["plan"], member)),
                 ],
                 compose=prompt.compose,
-                kb_factor=kb_allocation_factor(task["retrieval_profile"]),
+                question=task["question"],
+                retrieval_profile=task["retrieval_profile"],
             ),
             timeout=ctx.specialist_timeout_s,
         )
