@@ -165,19 +165,23 @@ def truncation_warning(
     num_ctx: int,
     n_messages: int,
     model: str,
+    content_tokens: int | None = None,
 ) -> str | None:
     """A loud warning when Ollama's `prompt_eval_count` shows the prompt was truncated.
 
     Args:
         counted: Our count of the prompt before sending.
         counter: The counter that made it (exactness decides how much difference is noise).
-        template_exact: Whether the count rendered the model's own chat template (a GGUF
-            vocabulary count renders the GGUF's Jinja template; Ollama renders its Go template,
-            so a few tokens per message may differ).
+        template_exact: Whether the count rendered the template Ollama renders (a GGUF
+            vocabulary count renders the GGUF's Jinja template or llama.cpp's ChatML fallback;
+            Ollama renders its own Go template, which may cost more or fewer tokens).
         prompt_eval_count: What Ollama reported (None when it reported nothing).
         num_ctx: The window that was sent.
         n_messages: Messages in the prompt.
         model: For the message.
+        content_tokens: The messages' content alone, by the same exact counter. When the
+            template is not Ollama's, only content is certain: evaluating fewer tokens than the
+            content (less a boundary allowance of 2 per message) means content was dropped.
 
     Returns:
         The warning text, or None when the reply shows the whole prompt was evaluated.
@@ -192,13 +196,17 @@ def truncation_warning(
             "Lower the prompt budget or raise num_ctx."
         )
     if counter.exact:
-        # Exact vocabulary: only template differences (a few tokens per message) are noise.
-        tolerance = 0 if template_exact else 8 + 4 * n_messages
-        shortfall = counted - prompt_eval_count
-        if shortfall > tolerance:
+        if template_exact:
+            floor = counted
+        elif content_tokens is not None:
+            floor = content_tokens - 2 * n_messages
+        else:
+            floor = counted - 8 - 16 * n_messages  # template overhead unknown: be generous
+        if prompt_eval_count < floor:
             return head + (
                 f"it evaluated {prompt_eval_count} tokens but the prompt has {counted} "
-                f"({counter.kind}); about {shortfall} tokens (old messages) were dropped."
+                f"({counter.kind}, {content_tokens} of them content); about "
+                f"{counted - prompt_eval_count} tokens (old messages or their start) were dropped."
             )
         return None
     # An estimate errs high on purpose, so only a large shortfall means dropped messages.
@@ -424,15 +432,21 @@ class OllamaBackend(Backend):
         except Exception as exc:
             raise self._translate(exc) from exc
         wall_ms = (time.perf_counter() - started) * 1000
-        return self._result(response, counted, counter, num_ctx, len(messages), wall_ms)
+        content = (
+            sum(counter.count_many(m.get("content") or "" for m in messages))
+            if counter.exact
+            else None
+        )
+        return self._result(response, counted, content, counter, num_ctx, messages, wall_ms)
 
     def _result(
         self,
         response: Any,
         counted: int,
+        content_tokens: int | None,
         counter: TokenCounter,
         num_ctx: int,
-        n_messages: int,
+        messages: Sequence[ChatMessage],
         wall_ms: float,
     ) -> ChatResult:
         try:
@@ -467,8 +481,9 @@ class OllamaBackend(Backend):
             template_exact=self._template_exact,
             prompt_eval_count=reported,
             num_ctx=num_ctx,
-            n_messages=n_messages,
+            n_messages=len(messages),
             model=self.model,
+            content_tokens=content_tokens,
         )
         if warning:
             log.warning("%s", warning)

@@ -157,7 +157,7 @@ def llama_server(llama_server_binary: str, gguf_path: Path) -> Iterator[ServerPr
 
 OLLAMA_MODEL = "gemma3:270m"
 OLLAMA_CONTEXT_LENGTH = 8192
-OLLAMA_DEFAULT_NUM_CTX = 2048
+OLLAMA_DEFAULT_NUM_CTX = 1024  # small, like Ollama's default, and quick on 2 cores
 OLLAMA_MODELFILE_NUM_CTX = 3072
 
 

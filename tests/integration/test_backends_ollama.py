@@ -24,6 +24,8 @@ from collective.models.ollama_api import OllamaBackend
 pytestmark = pytest.mark.integration
 
 NUM_CTX = 2048
+SMALL_CTX = 1024  # for the tests that make the server evaluate a whole window
+ADHESION = "Layer adhesion improves with a warmer nozzle. " * 170  # about 1,360 tokens
 
 
 def digits(n: int, seed: int = 7) -> str:
@@ -44,8 +46,9 @@ async def backend(ollama_server: ServerProcess) -> AsyncIterator[OllamaBackend]:
 class TestOllamaContract(BackendContract):
     expected_n_ctx = NUM_CTX
     expected_counter_kind = "exact:gguf-vocab"
-    # The count renders the GGUF's Jinja template; Ollama renders its own Go template.
-    prompt_count_tolerance = 16
+    # The count renders llama.cpp's ChatML fallback (the GGUF has no template); Ollama renders
+    # its own gemma3 Go template, which costs fewer tokens per message.
+    prompt_count_slack_per_message = 16
 
 
 async def test_discovery_reads_context_length_and_modelfile_num_ctx(
@@ -67,26 +70,20 @@ async def test_discovery_reads_context_length_and_modelfile_num_ctx(
 
 
 async def test_num_ctx_and_num_predict_are_always_sent(backend: OllamaBackend) -> None:
-    # The server defaults num_ctx to 2,048 when not told; a 2,500-token prompt under an
-    # explicit num_ctx of 3,072 is evaluated whole.
-    b = OllamaBackend(OLLAMA_MODEL, backend.base_url, num_ctx=3072)
-    try:
-        text = "Layer adhesion improves with a warmer nozzle. " * 250
-        result = await b.chat([{"role": "user", "content": text}], max_tokens=3)
-        assert result.usage.prompt_tokens > OLLAMA_DEFAULT_NUM_CTX
-        assert result.usage.completion_tokens <= 3
-        assert not result.warnings
-    finally:
-        await b.aclose()
+    # The server defaults num_ctx to 1,024 when not told; a 1,360-token prompt under the
+    # backend's explicit num_ctx of 2,048 is evaluated whole.
+    result = await backend.chat([{"role": "user", "content": ADHESION}], max_tokens=3)
+    assert result.usage.prompt_tokens > OLLAMA_DEFAULT_NUM_CTX
+    assert result.usage.completion_tokens <= 3
+    assert not result.warnings
 
 
 async def test_naive_client_is_truncated_silently(ollama_server: ServerProcess) -> None:
     """The failure this project exists to prevent: no num_ctx, no error, a cut prompt."""
     client = ollama.AsyncClient(host=ollama_server.url)
-    text = "Layer adhesion improves with a warmer nozzle. " * 250  # about 2,500 tokens
     response = await client.chat(
         model=OLLAMA_MODEL,
-        messages=[{"role": "user", "content": text}],
+        messages=[{"role": "user", "content": ADHESION}],
         options={"num_predict": 2},
     )
     assert response.prompt_eval_count == OLLAMA_DEFAULT_NUM_CTX
@@ -104,25 +101,25 @@ async def test_truncation_by_the_runner_is_detected_loudly(
 ) -> None:
     """A remote Ollama (no local blob) leaves only the estimate; dense text fools it, Ollama
     cuts the prompt, and prompt_eval_count gives it away."""
-    b = OllamaBackend(OLLAMA_MODEL, ollama_server.url, num_ctx=NUM_CTX, counter=EstimateCounter())
-    content = digits(3000)
+    b = OllamaBackend(OLLAMA_MODEL, ollama_server.url, num_ctx=SMALL_CTX, counter=EstimateCounter())
+    content = digits(1500)
     try:
         counted = await b.count_prompt([{"role": "user", "content": content}])
-        assert counted + 8 <= NUM_CTX  # the estimate believes it fits
+        assert counted + 8 <= SMALL_CTX  # the estimate believes it fits
         result = await b.chat([{"role": "user", "content": content}], max_tokens=8)
     finally:
         await b.aclose()
-    assert result.usage.prompt_tokens == NUM_CTX
+    assert result.usage.prompt_tokens == SMALL_CTX
     assert len(result.warnings) == 1
     assert "OLLAMA TRUNCATED THE PROMPT" in result.warnings[0]
     assert "OLLAMA TRUNCATED THE PROMPT" in caplog.text
 
 
 async def test_dropped_old_messages_are_detected(ollama_server: ServerProcess) -> None:
-    b = OllamaBackend(OLLAMA_MODEL, ollama_server.url, num_ctx=NUM_CTX, counter=EstimateCounter())
+    b = OllamaBackend(OLLAMA_MODEL, ollama_server.url, num_ctx=SMALL_CTX, counter=EstimateCounter())
     messages: list[ChatMessage] = [
         {"role": "system", "content": "You are terse."},
-        {"role": "user", "content": "Remember these digits: " + digits(3000)},
+        {"role": "user", "content": "Remember these digits: " + digits(1500)},
         {"role": "assistant", "content": "Noted."},
         {"role": "user", "content": "Say OK."},
     ]

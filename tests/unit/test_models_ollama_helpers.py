@@ -96,9 +96,25 @@ def test_a_prompt_that_filled_the_window_was_truncated() -> None:
 
 def test_exact_counts_flag_dropped_tokens_beyond_template_noise() -> None:
     exact = tiktoken_counter("o200k_harmony")
-    assert _warn(1000, 990, exact) is None  # within 8 + 4/message of template difference
+    assert _warn(1000, 960, exact) is None  # within the unknown template's allowance
     assert _warn(1000, 900, exact) is not None
     assert _warn(1000, 999, exact, exact_tpl=True) is not None  # same template: any shortfall
+
+
+def test_exact_content_is_the_floor_when_templates_differ() -> None:
+    exact = tiktoken_counter("o200k_harmony")
+    warn = lambda reported: truncation_warning(  # noqa: E731
+        counted=1000,
+        counter=exact,
+        template_exact=False,
+        prompt_eval_count=reported,
+        num_ctx=4096,
+        n_messages=3,
+        model="m",
+        content_tokens=900,
+    )
+    assert warn(895) is None  # a different, cheaper template; all content is there
+    assert warn(850) is not None  # fewer tokens than the content alone
 
 
 def test_estimates_flag_only_large_shortfalls() -> None:

@@ -1,0 +1,46 @@
+"""The council on the real embedded model (llama.cpp in process, gemma 270M) over the demo KB."""
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from collective.graph import CouncilContext, build_graph
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def ctx(tmp_path, gguf_path):
+    return CouncilContext(
+        k=2,
+        kb_path=str(tmp_path / "kb.sqlite"),
+        output_caps={"planner": 48, "specialist": 96, "judge": 128},
+        usage_log=str(tmp_path / "usage.jsonl"),
+    )
+
+
+async def test_a_real_council_answers_with_exact_budgets(ctx, tmp_path):
+    graph = build_graph(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "real"}}
+    out = await graph.ainvoke(
+        {"question": "Which filament survives a hot car, and why?"}, config, context=ctx
+    )
+    assert out["answer"].strip()
+    assert len(out["proposals"]) == 2 and all(p["error"] is None for p in out["proposals"])
+    assert out["retrieval"]["injected"], "the demo KB should have matched"
+    assert [b["node"] for b in out["budgets"]] == ["plan", "specialist-1", "specialist-2", "judge"]
+    for budget in out["budgets"]:
+        assert budget["token_counter"] == "exact:llama.cpp"
+        assert budget["n_ctx"] == 32_768
+        assert budget["prompt_tokens"] + budget["max_output_tokens"] <= budget["n_ctx"]
+    judge = out["budgets"][-1]
+    assert "scaled" in judge["scaled"]  # the 128K judge preset, scaled to the real 32K
+    # every id the verdict cited is either resolved to a supplied chunk or reported unknown
+    supplied = {c["id"] for c in out["retrieval"]["chunks"]}
+    assert {c["id"] for c in out["citations"]} <= supplied
+    # one usage-log line per model call
+    assert len((tmp_path / "usage.jsonl").read_text().splitlines()) == 4
+
+    second = await graph.ainvoke({"question": "And what about PETG?"}, config, context=ctx)
+    assert second["answer"].strip()
+    state = await graph.aget_state(config)
+    assert "hot car" in state.values["conversation"]

@@ -1,0 +1,92 @@
+"""LangGraph's own dev server loads langgraph.json and runs the council through langgraph_sdk."""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+
+from tests.integration.conftest import REPO, free_port
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def dev_server(tmp_path, gguf_path):
+    cli = Path(sys.executable).with_name("langgraph")
+    if not cli.exists():
+        pytest.fail("langgraph-cli is not installed; `make test` installs it with the test extras")
+    port = free_port()
+    env = {
+        **os.environ,
+        "COLLECTIVE_KB": str(tmp_path / "kb.sqlite"),
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "LANGSMITH_TRACING": "false",
+    }
+    log = (tmp_path / "dev.log").open("wb")
+    workdir = tmp_path / "app"  # langgraph dev writes .langgraph_api/ next to its config
+    workdir.mkdir()
+    shutil.copy(REPO / "langgraph.json", workdir / "langgraph.json")
+    config = (workdir / "langgraph.json").read_text().replace("./collective", f"{REPO}/collective")
+    (workdir / "langgraph.json").write_text(config.replace('["."]', f'["{REPO}"]'))
+    proc = subprocess.Popen(
+        [
+            str(cli),
+            "dev",
+            "--no-browser",
+            "--no-reload",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--config",
+            str(workdir / "langgraph.json"),
+        ],
+        cwd=workdir,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                pytest.fail(f"langgraph dev exited: {(tmp_path / 'dev.log').read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        else:
+            pytest.fail(f"langgraph dev not ready: {(tmp_path / 'dev.log').read_text()[-3000:]}")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+async def test_langgraph_dev_serves_the_council(dev_server, tmp_path):
+    client = get_client(url=dev_server)
+    assistants = await client.assistants.search(graph_id="collective")
+    assert assistants, "langgraph dev did not register the collective graph"
+    thread = await client.threads.create()
+    out = await client.runs.wait(
+        thread["thread_id"],
+        "collective",
+        input={"question": "Is PLA a good choice for a part in a hot car?"},
+        context={"k": 1, "output_caps": {"planner": 32, "specialist": 64, "judge": 64}},
+    )
+    log = (tmp_path / "dev.log").read_text()
+    assert isinstance(out, dict) and out.get("answer"), f"no answer: {out}\n{log[-3000:]}"
+    assert [b["node"] for b in out["budgets"]] == ["plan", "specialist-1", "judge"]
+    assert all(b["token_counter"] == "exact:llama.cpp" for b in out["budgets"])
