@@ -63,7 +63,8 @@ async def _run(url: str, calls: int) -> dict[str, float]:
     body = {"messages": messages, "max_tokens": 1, "temperature": 0.0, "cache_prompt": True}
     backend = LlamaServerBackend(url)
     raw_ms: list[float] = []
-    ours_ms: list[float] = []
+    cold_ms: list[float] = []
+    memo_ms: list[float] = []
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
         for _ in range(5):  # warm both paths and the slot's prompt cache
             (await client.post("/v1/chat/completions", json=body)).json()
@@ -73,18 +74,24 @@ async def _run(url: str, calls: int) -> dict[str, float]:
             data = (await client.post("/v1/chat/completions", json=body)).json()
             raw_ms.append((time.perf_counter() - t) * 1000)
             assert data["usage"]["completion_tokens"] <= 1
+            backend.prompt_memo.clear()  # cold: count the prompt from scratch
             t = time.perf_counter()
             result = await backend.chat(messages, max_tokens=1, temperature=0.0)  # type: ignore[arg-type]
-            ours_ms.append((time.perf_counter() - t) * 1000)
+            cold_ms.append((time.perf_counter() - t) * 1000)
             assert result.usage.prompt_tokens == data["usage"]["prompt_tokens"]
-    count_ms = result.timings.get("count_ms", 0.0)
+            count_ms = result.timings["count_ms"]
+            t = time.perf_counter()  # memoised: the assembler already counted this prompt
+            await backend.chat(messages, max_tokens=1, temperature=0.0)  # type: ignore[arg-type]
+            memo_ms.append((time.perf_counter() - t) * 1000)
     await backend.aclose()
     return {
         "prompt_tokens": float(result.usage.prompt_tokens),
         "raw_median_ms": statistics.median(raw_ms),
-        "ours_median_ms": statistics.median(ours_ms),
         "raw_mean_ms": statistics.fmean(raw_ms),
-        "ours_mean_ms": statistics.fmean(ours_ms),
+        "cold_median_ms": statistics.median(cold_ms),
+        "cold_mean_ms": statistics.fmean(cold_ms),
+        "memo_median_ms": statistics.median(memo_ms),
+        "memo_mean_ms": statistics.fmean(memo_ms),
         "last_count_ms": count_ms,
     }
 
@@ -125,22 +132,19 @@ def main() -> int:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-    median_ratio = figures["ours_median_ms"] / figures["raw_median_ms"]
-    mean_ratio = figures["ours_mean_ms"] / figures["raw_mean_ms"]
+    raw_med, raw_mean = figures["raw_median_ms"], figures["raw_mean_ms"]
     print(
         f"backends: llama-server + gemma-3-270m, {args.calls} calls each, "
-        f"{figures['prompt_tokens']:.0f}-token prompt, max_tokens=1, warm cache"
+        f"{figures['prompt_tokens']:.0f}-token prompt, max_tokens=1, warm KV cache"
     )
-    print(
-        f"  raw httpx      median {figures['raw_median_ms']:.2f} ms"
-        f"  mean {figures['raw_mean_ms']:.2f} ms"
-    )
-    print(
-        f"  collective     median {figures['ours_median_ms']:.2f} ms"
-        f"  mean {figures['ours_mean_ms']:.2f} ms"
-        f"  (exact count {figures['last_count_ms']:.2f} ms of it)"
-    )
-    print(f"  ratio          median {median_ratio:.3f}  mean {mean_ratio:.3f}  (goal <= {GOAL})")
+    print(f"  raw httpx                   median {raw_med:7.2f} ms  mean {raw_mean:7.2f} ms")
+    for key, label in (("cold", "collective, cold count"), ("memo", "collective, memoised count")):
+        med, mean = figures[f"{key}_median_ms"], figures[f"{key}_mean_ms"]
+        print(
+            f"  {label:<27} median {med:7.2f} ms  mean {mean:7.2f} ms"
+            f"  ratio median {med / raw_med:.3f}  mean {mean / raw_mean:.3f}"
+        )
+    print(f"  (exact count of the cold path: {figures['last_count_ms']:.2f} ms; goal <= {GOAL})")
     return 0
 
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
@@ -37,7 +39,7 @@ from collective.errors import (
 from collective.models._transport import LoopLocal, parse_json, translate_transport_error
 from collective.models.base import Backend, ChatResult, Health, ToolCall, Usage
 
-__all__ = ["LlamaServerBackend", "LlamaServerCounter", "parse_chat_response"]
+__all__ = ["LlamaServerBackend", "LlamaServerCounter", "PromptMemo", "parse_chat_response"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +63,46 @@ def _chat_body(
     return body
 
 
+class PromptMemo:
+    """Exact counts of whole chat prompts, keyed by the request body, least recently used out.
+
+    The budget engine counts the assembled prompt and the backend counts it again before
+    sending; with one memo shared by the counter and the backend the second count is free.
+    Thread-safe: prompt assembly counts from worker threads.
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        self._size = size
+        self._items: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(body: dict[str, Any]) -> str:
+        """The memo key of a request body."""
+        return json.dumps(body, sort_keys=True, ensure_ascii=False)
+
+    def get(self, key: str) -> int | None:
+        """The memoised count, if any."""
+        with self._lock:
+            n = self._items.get(key)
+            if n is not None:
+                self._items.move_to_end(key)
+            return n
+
+    def put(self, key: str, n: int) -> None:
+        """Remember a count."""
+        with self._lock:
+            self._items[key] = n
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        """Forget every count (the server changed)."""
+        with self._lock:
+            self._items.clear()
+
+
 class LlamaServerCounter(TokenizerCounter):
     """Exact counts from the server's own tokenizer (`kind` `exact:llama-server`).
 
@@ -68,9 +110,12 @@ class LlamaServerCounter(TokenizerCounter):
     a blocking pooled `httpx.Client` is the cheapest way to do that.
     """
 
-    def __init__(self, base_url: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, base_url: str, *, timeout: float = 30.0, memo: PromptMemo | None = None
+    ) -> None:
         self.base_url = base_url
         self._client = httpx.Client(base_url=base_url, timeout=timeout)
+        self.prompt_memo = memo or PromptMemo()
         super().__init__("exact:llama-server", self._encode, self._decode)
 
     def _post(self, path: str, body: dict[str, Any]) -> Any:
@@ -100,12 +145,20 @@ class LlamaServerCounter(TokenizerCounter):
     def count_messages(
         self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None = None
     ) -> int:
-        """Tokens of the chat prompt exactly as the server will evaluate it."""
-        prompt = self._post("/apply-template", _chat_body(messages, tools)).get("prompt")
-        if not isinstance(prompt, str):
-            raise InvalidResponse(f"{_SERVER} at {self.base_url}: /apply-template gave no prompt")
-        data = self._post("/tokenize", {"content": prompt, "add_special": True})
-        return len(_int_list(data, "tokens", self.base_url))
+        """Tokens of the chat prompt exactly as the server will evaluate it (memoised)."""
+        body = _chat_body(messages, tools)
+        key = PromptMemo.key(body)
+        n = self.prompt_memo.get(key)
+        if n is None:
+            prompt = self._post("/apply-template", body).get("prompt")
+            if not isinstance(prompt, str):
+                raise InvalidResponse(
+                    f"{_SERVER} at {self.base_url}: /apply-template gave no prompt"
+                )
+            data = self._post("/tokenize", {"content": prompt, "add_special": True})
+            n = len(_int_list(data, "tokens", self.base_url))
+            self.prompt_memo.put(key, n)
+        return n
 
     def close(self) -> None:
         """Close the pooled connections."""
@@ -234,6 +287,8 @@ class LlamaServerBackend(Backend):
         )
         self._n_ctx: int | None = None
         self._counter: LlamaServerCounter | None = None
+        self.prompt_memo = PromptMemo()
+        """Exact prompt counts shared with `token_counter()` (see `PromptMemo`)."""
 
     # -- transport --------------------------------------------------------------------------
 
@@ -244,6 +299,9 @@ class LlamaServerBackend(Backend):
         try:
             response = await client.request(method, path, json=body)
         except httpx.HTTPError as exc:
+            # Whatever comes back at this URL may be another server: re-read, recount.
+            self._n_ctx = None
+            self.prompt_memo.clear()
             raise translate_transport_error(
                 exc, server=_SERVER, url=self.base_url, how_to_start=_how_to_start(self.base_url)
             ) from exc
@@ -258,7 +316,9 @@ class LlamaServerBackend(Backend):
         if status != 200:
             error = _http_error(status, data, self.base_url)
             if isinstance(error, ContextOverflow):
-                self._n_ctx = None  # the server's slots differ from what we planned for
+                # The server differs from what we planned for (restarted, other model?).
+                self._n_ctx = None
+                self.prompt_memo.clear()
             raise error
         return data
 
@@ -310,7 +370,7 @@ class LlamaServerBackend(Backend):
     async def token_counter(self) -> LlamaServerCounter:
         """The server's own tokenizer (`exact:llama-server`)."""
         if self._counter is None:
-            self._counter = LlamaServerCounter(self.base_url)
+            self._counter = LlamaServerCounter(self.base_url, memo=self.prompt_memo)
         return self._counter
 
     async def count_prompt(
@@ -318,13 +378,23 @@ class LlamaServerBackend(Backend):
         messages: Sequence[ChatMessage],
         tools: Sequence[dict[str, Any]] | None = None,
     ) -> int:
-        """Exact prompt tokens: `/apply-template` then `/tokenize` with special tokens added."""
-        rendered = await self._call("POST", "/apply-template", _chat_body(messages, tools))
+        """Exact prompt tokens: `/apply-template` then `/tokenize` with special tokens added.
+
+        Memoised per request body in `prompt_memo`, shared with the sync counter.
+        """
+        body = _chat_body(messages, tools)
+        key = PromptMemo.key(body)
+        n = self.prompt_memo.get(key)
+        if n is not None:
+            return n
+        rendered = await self._call("POST", "/apply-template", body)
         prompt = rendered.get("prompt") if isinstance(rendered, dict) else None
         if not isinstance(prompt, str):
             raise InvalidResponse(f"{_SERVER} at {self.base_url}: /apply-template gave no prompt")
         data = await self._call("POST", "/tokenize", {"content": prompt, "add_special": True})
-        return len(_int_list(data, "tokens", self.base_url))
+        n = len(_int_list(data, "tokens", self.base_url))
+        self.prompt_memo.put(key, n)
+        return n
 
     # -- chat -------------------------------------------------------------------------------
 

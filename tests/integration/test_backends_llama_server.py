@@ -196,3 +196,16 @@ async def test_the_contract_overflow_never_reaches_the_server(
     # Precheck refuses before sending: the message says nothing was sent.
     with pytest.raises(ContextOverflow, match="nothing was sent"):
         await backend.chat([{"role": "user", "content": long_notes(6000)}], max_tokens=8)
+
+
+async def test_in_process_and_server_count_the_same_prompt_alike(
+    backend: LlamaServerBackend, gguf_path: object
+) -> None:
+    from collective.models.llamacpp_in_process import gguf_vocab_counter
+
+    messages: list[ChatMessage] = [
+        {"role": "system", "content": "Cite notes as [KB#id]."},
+        {"role": "user", "content": long_notes(300) + QUESTION},
+    ]
+    local = gguf_vocab_counter(str(gguf_path))
+    assert local.count_messages(messages) == await backend.count_prompt(messages)

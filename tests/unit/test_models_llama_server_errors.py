@@ -10,7 +10,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from collective.errors import BackendTimeout, BackendUnavailable, ContextOverflow, InvalidResponse
-from collective.models.llama_server import LlamaServerBackend, _http_error, parse_chat_response
+from collective.models.llama_server import (
+    LlamaServerBackend,
+    PromptMemo,
+    _http_error,
+    parse_chat_response,
+)
 
 COMPLETION = {
     "model": "gemma",
@@ -126,3 +131,16 @@ async def test_a_server_that_never_answers_is_a_timeout() -> None:
         await b.aclose()
     finally:
         listener.close()
+
+
+def test_prompt_memo_keeps_the_most_recently_used_counts() -> None:
+    memo = PromptMemo(size=2)
+    a, b, c = (PromptMemo.key({"messages": [{"role": "user", "content": x}]}) for x in "abc")
+    memo.put(a, 1)
+    memo.put(b, 2)
+    assert memo.get(a) == 1  # a is now the most recent
+    memo.put(c, 3)
+    assert (memo.get(a), memo.get(b), memo.get(c)) == (1, None, 3)
+    assert PromptMemo.key({"x": 1, "y": 2}) == PromptMemo.key({"y": 2, "x": 1})
+    memo.clear()
+    assert memo.get(a) is None
