@@ -1,0 +1,323 @@
+"""`collective chat`: a conversation with one model, and the council on demand.
+
+Plain lines go to the chat model (config `chat`, default the judge's backend) with the
+conversation memory; `/collective QUERY` runs the council in the context of the conversation.
+Both share one LangGraph thread in the SQLite checkpointer: the council graph's `memory`
+channel holds the conversation (chat turns are written to it with `aupdate_state`, as if the
+council's `remember` node had recorded them), so `--thread ID` resumes a chat and the council
+sees every earlier chat turn.
+
+Every chat turn is budgeted like a council call: the chat preset (default: the specialist
+preset) fitted to the model's real context, the conversation summary and the line assembled by
+`collective.budget.assembly.assemble`, refitted once should the server report a smaller window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from collective.commands.ask import RetrievalProfile
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from collective.commands.ask import CouncilSession
+    from collective.config import CollectiveConfig
+
+__all__ = ["HELP", "ChatSession", "chat", "chat_turn"]
+
+HELP = """commands:
+  /collective QUERY   ask the council, in the context of this conversation
+  /budget             the budget reports of the last turn (one per model call)
+  /memory             the memory tiers' usage (L0 working, L1 session, L2 long-term)
+  /help               this list
+  /exit               leave (the thread is kept; resume with --thread)
+anything else goes to the chat model."""
+
+
+async def chat_turn(
+    session: CouncilSession, thread_id: str, line: str
+) -> tuple[str, dict[str, Any]]:
+    """One plain chat turn: a budgeted call to the chat model, recorded in the thread's memory.
+
+    Returns:
+        The reply and the call's budget report (`BudgetReport.to_dict()`).
+
+    Raises:
+        CollectiveError: The backend failed, or the prompt cannot be made to fit.
+    """
+    from collective.budget.assembly import assemble, text_section
+    from collective.errors import ContextOverflow
+    from collective.graph.context import EMBEDDED_OUTPUT_CAP
+    from collective.memory.conversation import SUMMARY_TOKENS, load_memory
+    from collective.models.embedded import EMBEDDED_MODEL_NAME
+    from collective.models.registry import backend_from_spec
+    from collective.prompts import chat as prompt
+
+    config = session.config
+    graph_config = {"configurable": {"thread_id": thread_id}}
+    snapshot = await session.graph.aget_state(graph_config)
+    memory = load_memory((snapshot.values or {}).get("memory"), session.store)
+    backend = backend_from_spec(config.chat_backend)
+    n_ctx = await backend.context_window()
+    counter = await backend.token_counter()
+    contents = [
+        text_section("system", prompt.SYSTEM),
+        text_section("conversation_summary", memory.summary(SUMMARY_TOKENS), keep="end"),
+        text_section("task", line),
+    ]
+    cap = config.output_caps.get("chat") or (
+        EMBEDDED_OUTPUT_CAP if backend.model == EMBEDDED_MODEL_NAME else 0
+    )
+    for attempt in (1, 2):
+        plan = config.budget_plan("chat").fit_to_context(
+            n_ctx, f"{backend.spec} reports n_ctx={n_ctx}"
+        )
+        if cap and cap < plan.output_budget:
+            plan = plan.with_output(cap)
+        assembled = await asyncio.to_thread(
+            assemble, plan, counter, contents, prompt.compose, node="chat", model=backend.model
+        )
+        try:
+            result = await backend.chat(
+                assembled.messages, max_tokens=plan.output_budget, temperature=config.temperature
+            )
+        except ContextOverflow as overflow:
+            if attempt == 2:
+                raise
+            n_ctx = min(n_ctx, overflow.n_ctx) - max(
+                0, overflow.n_prompt_tokens - assembled.report.prompt_tokens
+            )
+            continue
+        break
+    reply = result.text.strip()
+
+    def record() -> dict[str, Any]:
+        memory.add_turn("user", line)
+        memory.add_turn("assistant", reply)
+        return memory.to_dict()
+
+    # Compression may archive to the SQLite store: keep it off the event loop.
+    data = await asyncio.to_thread(record)
+    await session.graph.aupdate_state(graph_config, {"memory": data}, as_node="remember")
+    return reply, assembled.report.to_dict()
+
+
+class ChatSession:
+    """The interactive loop: one event loop for the whole chat, one thread in the checkpointer.
+
+    Args:
+        config: The effective settings.
+        thread_id: The conversation thread.
+        console: Where replies and tables go.
+    """
+
+    def __init__(self, config: CollectiveConfig, thread_id: str, console: Console) -> None:
+        self.config = config
+        self.thread_id = thread_id
+        self.console = console
+        self.last_budgets: list[dict[str, Any]] = []
+        self._runner = asyncio.Runner()
+        self._stack = AsyncExitStack()
+        self._session: CouncilSession | None = None
+
+    def run(self) -> None:
+        """Read lines until /exit or end of input."""
+        from collective.commands.ask import open_session
+
+        try:
+            self._session = self._runner.run(open_session(self.config, self._stack))
+            self._greet()
+            while True:
+                try:
+                    line = input("you> ")
+                except EOFError:
+                    self.console.print()
+                    break
+                except KeyboardInterrupt:
+                    self.console.print()
+                    break
+                if not self._handle(line.strip()):
+                    break
+            self.console.print(
+                f"[dim]bye; resume with `collective chat --thread {self.thread_id}`[/dim]"
+            )
+        finally:
+            self._runner.run(self._stack.aclose())
+            self._runner.close()
+
+    def _greet(self) -> None:
+        assert self._session is not None
+        snapshot = self._runner.run(
+            self._session.graph.aget_state({"configurable": {"thread_id": self.thread_id}})
+        )
+        values = snapshot.values or {}
+        self.last_budgets = list(values.get("budgets") or [])
+        turns = len((values.get("memory") or {}).get("turns", []))
+        resumed = f", resumed with {turns} recent turns in memory" if values.get("memory") else ""
+        self.console.print(
+            f"collective chat · thread {self.thread_id}{resumed} · chat model "
+            f"{self.config.chat_backend} · /help for commands",
+            highlight=False,
+        )
+        if snapshot.next:
+            self.console.print(
+                f"[yellow]this thread has an unfinished council run ({values.get('question')!r}); "
+                f"finish it with `collective ask --thread {self.thread_id}` before chatting, or it "
+                "is dropped[/yellow]",
+                highlight=False,
+            )
+
+    def _handle(self, line: str) -> bool:
+        """Handle one line; False ends the chat."""
+        from collective.errors import CollectiveError
+
+        if not line:
+            return True
+        command, _, rest = line.partition(" ")
+        if line.startswith("/"):
+            if command in ("/exit", "/quit"):
+                return False
+            if command == "/help":
+                self.console.print(HELP, highlight=False, markup=False)
+                return True
+            if command == "/budget":
+                self._show_budget()
+                return True
+            if command == "/memory":
+                self._show_memory()
+                return True
+            if command != "/collective":
+                self.console.print(
+                    f"unknown command {command}; /help lists the commands", highlight=False
+                )
+                return True
+            if not rest.strip():
+                self.console.print("usage: /collective QUERY", highlight=False)
+                return True
+        try:
+            if command == "/collective":
+                self._council(rest.strip())
+            else:
+                assert self._session is not None
+                reply, report = self._runner.run(chat_turn(self._session, self.thread_id, line))
+                self.last_budgets = [report]
+                self.console.print(f"[bold]{report['model']}>[/bold] ", end="")
+                self.console.print(reply or "(no answer)", markup=False, highlight=False)
+        except CollectiveError as exc:
+            self.console.print(f"[red]error:[/red] {' '.join(str(exc).split())}", highlight=False)
+        except KeyboardInterrupt:
+            self.console.print(
+                "[yellow]interrupted; that turn was cancelled (a council run keeps its "
+                f"checkpoint: `collective ask --thread {self.thread_id}` finishes it)[/yellow]"
+            )
+        return True
+
+    def _council(self, query: str) -> None:
+        from rich.console import Console
+
+        from collective.commands.ask import run_council
+        from collective.commands.render import ProgressView, render_result
+
+        assert self._session is not None
+        session = self._session
+        view = ProgressView(self.config.members, Console(stderr=True))
+
+        async def go() -> dict[str, Any]:
+            with view:
+                return await run_council(
+                    session,
+                    query,
+                    self.thread_id,
+                    on_event=view.event,
+                    on_finished=lambda node, error: view.finished(node, failed=error),
+                )
+
+        result = self._runner.run(go())
+        self.last_budgets = list(result.get("budgets") or [])
+        render_result(self.console, result, thread_id=None, quiet=True)
+
+    def _show_budget(self) -> None:
+        from collective.commands.render import budget_table
+
+        if not self.last_budgets:
+            self.console.print("no model call yet on this thread", highlight=False)
+            return
+        self.console.print(budget_table(self.last_budgets, title="last turn's budgets"))
+
+    def _show_memory(self) -> None:
+        from rich.table import Table
+
+        from collective.memory.conversation import load_memory
+
+        assert self._session is not None
+        snapshot = self._runner.run(
+            self._session.graph.aget_state({"configurable": {"thread_id": self.thread_id}})
+        )
+        memory = load_memory((snapshot.values or {}).get("memory"), self._session.store)
+        usage = memory.usage()
+        table = Table(title="memory", title_justify="left")
+        for column in ("tier", "tokens", "capacity", "used"):
+            table.add_column(column, justify="left" if column == "tier" else "right")
+        for tier in ("L0", "L1"):
+            row = usage[tier]
+            table.add_row(
+                tier, f"{int(row['tokens']):,}", f"{int(row['capacity']):,}", f"{row['pct']:.1f}%"
+            )
+        l2 = usage["L2"]
+        table.add_row("L2", f"{int(l2['tokens']):,}", "store", f"{int(l2['items'])} archived")
+        self.console.print(table)
+        self.console.print(
+            f"{len(memory.turns)} turns in L0, {len(memory.episodes)} episodes in L1",
+            highlight=False,
+        )
+
+
+def chat(
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="TOML config (default: $COLLECTIVE_CONFIG or ./collective.toml).",
+            dir_okay=False,
+        ),
+    ] = None,
+    thread: Annotated[
+        str | None, typer.Option("--thread", "-t", help="Resume this conversation thread.")
+    ] = None,
+    k: Annotated[
+        int | None, typer.Option("--k", min=1, max=64, help="Specialists for /collective.")
+    ] = None,
+    retrieval: Annotated[
+        RetrievalProfile | None, typer.Option("--retrieval", help="Retrieval profile.")
+    ] = None,
+    kb: Annotated[
+        Path | None,
+        typer.Option("--kb", help="SQLite knowledge base (must exist).", dir_okay=False),
+    ] = None,
+) -> None:
+    """Chat with one model; /collective QUERY asks the council in the conversation's context."""
+    from rich.console import Console
+
+    from collective.commands.ask import load_effective, user_errors
+    from collective.errors import ConfigError
+
+    with user_errors():
+        if kb is not None and not kb.is_file():
+            raise ConfigError(
+                f"no knowledge base at {kb}; create one with `collective kb add PATH... --kb {kb}`"
+            )
+        overrides = {
+            "k": k,
+            "retrieval": retrieval.value if retrieval else None,
+            "kb": str(kb) if kb else None,
+        }
+        effective = load_effective(config, overrides)
+        ChatSession(effective.config, thread or uuid.uuid4().hex[:12], Console()).run()

@@ -1,0 +1,233 @@
+"""Terminal rendering shared by `ask`, `chat` and `smoke`: progress, verdicts, budget tables.
+
+Everything here draws with rich on a console the caller passes in; `ask --json` never comes
+here except for the progress view, which goes to stderr.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+    from rich.live import Live
+    from rich.table import Table
+
+__all__ = [
+    "ProgressView",
+    "budget_table",
+    "format_ms",
+    "render_result",
+    "section_summary",
+    "timings_line",
+]
+
+_STYLE = {"waiting": "dim", "running": "yellow", "done": "green", "failed": "red"}
+
+
+def format_ms(ms: float) -> str:
+    """`850 ms`, `12.3 s`."""
+    return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
+
+
+@dataclass
+class _Row:
+    status: str = "waiting"
+    model: str = ""
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    ms: float | None = None
+    detail: str = ""
+
+
+@dataclass
+class ProgressView:
+    """A live table of the council's nodes, fed by the graph's custom stream events.
+
+    Args:
+        k: Specialists expected (their rows show `waiting` from the start).
+        console: Where to draw (stderr for `ask`).
+    """
+
+    k: int
+    console: Console
+    rows: dict[str, _Row] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    _live: Live | None = None
+
+    def __post_init__(self) -> None:
+        for node in ("retrieve", "plan", *(f"specialist-{i + 1}" for i in range(self.k)), "judge"):
+            self.rows[node] = _Row()
+
+    def __enter__(self) -> ProgressView:
+        from rich.live import Live
+
+        self._live = Live(
+            self.render(), console=self.console, refresh_per_second=8, transient=False
+        )
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.update(self.render())
+            self._live.__exit__(None, None, None)
+            self._live = None
+
+    def event(self, event: Mapping[str, Any]) -> None:
+        """Apply one custom stream event (`progress`, `budget_event`) and redraw."""
+        kind = event.get("type")
+        if kind == "progress":
+            node = str(event.get("node", "?"))
+            row = self.rows.setdefault(node, _Row())
+            row.status = str(event.get("status", row.status))
+            row.model = str(event.get("model") or row.model)
+            for name in ("tokens_in", "tokens_out", "ms"):
+                if event.get(name) is not None:
+                    setattr(row, name, event[name])
+            if event.get("error"):
+                row.detail = str(event["error"])
+        elif kind == "budget_event":
+            self.warnings.append(f"{event.get('node')}: {event.get('message')}")
+        else:
+            return
+        if self._live is not None:
+            self._live.update(self.render())
+
+    def finished(self, node: str, *, failed: str | None = None) -> None:
+        """Mark a node finished from a state update (e.g. specialists restored on resume)."""
+        row = self.rows.setdefault(node, _Row())
+        if row.status in ("waiting", "running"):
+            row.status = "failed" if failed else "done"
+            row.detail = failed or row.detail
+        if self._live is not None:
+            self._live.update(self.render())
+
+    def render(self) -> RenderableType:
+        """The table as it stands."""
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(title="council", title_justify="left", expand=False, box=None)
+        for column in ("node", "status", "model", "in", "out", "time"):
+            table.add_column(column, justify="right" if column in ("in", "out", "time") else "left")
+        table.add_column("detail", overflow="fold", max_width=60)
+        for node, row in self.rows.items():
+            table.add_row(
+                node,
+                Text(row.status, style=_STYLE.get(row.status, "")),
+                row.model,
+                "" if row.tokens_in is None else str(row.tokens_in),
+                "" if row.tokens_out is None else str(row.tokens_out),
+                "" if row.ms is None else format_ms(row.ms),
+                row.detail,
+            )
+        if not self.warnings:
+            return table
+        notes = Text("\n".join(self.warnings[-3:]), style="yellow")
+        return Group(table, notes)
+
+
+def section_summary(section: Mapping[str, Any]) -> str:
+    """`kb_chunks 1520/2500` (+slack, trimmed marks) for one section of a budget report."""
+    allocated = int(section["allocated"])
+    granted = section.get("granted")
+    limit = f"{allocated}" + (f"+{int(granted) - allocated}" if granted else "")
+    cut = "✂" if section.get("trimmed") else ""
+    return f"{section['name']} {section['used']}/{limit}{cut}"
+
+
+def budget_table(reports: Sequence[Mapping[str, Any]], title: str = "budgets") -> Table:
+    """One row per model call: n_ctx, prompt + output, the counter, then each section."""
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for column in ("node", "model", "n_ctx", "prompt", "output", "counter"):
+        table.add_column(
+            column, justify="right" if column in ("n_ctx", "prompt", "output") else "left"
+        )
+    table.add_column("sections used/allocated (+slack)", overflow="fold")
+    for report in reports:
+        fits = report["prompt_tokens"] + report["max_output_tokens"] <= report["n_ctx"]
+        sections = " · ".join(
+            section_summary(s) for s in report.get("sections", []) if s["allocated"] or s["used"]
+        )
+        if report.get("scaled"):
+            sections += f"\n[dim]{report['scaled']}[/dim]"
+        table.add_row(
+            str(report["node"]),
+            str(report["model"]),
+            f"{report['n_ctx']:,}",
+            f"{report['prompt_tokens']:,}" + ("" if fits else " ✗"),
+            f"{report['max_output_tokens']:,}",
+            str(report["token_counter"]),
+            sections,
+        )
+    return table
+
+
+def timings_line(timings: Mapping[str, float]) -> str:
+    """`retrieve 12 ms · plan 3.1 s · ... · total 20.4 s`, in the order recorded."""
+    parts = [
+        f"{k.removesuffix('_ms')} {format_ms(v)}" for k, v in timings.items() if k != "total_ms"
+    ]
+    if "total_ms" in timings:
+        parts.append(f"total {format_ms(timings['total_ms'])}")
+    return " · ".join(parts)
+
+
+def _citation_lines(citations: Iterable[Mapping[str, str]]) -> list[str]:
+    return [f"[KB#{c['id']}] {c.get('source', '')}" for c in citations]
+
+
+def render_result(
+    console: Console, result: Mapping[str, Any], *, thread_id: str | None, quiet: bool = False
+) -> None:
+    """The verdict with its citations, then (unless quiet) budgets, retrieval and timings."""
+    from rich.markdown import Markdown
+    from rich.panel import Panel
+
+    answer = str(result.get("answer") or "").strip()
+    body: RenderableType = Markdown(answer) if answer else "[red](the judge gave no answer)[/red]"
+    console.print(Panel(body, title="verdict", title_align="left"))
+    citations = list(result.get("citations") or [])
+    if citations:
+        console.print("[bold]citations[/bold]")
+        for line in _citation_lines(citations):
+            console.print(f"  {line}", markup=False, highlight=False)
+    else:
+        console.print("[yellow]the verdict cites no KB chunk[/yellow]")
+    unknown = list(result.get("unknown_citations") or [])
+    if unknown:
+        console.print(
+            f"[red]cited but never supplied (ignored):[/red] {', '.join(unknown)}", highlight=False
+        )
+    for proposal in result.get("proposals") or []:
+        if proposal.get("error"):
+            console.print(
+                f"[red]{proposal['member']} failed:[/red] {proposal['error']}", highlight=False
+            )
+    if quiet:
+        return
+    budgets = list(result.get("budgets") or [])
+    if budgets:
+        console.print(budget_table(budgets))
+    retrieval = result.get("retrieval") or {}
+    if retrieval:
+        console.print(
+            f"retrieval: requested {retrieval.get('requested')}, applied "
+            f"{retrieval.get('applied')} ({retrieval.get('reason')}); "
+            f"{retrieval.get('candidates')} candidates, "
+            f"{len(retrieval.get('injected') or [])} injected",
+            highlight=False,
+        )
+    timings = result.get("timings") or {}
+    if timings:
+        console.print(f"timings: {timings_line(timings)}", highlight=False)
+    for note in result.get("notes") or []:
+        console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+    if thread_id:
+        console.print(f"[dim]thread {thread_id} (continue with --thread {thread_id})[/dim]")

@@ -1,0 +1,288 @@
+"""`collective smoke`: check a deployment the way an operator would.
+
+For every configured server: it answers and is healthy; the configured model exists
+(llama-server `/props`, Ollama `/api/tags`, a GGUF file in process). For every role: the real
+context versus the role's budget preset, with a loud warning when a slot is smaller than the
+preset (a 32K specialist preset on a 4K slot is scaled to an eighth). Then one council run that
+must finish with no HTTP 400/500, every specialist answering, and a budget report for every
+model call that fits its context. Exit code 0 only when nothing failed (`--strict`: and
+nothing warned).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import typer
+
+if TYPE_CHECKING:
+    from collective.config import CollectiveConfig
+    from collective.models.base import Backend
+
+__all__ = ["Check", "run_checks", "smoke"]
+
+DEFAULT_QUESTION = "Which filament should I use for a part that sits in a hot car, and why?"
+
+Status = Literal["pass", "warn", "fail"]
+
+
+@dataclass
+class Check:
+    """One line of the smoke table."""
+
+    check: str
+    target: str
+    status: Status
+    detail: str
+
+
+async def _model_exists(backend: Backend) -> Check:
+    """The configured model is really served."""
+    from collective.errors import CollectiveError
+    from collective.models.llama_server import LlamaServerBackend
+    from collective.models.llamacpp_in_process import LlamaCppBackend
+    from collective.models.ollama_api import OllamaBackend
+
+    target = backend.spec
+    try:
+        if isinstance(backend, LlamaServerBackend):
+            props = await backend.props()
+            path = props.get("model_path") or props.get("model_alias")
+            if not path:
+                return Check("model", target, "fail", "/props names no model")
+            return Check("model", target, "pass", f"/props: {path}")
+        if isinstance(backend, OllamaBackend):
+            return await _ollama_model(backend)
+        if isinstance(backend, LlamaCppBackend):
+            health = await backend.health()
+            return Check("model", target, "pass" if health.ok else "fail", health.detail)
+    except CollectiveError as exc:
+        return Check("model", target, "fail", str(exc))
+    return Check("model", target, "pass", f"{backend.model} (no model listing for this kind)")
+
+
+async def _ollama_model(backend: Any) -> Check:
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(base_url=backend.base_url, timeout=10) as client:
+            response = await client.get("/api/tags")
+        response.raise_for_status()
+        names = [m.get("name") or m.get("model") for m in response.json().get("models", [])]
+    except (httpx.HTTPError, ValueError) as exc:
+        return Check("model", backend.spec, "fail", f"/api/tags failed: {exc}")
+
+    def plain(name: str) -> str:
+        return name.removesuffix(":latest")
+
+    if plain(backend.model) in {plain(str(n)) for n in names}:
+        return Check("model", backend.spec, "pass", f"/api/tags lists {backend.model}")
+    listed = ", ".join(str(n) for n in names) or "none"
+    return Check(
+        "model",
+        backend.spec,
+        "fail",
+        f"/api/tags does not list {backend.model} (it has: {listed}); create it with "
+        f"`ollama create {backend.model} -f ops/ollama/Modelfile...` or `ollama pull`",
+    )
+
+
+async def _context(config: CollectiveConfig, role: str, backend: Backend) -> Check:
+    """The role's real context against its preset; smaller is a loud warning."""
+    from collective.errors import CollectiveError
+
+    preset = config.budget_plan(role)
+    target = f"{role} @ {backend.spec}"
+    try:
+        n_ctx = await backend.context_window()
+    except CollectiveError as exc:
+        return Check("context", target, "fail", str(exc))
+    if n_ctx >= preset.n_ctx:
+        return Check(
+            "context", target, "pass", f"n_ctx {n_ctx:,} >= {preset.name} preset {preset.n_ctx:,}"
+        )
+    scaled = preset.fit_to_context(n_ctx)
+    kb = scaled.sections.get("kb_chunks")
+    kb_note = (
+        f"; KB chunks get {kb:,} tokens instead of {preset.sections['kb_chunks']:,}"
+        if kb is not None
+        else ""
+    )
+    fix = (
+        " Give each llama-server slot the preset's context: -c $((32768*K)) -np K "
+        "(ops/llama-server/launch.sh)."
+        if backend.spec.startswith("llama-server:")
+        else " Raise num_ctx (ops/ollama/Modelfile.*) or choose a smaller preset."
+        if backend.spec.startswith("ollama:")
+        else ""
+    )
+    return Check(
+        "context",
+        target,
+        "warn",
+        f"SLOT SMALLER THAN PRESET: n_ctx {n_ctx:,} < {preset.name} preset {preset.n_ctx:,}; "
+        f"every budget is scaled x{n_ctx / preset.n_ctx:.3f}{kb_note}.{fix}",
+    )
+
+
+async def _council(config: CollectiveConfig, question: str) -> list[Check]:
+    """One council run on a throwaway thread (in memory: the user's threads stay untouched)."""
+    from dataclasses import replace
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.store.memory import InMemoryStore
+
+    from collective.commands.ask import CouncilSession, run_council
+    from collective.errors import CollectiveError
+    from collective.graph import build_graph
+
+    ctx = replace(config.council_context(), usage_log=None)
+    session = CouncilSession(
+        build_graph(checkpointer=InMemorySaver(), store=InMemoryStore()),
+        None,
+        config,
+    )
+    target = f"k={ctx.k}"
+    try:
+        result = await run_council(session, question, "smoke", context=ctx)
+    except CollectiveError as exc:
+        return [Check("council run", target, "fail", f"{type(exc).__name__}: {exc}")]
+    checks = [Check("council run", target, "pass", f"verdict of {len(result['answer'])} chars")]
+    if not result["answer"].strip():
+        checks[0] = Check("council run", target, "warn", "the judge returned an empty verdict")
+    for proposal in result["proposals"]:
+        if proposal.get("error"):
+            checks.append(Check("specialist", proposal["member"], "fail", proposal["error"]))
+    expected = {"plan", "judge", *(f"specialist-{i + 1}" for i in range(ctx.k))}
+    answered = {p["member"] for p in result["proposals"] if not p.get("error")}
+    expected -= {f"specialist-{i + 1}" for i in range(ctx.k)} - answered
+    reports = {b["node"]: b for b in result["budgets"]}
+    missing = sorted(expected - set(reports))
+    over = [
+        n for n, b in reports.items() if b["prompt_tokens"] + b["max_output_tokens"] > b["n_ctx"]
+    ]
+    if missing or over:
+        why = (f"missing for {', '.join(missing)}" if missing else "") + (
+            f" over n_ctx for {', '.join(over)}" if over else ""
+        )
+        checks.append(Check("budget reports", target, "fail", why.strip()))
+    else:
+        checks.append(
+            Check(
+                "budget reports",
+                target,
+                "pass",
+                f"{len(reports)} reports, each prompt + output <= n_ctx",
+            )
+        )
+    for note in result.get("notes") or []:
+        checks.append(Check("backend note", target, "warn", str(note)))
+    return checks
+
+
+async def run_checks(
+    config: CollectiveConfig, *, question: str, council: bool = True
+) -> list[Check]:
+    """Every smoke check, in order: servers, models, contexts, then one council run."""
+    from collective.errors import CollectiveError
+    from collective.models.registry import backend_from_spec, close_all
+
+    checks: list[Check] = []
+    try:
+        roles = config.role_backends()
+        specs = list(dict.fromkeys(spec for specs in roles.values() for spec in specs))
+        backends: dict[str, Backend] = {}
+        for spec in specs:
+            try:
+                backends[spec] = backend_from_spec(spec)
+            except CollectiveError as exc:
+                checks.append(Check("reachable", spec, "fail", str(exc)))
+        healthy = set()
+        for spec, backend in backends.items():
+            health = await backend.health()
+            checks.append(
+                Check("reachable", backend.spec, "pass" if health.ok else "fail", health.detail)
+            )
+            if health.ok:
+                healthy.add(spec)
+                checks.append(await _model_exists(backend))
+        for role, role_specs in roles.items():
+            for spec in dict.fromkeys(role_specs):
+                if spec in healthy:
+                    checks.append(await _context(config, role, backends[spec]))
+        if council:
+            if any(c.status == "fail" for c in checks):
+                checks.append(
+                    Check("council run", "", "fail", "skipped: fix the failures above first")
+                )
+            else:
+                checks += await _council(config, question)
+    finally:
+        await close_all()
+    return checks
+
+
+def _table(checks: Sequence[Check]) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
+    styles = {"pass": "green", "warn": "bold yellow", "fail": "bold red"}
+    table = Table(title="collective smoke", title_justify="left")
+    for column in ("check", "target", "result"):
+        table.add_column(column)
+    table.add_column("detail", overflow="fold")
+    for c in checks:
+        table.add_row(c.check, c.target, Text(c.status.upper(), style=styles[c.status]), c.detail)
+    return table
+
+
+def smoke(
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="TOML config (default: $COLLECTIVE_CONFIG or ./collective.toml).",
+            dir_okay=False,
+        ),
+    ] = None,
+    k: Annotated[
+        int | None, typer.Option("--k", min=1, max=64, help="Specialists for the council run.")
+    ] = None,
+    question: Annotated[
+        str, typer.Option("--question", help="The question of the council run.")
+    ] = DEFAULT_QUESTION,
+    no_council: Annotated[
+        bool, typer.Option("--no-council", help="Only servers, models and contexts.")
+    ] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Check every configured server, model and context, then run the council once."""
+    from collective.commands.ask import load_effective, user_errors
+
+    with user_errors(json_out=json_out):
+        effective = load_effective(config, {"k": k})
+        checks = asyncio.run(
+            run_checks(effective.config, question=question, council=not no_council)
+        )
+    failed = [c for c in checks if c.status == "fail" or (strict and c.status == "warn")]
+    warned = [c for c in checks if c.status == "warn"]
+    if json_out:
+        typer.echo(json.dumps({"ok": not failed, "checks": [asdict(c) for c in checks]}))
+    else:
+        from rich.console import Console
+
+        console = Console()
+        console.print(_table(checks))
+        verdict = "[bold red]FAIL[/]" if failed else "[bold green]PASS[/]"
+        console.print(
+            f"smoke: {verdict} ({len(checks)} checks, {len(failed)} failed, {len(warned)} warnings)"
+        )
+    if failed:
+        raise typer.Exit(1)
