@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["BudgetReport", "SectionUsage"]
@@ -64,7 +64,18 @@ class BudgetReport:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the shape of DESIGN.md's `budgets` entries)."""
-        return asdict(self)
+        # Spelled out rather than `asdict`: this runs for every model call.
+        return {
+            "node": self.node,
+            "model": self.model,
+            "n_ctx": self.n_ctx,
+            "prompt_tokens": self.prompt_tokens,
+            "max_output_tokens": self.max_output_tokens,
+            "token_counter": self.token_counter,
+            "sections": [s.__dict__.copy() for s in self.sections],
+            "scaled": self.scaled,
+            "notes": list(self.notes),
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BudgetReport:

@@ -96,7 +96,7 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
         "answer": answer,
         "citations": citations,
         "unknown_citations": unknown,
-        "budgets": [call.report.to_dict()],
+        "budgets": [call.report_dict],
         "timings": {"judge_ms": elapsed},
         "notes": list(call.result.warnings),
     }

@@ -11,6 +11,7 @@ report as a custom stream event, and is monitored against the agent's memory bud
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from collective.budget.assembly import AssembledPrompt, SectionContent, assemble
 from collective.budget.counting import ChatMessage
 from collective.budget.monitor import BudgetEvent, UsageLog, record_model_call
 from collective.budget.plans import PRESETS, ModelBudget
-from collective.budget.profiles import ProfileAssignments, resolve_budget
+from collective.budget.profiles import AgentBudget, ProfileAssignments, resolve_budget
 from collective.budget.report import BudgetReport
 from collective.errors import ConfigError, ContextOverflow
 from collective.graph.context import EMBEDDED_OUTPUT_CAP, CouncilContext
@@ -59,6 +60,8 @@ class ModelCall:
     result: ChatResult
     report: BudgetReport
     prompt: AssembledPrompt
+    report_dict: dict[str, Any]
+    """`report.to_dict()`, made once: it goes to the stream, the span and the state."""
 
 
 def plan_for(
@@ -117,14 +120,16 @@ async def call_model(
         call = await _call(
             ctx, role, node, backend, contents, compose, kb_factor, json_schema, tools
         )
-        report = call.report.to_dict()
-        record_budget_report(span, report)
+        record_budget_report(span, call.report_dict)
         usage = call.result.usage
         span.set_attribute("usage.prompt_tokens", usage.prompt_tokens)
         span.set_attribute("usage.completion_tokens", usage.completion_tokens)
         for warning in call.result.warnings:
             span.add_event("backend.warning", {"message": warning})
-        _monitor(ctx, node, question, call.report, span)
+        if ctx.usage_log:  # appending to the log is file I/O: keep it off the event loop
+            await asyncio.to_thread(_monitor, ctx, node, question, call.report, span)
+        else:
+            _monitor(ctx, node, question, call.report, span)
         return call
 
 
@@ -137,9 +142,18 @@ def _monitor(ctx: CouncilContext, agent: str, question: str, report: BudgetRepor
             {"type": "budget_event", "node": agent, "level": event.level, "message": event.message}
         )
 
-    profile = ProfileAssignments.from_config(dict(ctx.agent_profiles)).profile_for(agent)
+    budget = _agent_budget(tuple(sorted(ctx.agent_profiles.items())), agent, question)
     log = UsageLog(ctx.usage_log) if ctx.usage_log else None
-    record_model_call(log, agent, resolve_budget(profile, question), report, on_event=on_event)
+    record_model_call(log, agent, budget, report, on_event=on_event)
+
+
+@functools.lru_cache(maxsize=256)
+def _agent_budget(
+    assignments: tuple[tuple[str, str], ...], agent: str, question: str
+) -> AgentBudget:
+    """The agent's memory budget for this question (profiles and complexity parsed once)."""
+    profile = ProfileAssignments.from_config(dict(assignments)).profile_for(agent)
+    return resolve_budget(profile, question)
 
 
 async def _call(
@@ -160,7 +174,8 @@ async def _call(
         prompt = await asyncio.to_thread(
             assemble, plan, counter, contents, compose, node=node, model=backend.model, notes=notes
         )
-        emit({"type": "budget", "node": node, "report": prompt.report.to_dict()})
+        report = prompt.report.to_dict()
+        emit({"type": "budget", "node": node, "report": report})
         started = time.perf_counter()
         try:
             result = await backend.chat(
@@ -178,5 +193,5 @@ async def _call(
             n_ctx = min(n_ctx, overflow.n_ctx) - undercount
             continue
         result.timings.setdefault("wall_ms", (time.perf_counter() - started) * 1000)
-        return ModelCall(result, prompt.report, prompt)
+        return ModelCall(result, prompt.report, prompt, report)
     raise AssertionError("unreachable")

@@ -51,6 +51,6 @@ async def plan(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[st
     )
     return {
         "plan": call.result.text.strip(),
-        "budgets": [call.report.to_dict()],
+        "budgets": [call.report_dict],
         "timings": {"plan_ms": elapsed},
     }

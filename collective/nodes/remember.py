@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any
@@ -18,7 +19,8 @@ __all__ = ["remember"]
 async def remember(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
     """Record the question and verdict in L0 (compressing to L1/L2 as the tiers fill)."""
     info = runtime.execution_info
-    memory = remember_turn(
+    memory = await asyncio.to_thread(  # compression may archive to the (SQLite) store
+        remember_turn,
         state.get("memory"),
         runtime.store,
         run_id=info.run_id if info and info.run_id else uuid.uuid4().hex,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import asdict
 from typing import Any
@@ -11,6 +12,7 @@ from langgraph.types import Overwrite
 
 from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState
+from collective.kb.retrieval import RetrievalResult
 from collective.kb.retrieval import retrieve as run_retrieval
 from collective.kb.store import KnowledgeStore
 from collective.memory.conversation import conversation_summary
@@ -33,11 +35,7 @@ def open_knowledge(ctx: CouncilContext) -> KnowledgeStore:
     return _stores[key]
 
 
-async def retrieve(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
-    """Find the chunks the council will see, and start a fresh run on the thread."""
-    ctx = runtime.context
-    started = time.perf_counter()
-    emit({"type": "progress", "node": "retrieve", "status": "running"})
+def _find(ctx: CouncilContext, state: CouncilState) -> tuple[str, RetrievalResult]:
     conversation = conversation_summary(state.get("memory"))
     result = run_retrieval(
         open_knowledge(ctx),
@@ -47,6 +45,16 @@ async def retrieve(state: CouncilState, runtime: Runtime[CouncilContext]) -> dic
         max_latency_ms=ctx.max_latency_ms,
         context=conversation,
     )
+    return conversation, result
+
+
+async def retrieve(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
+    """Find the chunks the council will see, and start a fresh run on the thread."""
+    ctx = runtime.context
+    started = time.perf_counter()
+    emit({"type": "progress", "node": "retrieve", "status": "running"})
+    # SQLite and tokenizer files are blocking I/O: keep them off the event loop.
+    conversation, result = await asyncio.to_thread(_find, ctx, state)
     elapsed = (time.perf_counter() - started) * 1000
     emit({"type": "progress", "node": "retrieve", "status": "done", "ms": elapsed})
     # A thread keeps state between runs: the reducer fields start afresh for each question.

@@ -95,6 +95,6 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
     )
     return {
         "proposals": [proposal],
-        "budgets": [call.report.to_dict()],
+        "budgets": [call.report_dict],
         "timings": {f"{member}_ms": elapsed},
     }
