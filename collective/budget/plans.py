@@ -23,6 +23,7 @@ __all__ = [
     "JUDGE_PRESET",
     "PLANNER_PRESET",
     "PRESETS",
+    "REVIEWER_PRESET",
     "SAFETY_MARGIN",
     "SLACK_ORDER",
     "SPECIALIST_PRESET",
@@ -209,7 +210,24 @@ PLANNER_PRESET = ModelBudget(
 )
 """The planner's small budget: a short deliberation strategy, not an answer."""
 
+REVIEWER_PRESET = ModelBudget(
+    name="reviewer",
+    n_ctx=SPECIALIST_PRESET.n_ctx,
+    prompt_budget=SPECIALIST_PRESET.prompt_budget,
+    output_budget=1_000,
+    sections={
+        "system": 4_000,
+        "conversation_summary": 2_000,
+        "proposals": 10_000,
+        "task": 2_000,
+        "tools": 4_000,
+        SAFETY_MARGIN: 2_000,
+    },
+)
+"""A specialist ranking its peers (peer-review round): the specialist's own budget, its KB
+allocation given to the anonymised proposals, and a short structured answer."""
+
 PRESETS: Mapping[str, ModelBudget] = MappingProxyType(
-    {p.name: p for p in (SPECIALIST_PRESET, JUDGE_PRESET, PLANNER_PRESET)}
+    {p.name: p for p in (SPECIALIST_PRESET, JUDGE_PRESET, PLANNER_PRESET, REVIEWER_PRESET)}
 )
 """The presets by name, as config refers to them."""

@@ -141,30 +141,34 @@ def section_summary(section: Mapping[str, Any]) -> str:
 
 
 def budget_table(reports: Sequence[Mapping[str, Any]], title: str = "budgets") -> Table:
-    """One row per model call: n_ctx, prompt + output, the counter, then each section."""
+    """One row per model call: n_ctx, prompt + output, the counter, then its sections.
+
+    Sections are listed one per line (`used/allocated`, `+N` slack received, `✂` trimmed) so
+    that the table fits an 80-column terminal.
+    """
+    import re
+
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
-    for column in ("node", "model", "n_ctx", "prompt", "output", "counter"):
-        table.add_column(
-            column, justify="right" if column in ("n_ctx", "prompt", "output") else "left"
-        )
-    table.add_column("sections used/allocated (+slack)", overflow="fold")
+    table.add_column("call", overflow="fold")
+    table.add_column("n_ctx", justify="right")
+    table.add_column("prompt+out", justify="right")
+    table.add_column("counter", overflow="fold")
+    table.add_column("section used/allocated", no_wrap=True)
     for report in reports:
         fits = report["prompt_tokens"] + report["max_output_tokens"] <= report["n_ctx"]
-        sections = " · ".join(
+        sections = [
             section_summary(s) for s in report.get("sections", []) if s["allocated"] or s["used"]
-        )
-        if report.get("scaled"):
-            sections += f"\n[dim]{report['scaled']}[/dim]"
+        ]
+        scaled = re.search(r"scaled x[\d.]+", str(report.get("scaled") or ""))
         table.add_row(
-            str(report["node"]),
-            str(report["model"]),
-            f"{report['n_ctx']:,}",
-            f"{report['prompt_tokens']:,}" + ("" if fits else " ✗"),
-            f"{report['max_output_tokens']:,}",
+            f"{report['node']}\n[dim]{report['model']}[/dim]",
+            f"{report['n_ctx']:,}" + (f"\n[dim]{scaled.group(0)}[/dim]" if scaled else ""),
+            f"{report['prompt_tokens']:,}+{report['max_output_tokens']:,}"
+            + ("" if fits else " [red]✗[/red]"),
             str(report["token_counter"]),
-            sections,
+            "\n".join(sections),
         )
     return table
 

@@ -1,4 +1,7 @@
-"""The council graph: retrieve -> plan -> specialist x K (Send) -> judge -> remember."""
+"""The council graph.
+
+retrieve -> plan -> specialist x K (Send) -> quorum -> [review x K (Send)] -> judge -> remember
+"""
 
 from __future__ import annotations
 
@@ -9,12 +12,20 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from collective.graph.context import CouncilContext
-from collective.graph.state import CouncilInput, CouncilOutput, CouncilState, SpecialistTask
+from collective.graph.state import (
+    CouncilInput,
+    CouncilOutput,
+    CouncilState,
+    ReviewTask,
+    SpecialistTask,
+)
 from collective.nodes.judge import judge
 from collective.nodes.plan import plan
+from collective.nodes.quorum import quorum, route_review
 from collective.nodes.remember import remember
 from collective.nodes.retrieve import retrieve
 from collective.nodes.retry import TRANSIENT_RETRY
+from collective.nodes.review import review
 from collective.nodes.specialist import specialist
 
 __all__ = ["build_graph", "route_specialists"]
@@ -63,12 +74,18 @@ def build_graph(checkpointer: Any = None, store: Any = None, *, name: str = "col
     builder.add_node(  # type: ignore[call-overload]  # (a Send payload, not the state)
         "specialist", specialist, input_schema=SpecialistTask, retry_policy=TRANSIENT_RETRY
     )
+    builder.add_node("quorum", quorum)
+    builder.add_node(  # type: ignore[call-overload]
+        "review", review, input_schema=ReviewTask, retry_policy=TRANSIENT_RETRY
+    )
     builder.add_node("judge", judge, retry_policy=TRANSIENT_RETRY)
     builder.add_node("remember", remember)
     builder.add_edge(START, "retrieve")
     builder.add_edge("retrieve", "plan")
     builder.add_conditional_edges("plan", route_specialists, ["specialist"])
-    builder.add_edge("specialist", "judge")
+    builder.add_edge("specialist", "quorum")
+    builder.add_conditional_edges("quorum", route_review, ["review", "judge"])
+    builder.add_edge("review", "judge")
     builder.add_edge("judge", "remember")
     builder.add_edge("remember", END)
     return builder.compile(checkpointer=checkpointer, store=store, name=name)

@@ -10,6 +10,7 @@ __all__ = [
     "CouncilOutput",
     "CouncilState",
     "Proposal",
+    "ReviewTask",
     "SpecialistTask",
 ]
 
@@ -55,7 +56,10 @@ class CouncilOutput(TypedDict, total=False):
     retrieval: dict[str, Any]
     timings: dict[str, float]
     rankings: list[dict[str, Any]]
-    """Peer-review rankings, when the review round ran."""
+    """Peer-review rankings (`reviewer`, `order` of members best first, `reason`, `error`),
+    when the review round ran."""
+    ranking_aggregate: list[dict[str, Any]]
+    """Mean rank per proposal (`member`, `mean_rank`, `votes`), best first."""
     tool_calls: list[dict[str, Any]]
     """The judge's verification tool calls."""
     notes: list[str]
@@ -75,8 +79,6 @@ class CouncilState(CouncilOutput, total=False):
     budgets: Annotated[list[dict[str, Any]], operator.add]
     timings: Annotated[dict[str, float], merge]
     rankings: Annotated[list[dict[str, Any]], operator.add]
-    ranking_summary: str
-    """The peer-review round's aggregate ranking, for the judge's planning context."""
     memory: dict[str, Any]
     """The tiered memory (`TieredMemory.to_dict()`), carried between turns of a thread."""
     started_at: float
@@ -92,3 +94,14 @@ class SpecialistTask(TypedDict):
     conversation: str
     chunks: list[dict[str, Any]]
     retrieval_profile: str
+
+
+class ReviewTask(TypedDict):
+    """What one reviewer receives through `Send` in the peer-review round."""
+
+    member: str
+    index: int
+    question: str
+    conversation: str
+    proposals: list[Proposal]
+    """The proposals that answered (the reviewer's own is excluded when shown)."""

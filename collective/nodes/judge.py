@@ -10,28 +10,16 @@ from langgraph.runtime import Runtime
 
 from collective.budget.assembly import chunks_section, labelled_section, text_section
 from collective.budget.trimming import Scored
-from collective.errors import QuorumError
 from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState, Proposal
 from collective.kb.citations import format_chunk, parse_citations, resolve
 from collective.nodes.chunks import chunk_from_dict, scored_chunks
 from collective.nodes.model_call import call_model, emit, resolve_backend
+from collective.nodes.quorum import check_quorum
+from collective.nodes.review import aggregate_rankings
 from collective.prompts import judge as prompt
 
 __all__ = ["judge"]
-
-
-def check_quorum(proposals: list[Proposal], ctx: CouncilContext) -> list[Proposal]:
-    """The proposals that answered; below quorum, a clear error that keeps what arrived."""
-    answered = [p for p in proposals if not p["error"]]
-    if len(answered) < ctx.quorum_needed:
-        failures = "; ".join(f"{p['member']}: {p['error']}" for p in proposals if p["error"])
-        raise QuorumError(
-            f"only {len(answered)} of {ctx.k} specialists answered, below the quorum of "
-            f"{ctx.quorum_needed} ({failures}); check the failing backends or lower the quorum",
-            proposals=[dict(p) for p in proposals],
-        )
-    return answered
 
 
 def evidence(proposals: list[Proposal], chunks: dict[str, Any]) -> list[Scored]:
@@ -51,11 +39,15 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
     """Synthesize the verdict and resolve its citations against the chunks supplied."""
     ctx = runtime.context
     answered = check_quorum(state.get("proposals", []), ctx)
+    aggregate = aggregate_rankings(state.get("rankings", []), answered)
     backend = resolve_backend(ctx.judge)
     emit({"type": "progress", "node": "judge", "status": "running", "model": backend.model})
     started = time.perf_counter()
     chunks = {c["id"]: chunk_from_dict(c) for c in state.get("chunks", [])}
-    ranking = state.get("ranking_summary", "")
+    ranking = "\n".join(
+        f"Peer review: {row['member']} mean rank {row['mean_rank']:.2f} ({row['votes']} votes)"
+        for row in aggregate
+    )
     call = await call_model(
         ctx,
         role="judge",
@@ -98,5 +90,6 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
         "unknown_citations": unknown,
         "budgets": [call.report_dict],
         "timings": {"judge_ms": elapsed},
+        "ranking_aggregate": aggregate,
         "notes": list(call.result.warnings),
     }

@@ -65,7 +65,12 @@ class ModelCall:
 
 
 def plan_for(
-    ctx: CouncilContext, role: str, backend: Backend, n_ctx: int, kb_factor: float = 1.0
+    ctx: CouncilContext,
+    role: str,
+    backend: Backend,
+    n_ctx: int,
+    kb_factor: float = 1.0,
+    output_cap: int | None = None,
 ) -> tuple[ModelBudget, list[str]]:
     """The role's budget plan fitted to `n_ctx`, capped and with its KB allocation adjusted."""
     name = ctx.budgets.get(role, role)
@@ -73,8 +78,9 @@ def plan_for(
         raise ConfigError(f"unknown budget preset {name!r} for {role}; use one of {list(PRESETS)}")
     plan = PRESETS[name].fit_to_context(n_ctx, f"{backend.spec} reports n_ctx={n_ctx}")
     small = backend.model == EMBEDDED_MODEL_NAME
-    cap = ctx.output_caps.get(role) or (EMBEDDED_OUTPUT_CAP if small else 0)
-    if cap and cap < plan.output_budget:
+    caps = [ctx.output_caps.get(role), EMBEDDED_OUTPUT_CAP if small else None, output_cap]
+    cap = min((c for c in caps if c), default=plan.output_budget)
+    if cap < plan.output_budget:
         plan = plan.with_output(cap)
     notes = []
     if kb_factor != 1.0 and "kb_chunks" in plan.sections:
@@ -98,6 +104,7 @@ async def call_model(
     retrieval_profile: str = "balanced",
     json_schema: dict[str, Any] | None = None,
     tools: Sequence[dict[str, Any]] | None = None,
+    output_cap: int | None = None,
 ) -> ModelCall:
     """Assemble `contents` under the role's budget and call `backend`.
 
@@ -114,11 +121,12 @@ async def call_model(
         json_schema: Constrain the answer to this schema where the backend can.
         tools: Tool schemas offered to the model (OpenAI shape); they must already be
             accounted for in `contents` (the `tools` section).
+        output_cap: The largest answer this call needs (below the plan's output budget).
     """
     with model_call_span(node, backend.model, budget_profile=retrieval_profile, role=role) as span:
         kb_factor = kb_allocation_factor(retrieval_profile)
         call = await _call(
-            ctx, role, node, backend, contents, compose, kb_factor, json_schema, tools
+            ctx, role, node, backend, contents, compose, kb_factor, json_schema, tools, output_cap
         )
         record_budget_report(span, call.report_dict)
         usage = call.result.usage
@@ -166,11 +174,12 @@ async def _call(
     kb_factor: float,
     json_schema: dict[str, Any] | None,
     tools: Sequence[dict[str, Any]] | None,
+    output_cap: int | None,
 ) -> ModelCall:
     n_ctx = await backend.context_window()
     counter = await backend.token_counter()
     for attempt in (1, 2):
-        plan, notes = plan_for(ctx, role, backend, n_ctx, kb_factor)
+        plan, notes = plan_for(ctx, role, backend, n_ctx, kb_factor, output_cap)
         prompt = await asyncio.to_thread(
             assemble, plan, counter, contents, compose, node=node, model=backend.model, notes=notes
         )

@@ -59,10 +59,18 @@ async def test_output_contract_and_citation_checks():
         {"id": "mem_note", "source": "editorial.md"},
     ]
     assert out["unknown_citations"] == ["mem_nope"]
-    assert [p["member"] for p in out["proposals"]] == ["specialist-1", "specialist-2", "specialist-3"]
+    assert [p["member"] for p in out["proposals"]] == [
+        "specialist-1",
+        "specialist-2",
+        "specialist-3",
+    ]
     assert all(p["citations"] == ["mem_asa"] and p["error"] is None for p in out["proposals"])
     assert [b["node"] for b in out["budgets"]] == [
-        "plan", "specialist-1", "specialist-2", "specialist-3", "judge",
+        "plan",
+        "specialist-1",
+        "specialist-2",
+        "specialist-3",
+        "judge",
     ]
     for budget in out["budgets"]:
         assert budget["prompt_tokens"] + budget["max_output_tokens"] <= budget["n_ctx"]
@@ -81,8 +89,15 @@ async def test_chunk_text_cannot_forge_a_tag_and_meta_chunks_reach_only_the_judg
     assert "[KB#mem_note]" not in specialist_prompt
     assert "[KB#mem_note]" in judge_prompt
     # the six sections, and the evidence the specialists cited
-    for heading in ("Conversation context", "Task", "Knowledge base", "Specialist proposals",
-                    "Planning context", "Synthesis instructions", "Evidence cited"):
+    for heading in (
+        "Conversation context",
+        "Task",
+        "Knowledge base",
+        "Specialist proposals",
+        "Planning context",
+        "Synthesis instructions",
+        "Evidence cited",
+    ):
         assert f"## {heading}" in judge_prompt
 
 

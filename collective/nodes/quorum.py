@@ -1,0 +1,56 @@
+"""quorum: the join after the specialists; checks the quorum and opens the review round."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from collective.errors import QuorumError
+from collective.graph.context import CouncilContext
+from collective.graph.state import CouncilState, Proposal, ReviewTask
+
+__all__ = ["check_quorum", "quorum", "route_review"]
+
+
+def check_quorum(proposals: list[Proposal], ctx: CouncilContext) -> list[Proposal]:
+    """The proposals that answered; below quorum, a clear error that keeps what arrived."""
+    answered = [p for p in proposals if not p["error"]]
+    if len(answered) < ctx.quorum_needed:
+        failures = "; ".join(f"{p['member']}: {p['error']}" for p in proposals if p["error"])
+        raise QuorumError(
+            f"only {len(answered)} of {ctx.k} specialists answered, below the quorum of "
+            f"{ctx.quorum_needed} ({failures}); check the failing backends or lower the quorum",
+            proposals=[dict(p) for p in proposals],
+        )
+    return answered
+
+
+async def quorum(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
+    """Stop the run with `QuorumError` when too few specialists answered."""
+    check_quorum(state.get("proposals", []), runtime.context)
+    return {}
+
+
+def route_review(
+    state: CouncilState, runtime: Runtime[CouncilContext]
+) -> list[Send] | Literal["judge"]:
+    """With `review` on and two or more answers, every member that answered ranks the others."""
+    answered = [p for p in state.get("proposals", []) if not p["error"]]
+    if not runtime.context.review or len(answered) < 2:
+        return "judge"
+    index = {f"specialist-{i + 1}": i for i in range(runtime.context.k)}
+    return [
+        Send(
+            "review",
+            ReviewTask(
+                member=p["member"],
+                index=index[p["member"]],
+                question=state["question"],
+                conversation=state.get("conversation", ""),
+                proposals=answered,
+            ),
+        )
+        for p in answered
+    ]

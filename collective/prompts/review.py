@@ -1,0 +1,39 @@
+"""The peer-review prompt: a specialist ranks the other proposals, anonymised."""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping
+
+from pydantic import BaseModel, Field
+
+from collective.budget.counting import ChatMessage
+
+SYSTEM = """You are {member} on a council of specialists. Rank the other specialists' answers \
+to the question, best first, for accuracy, support from the knowledge base, and completeness.
+Answer only with a JSON object: {{"ranking": ["Response A", ...], "reason": "one sentence"}}, \
+listing every response label exactly once."""
+
+
+class PeerRanking(BaseModel):
+    """A reviewer's structured answer (the JSON schema the backend constrains output to)."""
+
+    ranking: list[str] = Field(description="Every response label, best first.")
+    reason: str = Field(default="", description="One sentence on the top choice.")
+
+
+def labels(n: int) -> list[str]:
+    """`Response A`, `Response B`, ... for n anonymised proposals."""
+    return [f"Response {string.ascii_uppercase[i]}" for i in range(n)]
+
+
+def compose(sections: Mapping[str, str]) -> list[ChatMessage]:
+    """Messages from the fitted sections."""
+    user = [f"## Question\n{sections['task']}", f"## Responses\n{sections.get('proposals', '')}"]
+    if sections.get("conversation_summary"):
+        user.insert(0, f"## Conversation so far\n{sections['conversation_summary']}")
+    user.append("Reply with the JSON object only.")
+    return [
+        {"role": "system", "content": sections["system"]},
+        {"role": "user", "content": "\n\n".join(user)},
+    ]
