@@ -1,6 +1,7 @@
 """The optional peer-review round: anonymised proposals, structured rankings, mean ranks."""
 
 import json
+import re
 
 from collective.graph import CouncilContext, build_graph
 from tests.fakes import ScriptedBackend
@@ -10,9 +11,7 @@ from tests.unit.test_graph_council import CHUNKS, ListStore
 def member_reply(name):
     def reply(messages):
         if "Rank the other specialists" in messages[0]["content"]:
-            labels = sorted(
-                set(__import__("re").findall(r"Response [A-Z]", messages[-1]["content"]))
-            )
+            labels = sorted(set(re.findall(r"Response [A-Z]", messages[-1]["content"])))
             return json.dumps({"ranking": labels[::-1], "reason": "the last one cites more"})
         return f"Answer from {name} [KB#mem_asa]"
 
