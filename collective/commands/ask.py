@@ -294,7 +294,8 @@ def _run_with_progress(
     from collective.commands.render import ProgressView
 
     err = Console(stderr=True)
-    show = not quiet
+    # Progress goes to stderr; with --json only where a person watches it.
+    show = not quiet and (not json_out or err.is_terminal)
 
     async def main() -> dict[str, Any]:
         async with AsyncExitStack() as stack:

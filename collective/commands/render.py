@@ -75,6 +75,8 @@ class ProgressView:
             self._live.update(self.render())
             self._live.__exit__(None, None, None)
             self._live = None
+            if not self.console.is_terminal:
+                self.console.line()  # Live leaves its last frame without a newline
 
     def event(self, event: Mapping[str, Any]) -> None:
         """Apply one custom stream event (`progress`, `budget_event`) and redraw."""
