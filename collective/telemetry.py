@@ -43,6 +43,7 @@ __all__ = [
     "record_budget_report",
     "record_retrieval",
     "retrieval_span",
+    "record_tool_call",
     "tracer",
 ]
 
@@ -217,3 +218,14 @@ def model_call_span(
         if budget_report is not None:
             record_budget_report(span, budget_report)
         yield span
+
+
+def record_tool_call(
+    name: str, arguments: Mapping[str, Any], result_chars: int, tokens: int
+) -> None:
+    """A span for one of the judge's verification tool calls."""
+    with tracer.start_as_current_span("collective.tool_call") as span:
+        span.set_attribute("tool.name", name)
+        span.set_attribute("tool.arguments", json.dumps(dict(arguments), sort_keys=True))
+        span.set_attribute("tool.result_chars", result_chars)
+        span.set_attribute("tool.result_tokens", tokens)

@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from collective.budget.counting import ChatMessage, TokenCounter, tiktoken_counter
-from collective.models.base import Backend, ChatResult, Health, Usage
+from collective.models.base import Backend, ChatResult, Health, ToolCall, Usage
 
-Reply = str | Callable[[Sequence[ChatMessage]], str]
+Reply = str | Callable[[Sequence[ChatMessage]], "str | list[ToolCall]"]
 
 
 class ScriptedBackend(Backend):
@@ -36,7 +36,9 @@ class ScriptedBackend(Backend):
         n_ctx: int = 32_768,
         failures: Sequence[BaseException | None] = (),
         counter: TokenCounter | None = None,
+        supports_tools: bool = False,
     ) -> None:
+        self.supports_tools = supports_tools
         self.spec = f"scripted:{model}"
         self.model = model
         self.reply = reply
@@ -64,11 +66,11 @@ class ScriptedBackend(Backend):
             failure = self.failures.pop(0)
             if failure is not None:
                 raise failure
-        text = self.reply(messages) if callable(self.reply) else self.reply
-        prompt = self._counter.count_messages(messages)
-        return ChatResult(
-            text=text, usage=Usage(prompt, self._counter.count(text)), model=self.model
-        )
+        reply = self.reply(messages) if callable(self.reply) else self.reply
+        calls = reply if isinstance(reply, list) else []
+        text = "" if calls else str(reply)
+        usage = Usage(self._counter.count_messages(messages), self._counter.count(text))
+        return ChatResult(text=text, usage=usage, model=self.model, tool_calls=calls)
 
     async def health(self) -> Health:
         return Health(True, "scripted")

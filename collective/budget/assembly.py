@@ -104,6 +104,7 @@ def assemble(
     node: str,
     model: str,
     notes: Sequence[str] = (),
+    beside_messages: int = 0,
 ) -> AssembledPrompt:
     """Fit `contents` into `plan` and compose the messages.
 
@@ -115,6 +116,8 @@ def assemble(
         node: The graph node making the call, for the report.
         model: The model name, for the report.
         notes: Extra lines for the report (e.g. why the KB allocation changed).
+        beside_messages: Tokens sent beside the messages (tool schemas); counted in the
+            prompt total, and by the section that holds them.
 
     Raises:
         BudgetError: A section is not in the plan, or the prompt cannot be made to fit.
@@ -129,7 +132,7 @@ def assemble(
     limits, fitted = _fit_all(plan, counter, offered)
     for _ in range(_MAX_REFITS):
         messages = compose({name: f.text for name, f in fitted.items()})
-        total = counter.count_messages(messages)
+        total = counter.count_messages(messages) + beside_messages
         excess = total + plan.output_budget - plan.n_ctx
         if excess <= 0:
             return AssembledPrompt(

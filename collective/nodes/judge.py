@@ -1,28 +1,41 @@
-"""judge: weigh the proposals against the full KB view and rule, with checked citations."""
+"""judge: weigh the proposals against the full KB view, verify with tools, rule, check citations."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langgraph.runtime import Runtime
 
-from collective.budget.assembly import chunks_section, labelled_section, text_section
-from collective.budget.trimming import Scored
+from collective.budget.assembly import (
+    SectionContent,
+    chunks_section,
+    labelled_section,
+    text_section,
+)
+from collective.budget.counting import ChatMessage, TokenCounter
+from collective.budget.trimming import Fitted, Scored, share_fairly
 from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState, Proposal
 from collective.kb.citations import format_chunk, parse_citations, resolve
+from collective.kb.tools import VerificationTools
+from collective.models.base import ToolCall
 from collective.nodes.chunks import chunk_from_dict, scored_chunks
-from collective.nodes.model_call import call_model, emit, resolve_backend
+from collective.nodes.model_call import ModelCall, call_model, emit, resolve_backend
 from collective.nodes.quorum import check_quorum
+from collective.nodes.retrieve import open_knowledge
 from collective.nodes.review import aggregate_rankings
 from collective.prompts import judge as prompt
+from collective.telemetry import record_tool_call
 
 __all__ = ["judge"]
 
 
-def evidence(proposals: list[Proposal], chunks: dict[str, Any]) -> list[Scored]:
+def evidence(proposals: list[Proposal], chunks: Mapping[str, Any]) -> list[Scored]:
     """The chunks the specialists cited, once each, most-cited first."""
     counts = Counter(i for p in proposals for i in p["citations"] if i in chunks)
     by_member: dict[str, list[str]] = {}
@@ -35,6 +48,66 @@ def evidence(proposals: list[Proposal], chunks: dict[str, Any]) -> list[Scored]:
     ]
 
 
+class ToolTranscript:
+    """The judge's tool rounds so far: the `tools` budget section and the messages it implies.
+
+    The section holds the tool schemas (sent beside the messages) and every tool result; results
+    share what the schemas leave fairly and are trimmed with the usual markers. `messages()`
+    replays the rounds with the results exactly as last fitted.
+    """
+
+    def __init__(self, rounds: Sequence[Sequence[tuple[ToolCall, str]]], schemas: list[dict]):
+        self.rounds = rounds
+        self.schema_text = json.dumps(schemas) if schemas else ""
+        self.fitted = [result for calls in rounds for _, result in calls]
+
+    def section(self) -> SectionContent:
+        """The `tools` section content."""
+        return SectionContent("tools", self._fit)
+
+    def _fit(self, counter: TokenCounter, limit: int) -> Fitted:
+        schema = counter.count(self.schema_text)
+        results = [result for calls in self.rounds for _, result in calls]
+        parts = share_fairly(counter, results, max(0, limit - schema), keep="start")
+        self.fitted = [p.text for p in parts]
+        used = schema + sum(p.tokens for p in parts)
+        return Fitted(self.schema_text, used, trimmed=any(p.trimmed for p in parts))
+
+    def compose(
+        self, base: Callable[[Mapping[str, str]], list[ChatMessage]]
+    ) -> Callable[[Mapping[str, str]], list[ChatMessage]]:
+        """`base`'s messages followed by the tool rounds."""
+        return lambda sections: [*base(sections), *self.messages()]
+
+    def messages(self) -> list[ChatMessage]:
+        """The assistant tool-call messages and tool results, round by round."""
+        out: list[ChatMessage] = []
+        fitted = iter(self.fitted)
+        for calls in self.rounds:
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": call.id,
+                            "type": "function",
+                            "function": {
+                                "name": call.name,
+                                "arguments": json.dumps(call.arguments),
+                            },
+                        }
+                        for call, _ in calls
+                    ],
+                }
+            )
+            out += [
+                {"role": "tool", "tool_call_id": call.id, "content": next(fitted)}
+                for call, _ in calls
+            ]
+        return out
+
+
 async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
     """Synthesize the verdict and resolve its citations against the chunks supplied."""
     ctx = runtime.context
@@ -44,34 +117,73 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
     emit({"type": "progress", "node": "judge", "status": "running", "model": backend.model})
     started = time.perf_counter()
     chunks = {c["id"]: chunk_from_dict(c) for c in state.get("chunks", [])}
+    profile = state.get("retrieval", {}).get("applied", "balanced")
     ranking = "\n".join(
         f"Peer review: {row['member']} mean rank {row['mean_rank']:.2f} ({row['votes']} votes)"
         for row in aggregate
     )
-    call = await call_model(
-        ctx,
-        role="judge",
-        node="judge",
-        backend=backend,
-        contents=[
-            text_section("system", prompt.SYSTEM),
-            text_section("conversation_summary", state.get("conversation", ""), keep="end"),
-            text_section(
-                "task", prompt.task_text(state["question"], state.get("plan", ""), ranking)
-            ),
-            chunks_section("kb_chunks", scored_chunks(state.get("chunks", []))),
-            labelled_section(
-                "proposals", [(f"### {p['member']} ({p['model']})", p["text"]) for p in answered]
-            ),
-            chunks_section("evidence", evidence(answered, chunks)),
-        ],
-        compose=prompt.compose,
-        question=state["question"],
-        retrieval_profile=state.get("retrieval", {}).get("applied", "balanced"),
-    )
+    contents = [
+        text_section("system", prompt.SYSTEM),
+        text_section("conversation_summary", state.get("conversation", ""), keep="end"),
+        text_section("task", prompt.task_text(state["question"], state.get("plan", ""), ranking)),
+        chunks_section("kb_chunks", scored_chunks(state.get("chunks", []))),
+        labelled_section(
+            "proposals", [(f"### {p['member']} ({p['model']})", p["text"]) for p in answered]
+        ),
+        chunks_section("evidence", evidence(answered, chunks)),
+    ]
+    notes: list[str] = []
+    tools = None
+    if ctx.judge_tools and backend.supports_tools:
+        tools = VerificationTools(await asyncio.to_thread(open_knowledge, ctx), profile)
+    elif ctx.judge_tools:
+        notes.append(f"the judge ran without tools: {backend.spec} has no native tool calling")
+
+    counter = await backend.token_counter()
+    rounds: list[list[tuple[ToolCall, str]]] = []
+    tool_log: list[dict[str, Any]] = []
+    budgets: list[dict[str, Any]] = []
+    call: ModelCall | None = None
+    for round_number in range(ctx.tool_rounds + 1):
+        # The last round offers no tools, so the loop always ends with a verdict.
+        offer = tools is not None and round_number < ctx.tool_rounds
+        transcript = ToolTranscript(rounds, tools.schemas if tools and offer else [])
+        call = await call_model(
+            ctx,
+            role="judge",
+            node="judge",
+            backend=backend,
+            contents=[*contents, transcript.section()],
+            compose=transcript.compose(prompt.compose),
+            question=state["question"],
+            retrieval_profile=profile,
+            tools=tools.schemas if tools and offer else None,
+        )
+        budgets.append(call.report_dict)
+        if not (offer and tools and call.result.tool_calls):
+            break
+        calls = []
+        for tool_call in call.result.tool_calls:
+            result = await asyncio.to_thread(tools.run, tool_call.name, tool_call.arguments)
+            calls.append((tool_call, result))
+            tokens = counter.count(result)
+            record_tool_call(tool_call.name, tool_call.arguments, len(result), tokens)
+            entry = {
+                "name": tool_call.name,
+                "arguments": tool_call.arguments,
+                "result_chars": len(result),
+                "tokens": tokens,
+                "round": round_number + 1,
+            }
+            tool_log.append(entry)
+            emit({"type": "tool_call", "node": "judge", **entry})
+        rounds.append(calls)
+    assert call is not None
     answer = call.result.text.strip()
     sections = call.prompt.sections
     supplied = {i: chunks[i] for i in (*sections["kb_chunks"].kept, *sections["evidence"].kept)}
+    if tools:
+        supplied.update(tools.fetched)
     citations, unknown = resolve(parse_citations(answer), supplied)
     elapsed = (time.perf_counter() - started) * 1000
     emit(
@@ -88,8 +200,9 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
         "answer": answer,
         "citations": citations,
         "unknown_citations": unknown,
-        "budgets": [call.report_dict],
+        "budgets": budgets,
         "timings": {"judge_ms": elapsed},
         "ranking_aggregate": aggregate,
-        "notes": list(call.result.warnings),
+        "tool_calls": tool_log,
+        "notes": [*notes, *call.result.warnings],
     }

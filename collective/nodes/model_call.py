@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -178,10 +179,20 @@ async def _call(
 ) -> ModelCall:
     n_ctx = await backend.context_window()
     counter = await backend.token_counter()
+    # Tool schemas travel beside the messages; their JSON is what the template renders.
+    beside = counter.count(json.dumps(list(tools))) if tools else 0
     for attempt in (1, 2):
         plan, notes = plan_for(ctx, role, backend, n_ctx, kb_factor, output_cap)
         prompt = await asyncio.to_thread(
-            assemble, plan, counter, contents, compose, node=node, model=backend.model, notes=notes
+            assemble,
+            plan,
+            counter,
+            contents,
+            compose,
+            node=node,
+            model=backend.model,
+            notes=notes,
+            beside_messages=beside,
         )
         report = prompt.report.to_dict()
         emit({"type": "budget", "node": node, "report": report})

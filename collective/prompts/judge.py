@@ -39,7 +39,8 @@ def compose(sections: Mapping[str, str]) -> list[ChatMessage]:
     if sections.get("evidence"):
         user.append(f"## Evidence cited by the specialists\n{sections['evidence']}")
     user.append(f"## Synthesis instructions\n{SYNTHESIS}")
-    system = sections["system"]
-    if sections.get("tools"):
-        system += f"\n\n## Tools\n{sections['tools']}"
-    return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(user)}]
+    # Tools travel beside the messages (the backend's native tool calling), never as text here.
+    return [
+        {"role": "system", "content": sections["system"]},
+        {"role": "user", "content": "\n\n".join(user)},
+    ]

@@ -22,10 +22,11 @@ def compose(sections: Mapping[str, str]) -> list[ChatMessage]:
         user.append(f"## Conversation so far\n{sections['conversation_summary']}")
     user.append(f"## Knowledge base\n{sections.get('kb_chunks') or '(no chunks retrieved)'}")
     user.append(f"## Task\n{sections['task']}")
-    system = sections["system"]
-    if sections.get("tools"):
-        system += f"\n\n## Tools\n{sections['tools']}"
-    return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(user)}]
+    # Tools travel beside the messages (the backend's native tool calling), never as text here.
+    return [
+        {"role": "system", "content": sections["system"]},
+        {"role": "user", "content": "\n\n".join(user)},
+    ]
 
 
 def task_text(question: str, plan: str, member: str) -> str:

@@ -1,0 +1,81 @@
+"""The judge's verification tools, `kb_search` and `kb_get`, as LangChain tools.
+
+Both read the same knowledge store the council retrieved from; every chunk they return is
+remembered in `fetched`, so the judge can cite it and the citation resolves like any other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from collective.kb.citations import format_chunk
+from collective.kb.retrieval import retrieve
+from collective.kb.store import Chunk, KnowledgeStore
+
+__all__ = ["VerificationTools"]
+
+
+class VerificationTools:
+    """`kb_search(query)` under the run's applied retrieval profile and `kb_get(id)`.
+
+    Args:
+        store: The knowledge store.
+        profile: The applied retrieval profile (`lean`, `balanced` or `deep`).
+    """
+
+    def __init__(self, store: KnowledgeStore, profile: str) -> None:
+        self.store = store
+        self.profile = profile
+        self.fetched: dict[str, Chunk] = {}
+        """Chunks the tools returned, by id: citable by the judge."""
+        self.tools: list[BaseTool] = [
+            StructuredTool.from_function(
+                self.kb_search,
+                name="kb_search",
+                description="Search the knowledge base. Returns tagged chunks: [KB#id] text.",
+                parse_docstring=True,
+            ),
+            StructuredTool.from_function(
+                self.kb_get,
+                name="kb_get",
+                description="The full text of one knowledge-base chunk by its id (mem_...).",
+                parse_docstring=True,
+            ),
+        ]
+        self.schemas: list[dict[str, Any]] = [convert_to_openai_tool(t) for t in self.tools]
+        """The tools in OpenAI's function-calling shape, as backends send them."""
+
+    def kb_search(self, query: str) -> str:
+        """Search the knowledge base for `query`.
+
+        Args:
+            query: What to look for.
+        """
+        chunks = retrieve(self.store, query, self.profile).injected
+        self.fetched.update((c.id, c) for c in chunks)
+        return "\n".join(format_chunk(c) for c in chunks) or "(no matching chunks)"
+
+    def kb_get(self, id: str) -> str:  # noqa: A002 - the name the model sees
+        """The full text of the chunk with this id.
+
+        Args:
+            id: A chunk id such as mem_0a1b2c3d4e5f6a7b.
+        """
+        chunk = self.store.get(id.removeprefix("KB#"))
+        if chunk is None:
+            return f"(no chunk with id {id})"
+        self.fetched[chunk.id] = chunk
+        return format_chunk(chunk)
+
+    def run(self, name: str, arguments: dict[str, Any]) -> str:
+        """Run the tool called `name`; a bad call becomes a message the model can read."""
+        tool = next((t for t in self.tools if t.name == name), None)
+        if tool is None:
+            return f"(unknown tool {name}; available: kb_search, kb_get)"
+        try:
+            return str(tool.invoke(arguments))
+        except Exception as error:  # a model's malformed arguments must not end the verdict
+            return f"(tool {name} failed: {str(error).splitlines()[0]})"
