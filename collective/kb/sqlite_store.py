@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from collective.errors import ConfigError
 from collective.kb.chunking import split_text
@@ -155,6 +156,10 @@ class SqliteKnowledgeStore:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
+        # Per-term matching ids and the chunk count, for scoring; valid until the KB changes
+        # (our own writes clear it, other connections' commits bump PRAGMA data_version).
+        self._stats: dict[str, Any] = {}
+        self._data_version = -1
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False)
             self._db.executescript(_SCHEMA)
@@ -207,6 +212,7 @@ class SqliteKnowledgeStore:
             cid = chunk_id(piece.text, label, piece.heading)
             new.setdefault(cid, (cid, piece.heading, piece.text, ",".join(piece.tags), position))
         with self._lock, self._db:
+            self._stats.clear()
             row = self._db.execute(
                 "SELECT sha256 FROM sources WHERE source = ?", (label,)
             ).fetchone()
@@ -316,6 +322,7 @@ class SqliteKnowledgeStore:
             ids = [ids]
         deleted = 0
         with self._lock, self._db:
+            self._stats.clear()
             if ids:
                 for cid in ids:
                     cur = self._db.execute(
@@ -347,6 +354,26 @@ class SqliteKnowledgeStore:
             ).fetchone()
         return _row_to_chunk(row) if row else None
 
+    def _corpus_stats(self, terms: Sequence[str]) -> tuple[int, dict[str, set[str]]]:
+        """The chunk count and, per term, the ids of the chunks containing it (cached)."""
+        version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._data_version:
+            self._stats.clear()
+            self._data_version = version
+        if "" not in self._stats:
+            self._stats[""] = int(self._db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        for term in terms:
+            if term not in self._stats:
+                self._stats[term] = {
+                    r[0]
+                    for r in self._db.execute(
+                        "SELECT c.id FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid "
+                        "WHERE chunks_fts MATCH ?",
+                        (f'"{term}"',),
+                    )
+                }
+        return self._stats[""], {t: self._stats[t] for t in terms}
+
     def search(self, query: str, k: int) -> builtins.list[Chunk]:
         """The best `k` chunks for `query`, scored 0..1 (see the module docstring)."""
         terms = query_terms(query)
@@ -363,17 +390,7 @@ class SqliteKnowledgeStore:
             ).fetchall()
             if not rows:
                 return []
-            total = int(self._db.execute("SELECT count(*) FROM chunks").fetchone()[0])
-            present: dict[str, set[str]] = {}
-            for term in terms:
-                present[term] = {
-                    r[0]
-                    for r in self._db.execute(
-                        "SELECT c.id FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid "
-                        "WHERE chunks_fts MATCH ?",
-                        (f'"{term}"',),
-                    )
-                }
+            total, present = self._corpus_stats(terms)
         idf = {
             t: math.log(1.0 + (total - len(ids) + 0.5) / (len(ids) + 0.5))
             for t, ids in present.items()
