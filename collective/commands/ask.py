@@ -8,7 +8,6 @@ backends) happen inside the functions so `collective --help` stays fast.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -135,6 +134,8 @@ async def open_session(config: CollectiveConfig, stack: AsyncExitStack) -> Counc
 
     The backends (connections, models loaded in process) are closed with the stack too.
     """
+    import asyncio
+
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     from collective.graph import build_graph
@@ -289,6 +290,8 @@ def _usage(message: str) -> Exception:
 def _run_with_progress(
     config: CollectiveConfig, question: str | None, thread_id: str, *, json_out: bool, quiet: bool
 ) -> dict[str, Any]:
+    import asyncio
+
     from rich.console import Console
 
     from collective.commands.render import ProgressView

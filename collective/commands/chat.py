@@ -14,7 +14,6 @@ preset) fitted to the model's real context, the conversation summary and the lin
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -52,6 +51,8 @@ async def chat_turn(
     Raises:
         CollectiveError: The backend failed, or the prompt cannot be made to fit.
     """
+    import asyncio
+
     from collective.budget.assembly import assemble, text_section
     from collective.errors import ContextOverflow
     from collective.graph.context import EMBEDDED_OUTPUT_CAP
@@ -119,6 +120,8 @@ class ChatSession:
     """
 
     def __init__(self, config: CollectiveConfig, thread_id: str, console: Console) -> None:
+        import asyncio
+
         self.config = config
         self.thread_id = thread_id
         self.console = console

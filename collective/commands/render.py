@@ -150,14 +150,14 @@ def budget_table(reports: Sequence[Mapping[str, Any]], title: str = "budgets") -
     """
     import re
 
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=title, title_justify="left")
-    table.add_column("call", overflow="fold")
-    table.add_column("n_ctx", justify="right")
-    table.add_column("prompt+out", justify="right")
-    table.add_column("counter", overflow="fold")
-    table.add_column("section used/allocated", no_wrap=True)
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_lines=True)
+    table.add_column("call", overflow="fold", min_width=19)
+    table.add_column("n_ctx · counter", justify="right", no_wrap=True)
+    table.add_column("prompt+out", justify="right", no_wrap=True)
+    table.add_column("section used/allocated", overflow="fold")
     for report in reports:
         fits = report["prompt_tokens"] + report["max_output_tokens"] <= report["n_ctx"]
         sections = [
@@ -166,10 +166,10 @@ def budget_table(reports: Sequence[Mapping[str, Any]], title: str = "budgets") -
         scaled = re.search(r"scaled x[\d.]+", str(report.get("scaled") or ""))
         table.add_row(
             f"{report['node']}\n[dim]{report['model']}[/dim]",
-            f"{report['n_ctx']:,}" + (f"\n[dim]{scaled.group(0)}[/dim]" if scaled else ""),
+            f"{report['n_ctx']:,}\n{report['token_counter']}"
+            + (f"\n[dim]{scaled.group(0)}[/dim]" if scaled else ""),
             f"{report['prompt_tokens']:,}+{report['max_output_tokens']:,}"
             + ("" if fits else " [red]✗[/red]"),
-            str(report["token_counter"]),
             "\n".join(sections),
         )
     return table

@@ -11,7 +11,6 @@ nothing warned).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -264,6 +263,8 @@ def smoke(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Check every configured server, model and context, then run the council once."""
+    import asyncio
+
     from collective.commands.ask import load_effective, user_errors
 
     with user_errors(json_out=json_out):

@@ -1,0 +1,94 @@
+"""`collective smoke` against the real llama-server and the Ollama-protocol test server."""
+
+import json
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from collective.cli import app
+from tests.integration.conftest import OLLAMA_MODEL, free_port
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    for name in list(os.environ):
+        if name.startswith("COLLECTIVE_") and name != "COLLECTIVE_CACHE":
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def config(tmp_path, llama_url, ollama_url, model=OLLAMA_MODEL):
+    path = tmp_path / "deploy.toml"
+    path.write_text(
+        f'planner = "llama-server:{llama_url}"\n'
+        f'judge = "ollama:{model}@{ollama_url}"\n'
+        f'chat = "ollama:{model}@{ollama_url}"\n'
+        "k = 2\n"
+        f'[[specialists]]\nbackend = "llama-server:{llama_url}"\ncount = 2\n'
+        "[output_caps]\nplanner = 16\nspecialist = 32\njudge = 32\nchat = 32\n"
+    )
+    return path
+
+
+def smoke(*args):
+    result = CliRunner().invoke(app, ["smoke", *args, "--json"])
+    return result.exit_code, json.loads(result.stdout), result
+
+
+def test_smoke_passes_and_warns_loudly_about_small_slots(workdir, llama_server, ollama_server):
+    path = config(workdir, llama_server.url, ollama_server.url)
+    code, report, result = smoke("--config", str(path))
+    assert code == 0, result.output
+    checks = {(c["check"], c["target"]): c for c in report["checks"]}
+    assert checks[("reachable", f"llama-server:{llama_server.url}")]["status"] == "pass"
+    assert checks[("model", f"llama-server:{llama_server.url}")]["detail"].startswith("/props")
+    ollama_spec = f"ollama:{OLLAMA_MODEL}@{ollama_server.url}"
+    assert checks[("model", ollama_spec)]["status"] == "pass"
+    assert "/api/tags lists" in checks[("model", ollama_spec)]["detail"]
+    # 4,096-token slots (-c 8192 -np 2) under the 32,768-token specialist preset.
+    slot = checks[("context", f"specialist @ llama-server:{llama_server.url}")]
+    assert slot["status"] == "warn"
+    assert "SLOT SMALLER THAN PRESET: n_ctx 4,096 < specialist preset 32,768" in slot["detail"]
+    assert "-c $((32768*K)) -np K" in slot["detail"]
+    judge = checks[("context", f"judge @ {ollama_spec}")]
+    assert judge["status"] == "warn" and "judge preset 131,072" in judge["detail"]
+    assert checks[("council run", "k=2")]["status"] in ("pass", "warn")
+    assert checks[("budget reports", "k=2")]["status"] == "pass"
+    assert not [c for c in report["checks"] if c["status"] == "fail"]
+    assert report["ok"] is True
+
+    strict = CliRunner().invoke(app, ["smoke", "--config", str(path), "--strict", "--no-council"])
+    assert strict.exit_code == 1  # warnings fail under --strict
+    assert "WARN" in strict.stdout and "FAIL" in strict.stdout
+
+
+def test_smoke_fails_on_a_missing_model_and_an_unreachable_server(
+    workdir, llama_server, ollama_server
+):
+    path = config(workdir, llama_server.url, ollama_server.url, model="no-such-model")
+    code, report, _ = smoke("--config", str(path))
+    assert code == 1 and report["ok"] is False
+    statuses = {(c["check"], c["target"]): c["status"] for c in report["checks"]}
+    assert statuses[("council run", "")] == "fail"  # skipped: failures above
+    failing = [c for c in report["checks"] if c["status"] == "fail" and c["check"] != "council run"]
+    assert failing and all("no-such-model" in c["detail"] for c in failing)
+
+    dead = f"http://127.0.0.1:{free_port()}"
+    path = config(workdir, dead, ollama_server.url)
+    code, report, _ = smoke("--config", str(path), "--no-council")
+    assert code == 1
+    unreachable = [c for c in report["checks"] if c["target"] == f"llama-server:{dead}"]
+    assert unreachable[0]["check"] == "reachable" and unreachable[0]["status"] == "fail"
+    assert "cannot connect" in unreachable[0]["detail"]
+
+
+def test_smoke_table_for_people(workdir, llama_server, ollama_server):
+    path = config(workdir, llama_server.url, ollama_server.url)
+    result = CliRunner().invoke(app, ["smoke", "--config", str(path), "--no-council"])
+    assert result.exit_code == 0, result.output
+    assert "collective smoke" in result.stdout and "PASS" in result.stdout
+    assert "smoke: PASS" in result.stdout and "warnings)" in result.stdout
