@@ -5,9 +5,10 @@ What the server really offers is read from the server, never from its command li
 * `/props` reports the per-slot context (`default_generation_settings.n_ctx`; some builds put
   it at the top level). `--ctx-size` is split across `--parallel` slots and capped at the
   model's training context, so `-c 8192 -np 2` gives 4,096 tokens per request.
-* `/apply-template` renders the chat exactly as `/v1/chat/completions` will, and `/tokenize`
-  with `add_special` counts it exactly as the server does (the count equals the server's
-  `usage.prompt_tokens`).
+* Prompts are counted by the server itself: `/v1/chat/completions/input_tokens` where the build
+  has it (one round trip), else `/apply-template` (renders the chat exactly as
+  `/v1/chat/completions` will) then `/tokenize` with `add_special` (tokenizes it as the server
+  does). Either count equals the server's `usage.prompt_tokens`.
 * `/health` answers 503 while the model loads; collective waits for it, for a bounded time.
 * A prompt that does not fit is answered with HTTP 400 `exceed_context_size_error` carrying
   `n_prompt_tokens` and `n_ctx`; it becomes `ContextOverflow` with those numbers, and the
@@ -39,7 +40,13 @@ from collective.errors import (
 from collective.models._transport import LoopLocal, parse_json, translate_transport_error
 from collective.models.base import Backend, ChatResult, Health, ToolCall, Usage
 
-__all__ = ["LlamaServerBackend", "LlamaServerCounter", "PromptMemo", "parse_chat_response"]
+__all__ = [
+    "CountRoute",
+    "LlamaServerBackend",
+    "LlamaServerCounter",
+    "PromptMemo",
+    "parse_chat_response",
+]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +68,45 @@ def _chat_body(
     if tools:
         body["tools"] = list(tools)
     return body
+
+
+INPUT_TOKENS_PATH = "/v1/chat/completions/input_tokens"
+
+
+class CountRoute:
+    """Which way the server counts prompts; learnt once, shared by a backend and its counter.
+
+    Args:
+        mode: `auto` (the input-tokens endpoint, falling back to `/apply-template` +
+            `/tokenize` where the build lacks it), `input_tokens` or `apply_template`.
+    """
+
+    def __init__(self, mode: str = "auto") -> None:
+        if mode not in ("auto", "input_tokens", "apply_template"):
+            raise ValueError(f"unknown count mode {mode!r}")
+        self.input_tokens: bool | None = {"auto": None, "input_tokens": True}.get(mode, False)
+        self.forced = mode != "auto"
+
+    def unsupported(self, status: int) -> bool:
+        """Record a refusal of the input-tokens endpoint; True when it means 'not built in'."""
+        if status in (404, 405, 501) and not self.forced:
+            self.input_tokens = False
+            return True
+        return False
+
+
+def _input_tokens(data: Any, url: str) -> int:
+    n = data.get("input_tokens") if isinstance(data, dict) else None
+    if not isinstance(n, int):
+        raise InvalidResponse(f"{_SERVER} at {url}: {INPUT_TOKENS_PATH} gave no input_tokens")
+    return n
+
+
+def _template_prompt(data: Any, url: str) -> str:
+    prompt = data.get("prompt") if isinstance(data, dict) else None
+    if not isinstance(prompt, str):
+        raise InvalidResponse(f"{_SERVER} at {url}: /apply-template gave no prompt")
+    return prompt
 
 
 class PromptMemo:
@@ -111,23 +157,32 @@ class LlamaServerCounter(TokenizerCounter):
     """
 
     def __init__(
-        self, base_url: str, *, timeout: float = 30.0, memo: PromptMemo | None = None
+        self,
+        base_url: str,
+        *,
+        timeout: float = 30.0,
+        memo: PromptMemo | None = None,
+        route: CountRoute | None = None,
     ) -> None:
         self.base_url = base_url
         self._client = httpx.Client(base_url=base_url, timeout=timeout)
         self.prompt_memo = memo or PromptMemo()
+        self.route = route or CountRoute()
         super().__init__("exact:llama-server", self._encode, self._decode)
 
-    def _post(self, path: str, body: dict[str, Any]) -> Any:
+    def _post_raw(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         try:
             response = self._client.post(path, json=body)
         except httpx.HTTPError as exc:
             raise translate_transport_error(
                 exc, server=_SERVER, url=self.base_url, how_to_start=_how_to_start(self.base_url)
             ) from exc
-        data = parse_json(response, server=_SERVER, url=self.base_url)
-        if response.status_code != 200:
-            raise _http_error(response.status_code, data, self.base_url)
+        return response.status_code, parse_json(response, server=_SERVER, url=self.base_url)
+
+    def _post(self, path: str, body: dict[str, Any]) -> Any:
+        status, data = self._post_raw(path, body)
+        if status != 200:
+            raise _http_error(status, data, self.base_url)
         return data
 
     def _encode(self, text: str) -> list[int]:
@@ -149,15 +204,19 @@ class LlamaServerCounter(TokenizerCounter):
         body = _chat_body(messages, tools)
         key = PromptMemo.key(body)
         n = self.prompt_memo.get(key)
+        if n is not None:
+            return n
+        if self.route.input_tokens is not False:
+            status, data = self._post_raw(INPUT_TOKENS_PATH, body)
+            if status == 200:
+                n = _input_tokens(data, self.base_url)
+            elif not self.route.unsupported(status):
+                raise _http_error(status, data, self.base_url)
         if n is None:
-            prompt = self._post("/apply-template", body).get("prompt")
-            if not isinstance(prompt, str):
-                raise InvalidResponse(
-                    f"{_SERVER} at {self.base_url}: /apply-template gave no prompt"
-                )
+            prompt = _template_prompt(self._post("/apply-template", body), self.base_url)
             data = self._post("/tokenize", {"content": prompt, "add_special": True})
             n = len(_int_list(data, "tokens", self.base_url))
-            self.prompt_memo.put(key, n)
+        self.prompt_memo.put(key, n)
         return n
 
     def close(self) -> None:
@@ -258,6 +317,8 @@ class LlamaServerBackend(Backend):
         precheck: Count every prompt exactly before sending and refuse (ContextOverflow) what
             cannot fit with `max_tokens` of output; the server would refuse it anyway, but
             only after queueing it for a slot.
+        count_mode: How the server counts prompts: `auto` (input-tokens endpoint, else
+            `/apply-template` + `/tokenize`), `input_tokens` or `apply_template`.
     """
 
     supports_tools = True
@@ -271,6 +332,7 @@ class LlamaServerBackend(Backend):
         connect_timeout: float = 5.0,
         load_wait: float = 120.0,
         precheck: bool = True,
+        count_mode: str = "auto",
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.spec = f"llama-server:{self.base_url}"
@@ -289,6 +351,7 @@ class LlamaServerBackend(Backend):
         self._counter: LlamaServerCounter | None = None
         self.prompt_memo = PromptMemo()
         """Exact prompt counts shared with `token_counter()` (see `PromptMemo`)."""
+        self.count_route = CountRoute(count_mode)
 
     # -- transport --------------------------------------------------------------------------
 
@@ -370,7 +433,9 @@ class LlamaServerBackend(Backend):
     async def token_counter(self) -> LlamaServerCounter:
         """The server's own tokenizer (`exact:llama-server`)."""
         if self._counter is None:
-            self._counter = LlamaServerCounter(self.base_url, memo=self.prompt_memo)
+            self._counter = LlamaServerCounter(
+                self.base_url, memo=self.prompt_memo, route=self.count_route
+            )
         return self._counter
 
     async def count_prompt(
@@ -378,7 +443,7 @@ class LlamaServerBackend(Backend):
         messages: Sequence[ChatMessage],
         tools: Sequence[dict[str, Any]] | None = None,
     ) -> int:
-        """Exact prompt tokens: `/apply-template` then `/tokenize` with special tokens added.
+        """Exact prompt tokens, counted by the server (see the module docstring for the route).
 
         Memoised per request body in `prompt_memo`, shared with the sync counter.
         """
@@ -387,12 +452,20 @@ class LlamaServerBackend(Backend):
         n = self.prompt_memo.get(key)
         if n is not None:
             return n
-        rendered = await self._call("POST", "/apply-template", body)
-        prompt = rendered.get("prompt") if isinstance(rendered, dict) else None
-        if not isinstance(prompt, str):
-            raise InvalidResponse(f"{_SERVER} at {self.base_url}: /apply-template gave no prompt")
-        data = await self._call("POST", "/tokenize", {"content": prompt, "add_special": True})
-        n = len(_int_list(data, "tokens", self.base_url))
+        if self.count_route.input_tokens is not False:
+            status, data = await self._request("POST", INPUT_TOKENS_PATH, body)
+            if status == 503:
+                await self.wait_ready()
+                status, data = await self._request("POST", INPUT_TOKENS_PATH, body)
+            if status == 200:
+                n = _input_tokens(data, self.base_url)
+            elif not self.count_route.unsupported(status):
+                raise _http_error(status, data, self.base_url)
+        if n is None:
+            rendered = await self._call("POST", "/apply-template", body)
+            prompt = _template_prompt(rendered, self.base_url)
+            data = await self._call("POST", "/tokenize", {"content": prompt, "add_special": True})
+            n = len(_int_list(data, "tokens", self.base_url))
         self.prompt_memo.put(key, n)
         return n
 

@@ -168,7 +168,8 @@ async def test_a_prompt_slower_than_the_timeout_is_backend_timeout(
     llama_server: ServerProcess,
 ) -> None:
     b = LlamaServerBackend(llama_server.url, timeout=0.05, precheck=False)
-    content = long_notes(3000) + QUESTION
+    # A new prefix, so the slot's prompt cache cannot answer quickly; about 3,000 tokens.
+    content = "Timeout probe.\n" + long_notes(2000) + QUESTION
     try:
         with pytest.raises(BackendTimeout) as info:
             await b.chat([{"role": "user", "content": content}], max_tokens=64)
@@ -209,3 +210,25 @@ async def test_in_process_and_server_count_the_same_prompt_alike(
     ]
     local = gguf_vocab_counter(str(gguf_path))
     assert local.count_messages(messages) == await backend.count_prompt(messages)
+
+
+@pytest.mark.parametrize("mode", ["input_tokens", "apply_template"])
+async def test_both_count_routes_equal_the_servers_prompt_tokens(
+    llama_server: ServerProcess, mode: str
+) -> None:
+    b = LlamaServerBackend(llama_server.url, count_mode=mode)
+    messages: list[ChatMessage] = [
+        {"role": "system", "content": "Answer with one word."},
+        {"role": "user", "content": "Which filament is tougher, PLA or PETG? <|im_end|> ok"},
+        {"role": "assistant", "content": "PETG."},
+        {"role": "user", "content": "And for heat?"},
+    ]
+    try:
+        counted = await b.count_prompt(messages)
+        b.prompt_memo.clear()
+        assert (await b.token_counter()).count_messages(messages) == counted
+        result = await b.chat(messages, max_tokens=2, temperature=0.0)
+        assert result.usage.prompt_tokens == counted
+        assert b.count_route.input_tokens is (mode == "input_tokens")
+    finally:
+        await b.aclose()
