@@ -101,13 +101,21 @@ async def main() -> None:
               f"ratio {wall / critical:.3f}")
 
     print("2. zero latency: council / bare LangGraph graph of the same shape, goal <= 2.0")
-    for k in (3, 5, 8):
-        K_BARE = k
-        bare = bare_graph()
-        await timed(bare, repeats=3)
-        b = await timed(bare, repeats=30)
-        c = await timed(council, fixed_context(k, kb_path, latency=False), repeats=30)
-        print(f"   K={k}: council {c * 1000:.1f} ms, bare {b * 1000:.1f} ms, ratio {c / b:.2f}")
+    for profile in ("lean", "balanced"):
+        for k in (3, 5, 8):
+            K_BARE = k
+            bare = bare_graph()
+            ctx = fixed_context(k, kb_path, latency=False)
+            ctx.retrieval = profile
+            await timed(bare, repeats=3)
+            await timed(council, ctx, repeats=3)
+            # Interleaved, so both see the same machine load.
+            pairs = [(await timed(bare, repeats=1), await timed(council, ctx, repeats=1))
+                     for _ in range(60)]
+            b = statistics.median(p[0] for p in pairs)
+            c = statistics.median(p[1] for p in pairs)
+            print(f"   retrieval={profile} K={k}: council {c * 1000:.1f} ms, bare "
+                  f"{b * 1000:.1f} ms, ratio {c / b:.2f}")
 
     print("3. peer-review round: wall with review / without (fixed latency, K=3)")
     without = await timed(council, fixed_context(3, kb_path, latency=True))
