@@ -29,6 +29,14 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+def need_llama_cpp() -> None:
+    """llama-cpp-python must be importable (fail under CI, skip elsewhere)."""
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError as exc:
+        unavailable(f"llama-cpp-python is not installed: {exc}")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -164,7 +172,7 @@ OLLAMA_MODELFILE_NUM_CTX = 3072
 @pytest.fixture(scope="module")
 def ollama_server(gguf_path: Path) -> Iterator[ServerProcess]:
     """The Ollama-protocol server backed by the real gemma model (blob on this host)."""
-    pytest.importorskip("llama_cpp")
+    need_llama_cpp()
     port = free_port()
     argv = [
         sys.executable,

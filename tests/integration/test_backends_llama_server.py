@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import time
 from collections.abc import AsyncIterator, Sequence
 
 import httpx
@@ -232,3 +235,31 @@ async def test_both_count_routes_equal_the_servers_prompt_tokens(
         assert b.count_route.input_tokens is (mode == "input_tokens")
     finally:
         await b.aclose()
+
+
+async def test_a_loading_server_is_waited_for_within_the_bound(
+    llama_server_binary: str, gguf_path: object
+) -> None:
+    port = free_port()
+    argv = llama_server_argv(llama_server_binary, gguf_path, port, 8192, 2)  # type: ignore[arg-type]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    impatient = LlamaServerBackend(url, load_wait=0)
+    patient = LlamaServerBackend(url, load_wait=60)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until the HTTP side listens (it loads after)
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.01)
+        health = await patient.health()
+        assert not health.ok and "loading" in health.detail  # HTTP 503 while loading
+        with pytest.raises(BackendUnavailable, match="still loading"):
+            await impatient.context_window()
+        assert await patient.context_window() == SLOT  # waited out the 503s
+    finally:
+        await impatient.aclose()
+        await patient.aclose()
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from conftest import need_llama_cpp
 from test_backends_contract import SHORT, BackendContract
 
 from collective.errors import ConfigError
@@ -20,7 +21,7 @@ N_CTX = 2048
 
 @pytest.fixture(scope="module")
 def shared_backend(gguf_path: Path) -> LlamaCppBackend:
-    pytest.importorskip("llama_cpp")
+    need_llama_cpp()
     return LlamaCppBackend(gguf_path, n_ctx=N_CTX)
 
 
