@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from ollama import ChatResponse, Message
 
-from collective.budget.counting import EstimateCounter, tiktoken_counter
+from collective.budget.counting import ChatMessage, EstimateCounter, tiktoken_counter
 from collective.models.ollama_api import (
     DEFAULT_NUM_CTX_CAP,
+    HARMONY_PREAMBLE_TOKENS,
     OLLAMA_DEFAULT_NUM_CTX,
+    OllamaBackend,
+    OllamaModelInfo,
     choose_num_ctx,
     parse_show,
     truncation_warning,
@@ -125,3 +129,55 @@ def test_estimates_flag_only_large_shortfalls() -> None:
 
 def test_no_report_means_no_verdict() -> None:
     assert _warn(1000, None, EstimateCounter()) is None
+
+
+def _backend(model: str) -> OllamaBackend:
+    b = OllamaBackend(model, "http://127.0.0.1:1")
+    # What /api/show would have said; discovery itself is tested against a real server.
+    b._info = OllamaModelInfo(context_length=131072, modelfile_num_ctx=131072, architecture="")
+    return b
+
+
+async def test_gpt_oss_is_counted_with_o200k_harmony_plus_its_preamble() -> None:
+    b = _backend("gpt-oss-120b-judge")
+    counter = await b.token_counter()
+    assert counter.kind == "tiktoken:o200k_harmony"
+    messages: list[ChatMessage] = [{"role": "user", "content": "Which filament for a hot car?"}]
+    assert (
+        await b.count_prompt(messages) == counter.count_messages(messages) + HARMONY_PREAMBLE_TOKENS
+    )
+    assert await b.context_window() == 131072
+
+
+async def test_a_remote_model_without_vocabulary_gets_the_estimate() -> None:
+    counter = await _backend("qwen2.5:72b").token_counter()
+    assert counter.kind.startswith("estimate:") and not counter.exact
+
+
+def test_tool_calls_thinking_and_counts_are_mapped() -> None:
+    b = _backend("gpt-oss-120b-judge")
+    response = ChatResponse(
+        model="gpt-oss-120b-judge",
+        done=True,
+        done_reason="stop",
+        prompt_eval_count=150,
+        eval_count=12,
+        eval_duration=240_000_000,
+        message=Message(
+            role="assistant",
+            content="",
+            thinking="The user wants a lookup.",
+            tool_calls=[
+                Message.ToolCall(
+                    function=Message.ToolCall.Function(name="kb_search", arguments={"q": "PETG"})
+                )
+            ],
+        ),
+    )
+    result = b._result(response, 160, None, EstimateCounter(), 4096, [], 5.0)
+    assert result.tool_calls[0].name == "kb_search"
+    assert result.tool_calls[0].arguments == {"q": "PETG"}
+    assert result.reasoning == "The user wants a lookup."
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (150, 12)
+    assert result.timings["predicted_per_second"] == pytest.approx(50.0)
+    assert result.finish_reason == "stop" and not result.warnings
