@@ -321,8 +321,8 @@ class LlamaServerBackend(Backend):
             `/apply-template` + `/tokenize`), `input_tokens` or `apply_template`.
     """
 
-    supports_tools = True
-    supports_json_schema = True
+    supports_tools = True  # refined from /props `chat_template_caps` at discovery
+    supports_json_schema = True  # response_format json_schema becomes a grammar
 
     def __init__(
         self,
@@ -415,7 +415,10 @@ class LlamaServerBackend(Backend):
         return data
 
     async def context_window(self) -> int:
-        """The per-slot context (tokens), read from `/props` and cached until an overflow."""
+        """The per-slot context (tokens), read from `/props` and cached until an overflow.
+
+        Discovery also sets `model` and `supports_tools` (from the template's capabilities).
+        """
         if self._n_ctx is None:
             data = await self.props()
             settings = data.get("default_generation_settings") or {}
@@ -424,6 +427,11 @@ class LlamaServerBackend(Backend):
                 raise InvalidResponse(
                     f"{_SERVER} at {self.base_url}: /props reports no per-slot n_ctx"
                 )
+            caps = data.get("chat_template_caps")
+            if isinstance(caps, dict) and "supports_tools" in caps:
+                # Tools are rendered by the model's chat template; without support they are
+                # silently ignored, so say so.
+                self.supports_tools = bool(caps["supports_tools"])
             name = data.get("model_alias") or data.get("model_path")
             if isinstance(name, str) and name:
                 self.model = PurePosixPath(name).name.removesuffix(".gguf")

@@ -52,6 +52,9 @@ async def test_props_report_the_per_slot_window_not_the_configured_one(
     assert props["total_slots"] == 2
     assert await backend.context_window() == SLOT  # not the 8192 given to -c
     assert backend.model.startswith("gemma-3-270m")
+    # The GGUF has no chat template; llama.cpp's ChatML fallback cannot render tools.
+    assert props["chat_template_caps"]["supports_tools"] is False
+    assert backend.supports_tools is False
 
 
 async def test_a_naive_request_sized_for_the_configured_context_gets_http_400(
