@@ -267,10 +267,12 @@ class OllamaBackend(Backend):
 
     @property
     def _gpt_oss(self) -> bool:
-        name = self.model.lower().rsplit("/", 1)[-1]
-        return name.startswith("gpt-oss") or (
-            self._info is not None and self._info.architecture == "gptoss"
-        )
+        # The architecture /api/show reports is authoritative (a custom name such as
+        # `judge` may hide gpt-oss, and `gpt-oss-judge` may be another model); the name
+        # decides only when the architecture is unknown.
+        if self._info is not None and self._info.architecture:
+            return self._info.architecture == "gptoss"
+        return self.model.lower().rsplit("/", 1)[-1].startswith("gpt-oss")
 
     def _how_to_start(self) -> str:
         host = urlsplit(self.base_url).netloc

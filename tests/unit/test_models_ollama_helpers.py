@@ -149,6 +149,15 @@ async def test_gpt_oss_is_counted_with_o200k_harmony_plus_its_preamble() -> None
     assert await b.context_window() == 131072
 
 
+async def test_the_reported_architecture_beats_the_name() -> None:
+    b = _backend("gpt-oss-120b-judge")
+    b._info = OllamaModelInfo(context_length=8192, modelfile_num_ctx=None, architecture="gemma3")
+    assert not (await b.token_counter()).kind.startswith("tiktoken")
+    c = _backend("judge")
+    c._info = OllamaModelInfo(context_length=8192, modelfile_num_ctx=None, architecture="gptoss")
+    assert (await c.token_counter()).kind == "tiktoken:o200k_harmony"
+
+
 async def test_a_remote_model_without_vocabulary_gets_the_estimate() -> None:
     counter = await _backend("qwen2.5:72b").token_counter()
     assert counter.kind.startswith("estimate:") and not counter.exact
