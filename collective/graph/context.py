@@ -37,6 +37,10 @@ class CouncilContext:
     """Retrieval profile: lean, balanced, deep or auto."""
     max_inject: int | None = None
     max_latency_ms: float | None = None
+    rewriter: str | Backend | None = None
+    """A model that rewrites queries for the deep retrieval profile (deterministic if None)."""
+    summarizer: str | Backend | None = None
+    """A model that writes memory compression summaries (extractive if None)."""
     kb_path: str | None = None
     """SQLite knowledge base; None uses the demo KB shipped with collective."""
     knowledge: Any = None

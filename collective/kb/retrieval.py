@@ -278,11 +278,18 @@ def choose_profile(
     return profile, reason
 
 
-def backend_rewriter(backend: Backend, *, max_tokens: int = 96) -> Rewriter:
+def backend_rewriter(
+    backend: Backend,
+    loop: asyncio.AbstractEventLoop | None = None,
+    *,
+    max_tokens: int = 96,
+    timeout: float = 60.0,
+) -> Rewriter:
     """An LLM rewriter for deep that asks `backend` for up to three search queries.
 
-    The returned callable is synchronous (retrieval is); it runs the chat on its own event loop,
-    in a worker thread when the caller already runs one.
+    The returned callable is synchronous (retrieval is). Given the event loop that owns the
+    backend, call it from a worker thread (`asyncio.to_thread(retrieve, ...)`): each request is
+    scheduled on that loop. Without a loop it runs the request on a loop of its own.
     """
 
     def rewrite(query: str, context: str) -> list[str]:
@@ -292,22 +299,14 @@ def backend_rewriter(backend: Backend, *, max_tokens: int = 96) -> Rewriter:
             + (f"Context: {context[:500]}\n" if context else "")
             + f"Question: {query}"
         )
-
-        def call() -> str:
-            result = asyncio.run(
-                backend.chat(
-                    [{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0
-                )
-            )
-            return result.text
-
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            text = call()
+        request = backend.chat(
+            [{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0
+        )
+        if loop is not None:
+            text = asyncio.run_coroutine_threadsafe(request, loop).result(timeout).text
         else:
             with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-                text = pool.submit(call).result()
+                text = pool.submit(asyncio.run, request).result(timeout).text
         lines = [re.sub(r"^[\s\-*\d.)]+", "", line).strip() for line in text.splitlines()]
         return [line for line in lines if line][:3]
 

@@ -12,25 +12,36 @@ from typing import Any
 from langgraph.store.base import BaseStore
 
 from collective.budget.counting import TokenCounter, tiktoken_counter
+from collective.memory.summarize import Summarizer
 from collective.memory.tiers import TieredMemory
 
-__all__ = ["SUMMARY_TOKENS", "conversation_summary", "load_memory", "remember_turn"]
+__all__ = [
+    "SUMMARY_TOKENS",
+    "conversation_summary",
+    "load_memory",
+    "memory_counter",
+    "remember_turn",
+]
 
 SUMMARY_TOKENS = 2_000
 """The largest conversation-summary allocation of any preset; nodes trim it to their own."""
 
 
 @functools.cache
-def _counter() -> TokenCounter:
-    # Memory is model-independent; each node re-fits the summary with its model's own counter.
+def memory_counter() -> TokenCounter:
+    """The counter the memory tiers use; each node re-fits the summary with its own counter."""
     return tiktoken_counter("cl100k_base")
 
 
-def load_memory(data: dict[str, Any] | None, store: BaseStore | None = None) -> TieredMemory:
+def load_memory(
+    data: dict[str, Any] | None,
+    store: BaseStore | None = None,
+    summarizer: Summarizer | None = None,
+) -> TieredMemory:
     """The memory kept in graph state, or a fresh one."""
     if not data:
-        return TieredMemory(_counter(), store)
-    return TieredMemory.from_dict(data, _counter(), store)
+        return TieredMemory(memory_counter(), store, summarizer=summarizer)
+    return TieredMemory.from_dict(data, memory_counter(), store, summarizer)
 
 
 def conversation_summary(data: dict[str, Any] | None) -> str:
@@ -45,9 +56,10 @@ def remember_turn(
     run_id: str,
     question: str,
     answer: str,
+    summarizer: Summarizer | None = None,
 ) -> TieredMemory:
     """Record one council run (question, verdict) as a completed task and two turns."""
-    memory = load_memory(data, store)
+    memory = load_memory(data, store, summarizer)
     memory.begin_task(run_id, question)
     memory.add_turn("user", question)
     memory.add_turn("assistant", answer)

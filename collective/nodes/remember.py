@@ -11,14 +11,21 @@ from langgraph.runtime import Runtime
 
 from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState
-from collective.memory.conversation import remember_turn
+from collective.memory.conversation import memory_counter, remember_turn
+from collective.memory.summarize import ExtractiveSummarizer, backend_summarizer
+from collective.nodes.model_call import resolve_backend
 
 __all__ = ["remember"]
 
 
 async def remember(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
     """Record the question and verdict in L0 (compressing to L1/L2 as the tiers fill)."""
-    info = runtime.execution_info
+    ctx, info = runtime.context, runtime.execution_info
+    summarizer = None
+    if ctx.summarizer is not None:
+        fallback = ExtractiveSummarizer(memory_counter())
+        backend = resolve_backend(ctx.summarizer)
+        summarizer = backend_summarizer(backend, asyncio.get_running_loop(), fallback)
     memory = await asyncio.to_thread(  # compression may archive to the (SQLite) store
         remember_turn,
         state.get("memory"),
@@ -26,6 +33,7 @@ async def remember(state: CouncilState, runtime: Runtime[CouncilContext]) -> dic
         run_id=info.run_id if info and info.run_id else uuid.uuid4().hex,
         question=state["question"],
         answer=state.get("answer", ""),
+        summarizer=summarizer,
     )
     total = (time.time() - state["started_at"]) * 1000 if state.get("started_at") else 0.0
     return {"memory": memory.to_dict(), "timings": {"total_ms": total}}

@@ -12,11 +12,11 @@ from langgraph.types import Overwrite
 
 from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState
-from collective.kb.retrieval import RetrievalResult
+from collective.kb.retrieval import RetrievalResult, Rewriter, backend_rewriter
 from collective.kb.retrieval import retrieve as run_retrieval
 from collective.kb.store import KnowledgeStore
 from collective.memory.conversation import conversation_summary
-from collective.nodes.model_call import emit
+from collective.nodes.model_call import emit, resolve_backend
 
 __all__ = ["open_knowledge", "retrieve"]
 
@@ -35,7 +35,9 @@ def open_knowledge(ctx: CouncilContext) -> KnowledgeStore:
     return _stores[key]
 
 
-def _find(ctx: CouncilContext, state: CouncilState) -> tuple[str, RetrievalResult]:
+def _find(
+    ctx: CouncilContext, state: CouncilState, rewriter: Rewriter | None
+) -> tuple[str, RetrievalResult]:
     conversation = conversation_summary(state.get("memory"))
     result = run_retrieval(
         open_knowledge(ctx),
@@ -44,6 +46,7 @@ def _find(ctx: CouncilContext, state: CouncilState) -> tuple[str, RetrievalResul
         max_inject=ctx.max_inject,
         max_latency_ms=ctx.max_latency_ms,
         context=conversation,
+        rewriter=rewriter,
     )
     return conversation, result
 
@@ -54,7 +57,10 @@ async def retrieve(state: CouncilState, runtime: Runtime[CouncilContext]) -> dic
     started = time.perf_counter()
     emit({"type": "progress", "node": "retrieve", "status": "running"})
     # SQLite and tokenizer files are blocking I/O: keep them off the event loop.
-    conversation, result = await asyncio.to_thread(_find, ctx, state)
+    rewriter = None
+    if ctx.rewriter is not None:
+        rewriter = backend_rewriter(resolve_backend(ctx.rewriter), asyncio.get_running_loop())
+    conversation, result = await asyncio.to_thread(_find, ctx, state, rewriter)
     elapsed = (time.perf_counter() - started) * 1000
     emit({"type": "progress", "node": "retrieve", "status": "done", "ms": elapsed})
     # A thread keeps state between runs: the reducer fields start afresh for each question.
