@@ -2,14 +2,22 @@
 
 import json
 import os
+import socket
 
 import pytest
 from typer.testing import CliRunner
 
 from collective.cli import app
-from tests.integration.conftest import OLLAMA_MODEL, free_port
 
 pytestmark = pytest.mark.integration
+
+OLLAMA_MODEL = "gemma3:270m"  # what the `ollama_server` fixture serves (conftest.py)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @pytest.fixture
