@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from collective.budget.plans import ModelBudget
+
 if TYPE_CHECKING:
     from collective.models.base import Backend
 
@@ -47,8 +49,9 @@ class CouncilContext:
     """A `KnowledgeStore` object (e.g. `RetrieverKnowledgeStore`); overrides `kb_path`."""
     hidden_tags: Sequence[str] = ("meta",)
     """Chunk tags that specialists do not see (the judge sees every chunk)."""
-    budgets: Mapping[str, str] = field(default_factory=dict)
-    """Budget preset per role (`planner`, `specialist`, `judge`); defaults to the role's name."""
+    budgets: Mapping[str, str | ModelBudget] = field(default_factory=dict)
+    """Budget per role (`planner`, `specialist`, `reviewer`, `judge`): a preset name or an
+    explicit `ModelBudget`; defaults to the preset named like the role."""
     output_caps: Mapping[str, int] = field(default_factory=dict)
     """Largest answer per role, below the plan's output budget."""
     temperature: float = 0.2

@@ -48,6 +48,25 @@ CHATML_TEMPLATE = (
 in-process backend renders exactly what `llama-server` renders for the same file."""
 
 
+GEMMA_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- if messages and messages[0].role == 'system' -%}"
+    "{%- set prefix = (messages[0].content | trim) + '\n\n' -%}"
+    "{%- set turns = messages[1:] -%}"
+    "{%- else -%}{%- set prefix = '' -%}{%- set turns = messages -%}{%- endif -%}"
+    "{%- for message in turns -%}"
+    "{%- set role = 'model' if message.role == 'assistant' else 'user' -%}"
+    "{{- '<start_of_turn>' + role + '\n' + (prefix if loop.first else '') -}}"
+    "{{- (message.content | trim) + '<end_of_turn>\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<start_of_turn>model\n' -}}{%- endif -%}"
+)
+"""Gemma's own turn format (Google's template, system folded into the first user turn). The
+bundled gemma GGUF is the base model and ships no template; ChatML, llama.cpp's fallback, makes
+it answer with nothing, so the embedded default uses its family's format. Launch llama-server
+with `--chat-template gemma` for the same rendering there."""
+
+
 class GGUFChat:
     """A GGUF's tokenizer and chat template, rendering prompts as `llama-server` does.
 
@@ -64,15 +83,19 @@ class GGUFChat:
         name: The model name used in messages.
     """
 
-    def __init__(self, model: LlamaModel, name: str) -> None:
+    def __init__(self, model: LlamaModel, name: str, template: str | None = None) -> None:
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         self.model = model
         self.name = name
-        template = model.metadata().get("tokenizer.chat_template")
-        self.template = template or CHATML_TEMPLATE
-        # A model without a template answers in ChatML; stop at its turn markers.
-        self.extra_stop = [] if template else ["<|im_end|>", "<|im_start|>"]
+        own = model.metadata().get("tokenizer.chat_template")
+        self.template = template or own or CHATML_TEMPLATE
+        # Without its own template the model answers in the fallback's turns; stop at them.
+        markers = {
+            GEMMA_TEMPLATE: ["<end_of_turn>", "<start_of_turn>"],
+            CHATML_TEMPLATE: ["<|im_end|>", "<|im_start|>"],
+        }
+        self.extra_stop = markers.get(self.template, [])
         bos_id, eos_id = model.token_bos(), model.token_eos()
         self.eos_id = eos_id
         self.bos_text = model.token_get_text(bos_id) if bos_id != -1 else ""
@@ -178,6 +201,7 @@ class LlamaCppBackend(Backend):
         n_threads: CPU threads (default: all cores; llama-cpp-python's default is half).
         n_batch: Prompt-processing batch size.
         name: Model name in results (default: the file's stem).
+        chat_template: A Jinja chat template that overrides the GGUF's own.
     """
 
     supports_tools = False  # no native tool-call parsing in process; say so honestly
@@ -191,8 +215,10 @@ class LlamaCppBackend(Backend):
         n_threads: int | None = None,
         n_batch: int = 512,
         name: str | None = None,
+        chat_template: str | None = None,
     ) -> None:
         self.path = Path(model_path)
+        self.chat_template = chat_template
         self.spec = f"llamacpp:{self.path}"
         self.model = name or self.path.stem
         self.n_ctx_requested = n_ctx
@@ -238,7 +264,7 @@ class LlamaCppBackend(Backend):
                     llama.close()
                     llama = self._open(n_train)
                 self._llama = llama
-                self._chat = GGUFChat(llama._model, self.model)
+                self._chat = GGUFChat(llama._model, self.model, self.chat_template)
                 self._counter = LlamaCppCounter("exact:llama.cpp", self._chat)
             return self._chat
 

@@ -141,13 +141,16 @@ def _create(parsed: BackendSpec) -> Backend:
 
         return OllamaBackend(parsed.model, parsed.url)
     from collective.models.embedded import EMBEDDED_MODEL_NAME
-    from collective.models.llamacpp_in_process import LlamaCppBackend
+    from collective.models.llamacpp_in_process import GEMMA_TEMPLATE, LlamaCppBackend
 
     if not Path(parsed.path).is_file():
         raise ConfigError(f"llamacpp: no GGUF file at {parsed.path}; check the path in config")
     embedded = Path(parsed.path).name == "gemma-3-270m-q4_k_m.gguf"
     return LlamaCppBackend(
-        parsed.path, n_ctx=EMBEDDED_N_CTX, name=EMBEDDED_MODEL_NAME if embedded else None
+        parsed.path,
+        n_ctx=EMBEDDED_N_CTX,
+        name=EMBEDDED_MODEL_NAME if embedded else None,
+        chat_template=GEMMA_TEMPLATE if embedded else None,
     )
 
 

@@ -74,10 +74,11 @@ def plan_for(
     output_cap: int | None = None,
 ) -> tuple[ModelBudget, list[str]]:
     """The role's budget plan fitted to `n_ctx`, capped and with its KB allocation adjusted."""
-    name = ctx.budgets.get(role, role)
-    if name not in PRESETS:
-        raise ConfigError(f"unknown budget preset {name!r} for {role}; use one of {list(PRESETS)}")
-    plan = PRESETS[name].fit_to_context(n_ctx, f"{backend.spec} reports n_ctx={n_ctx}")
+    ref = ctx.budgets.get(role, role)
+    base = ref if isinstance(ref, ModelBudget) else PRESETS.get(ref)
+    if base is None:
+        raise ConfigError(f"unknown budget preset {ref!r} for {role}; use one of {list(PRESETS)}")
+    plan = base.fit_to_context(n_ctx, f"{backend.spec} reports n_ctx={n_ctx}")
     small = backend.model == EMBEDDED_MODEL_NAME
     caps = [ctx.output_caps.get(role), EMBEDDED_OUTPUT_CAP if small else None, output_cap]
     cap = min((c for c in caps if c), default=plan.output_budget)

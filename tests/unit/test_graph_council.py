@@ -239,3 +239,29 @@ async def test_embedded_as_a_node_of_a_different_state_shape():
     out = await app.ainvoke({"topic": "Is PETG enough?"}, config, context=ctx)
     assert len(out["verdicts"]) == 2
     assert "hot car" in planner.calls[1][-1]["content"]
+
+
+async def test_explicit_budget_plans_replace_presets_per_role():
+    from collective.budget.plans import ModelBudget
+    from collective.errors import ConfigError
+
+    small = ModelBudget(
+        "specialist",
+        n_ctx=2_048,
+        prompt_budget=1_500,
+        output_budget=256,
+        sections={"system": 300, "kb_chunks": 900, "task": 200, "safety_margin": 100},
+    )
+    out = await build_graph().ainvoke(
+        {"question": "q"}, context=context(budgets={"specialist": small})
+    )
+    report = next(b for b in out["budgets"] if b["node"] == "specialist-1")
+    assert report["n_ctx"] == 2_048 and report["max_output_tokens"] == 256
+    assert [s["name"] for s in report["sections"]] == [
+        "system",
+        "kb_chunks",
+        "task",
+        "safety_margin",
+    ]
+    with pytest.raises(ConfigError, match="unknown budget preset 'huge'"):
+        await build_graph().ainvoke({"question": "q"}, context=context(budgets={"judge": "huge"}))
