@@ -111,7 +111,8 @@ def assemble(
     Args:
         plan: The budget, already fitted to the model's real context.
         counter: The model's counter; the report names its kind.
-        contents: Content per plan section; plan sections without content count as unused.
+        contents: Content per plan section; plan sections without content count as unused, and
+            content for a section the plan lacks is left out (the report notes it).
         compose: Builds the chat messages from the fitted section texts (by section name).
         node: The graph node making the call, for the report.
         model: The model name, for the report.
@@ -120,15 +121,12 @@ def assemble(
             prompt total, and by the section that holds them.
 
     Raises:
-        BudgetError: A section is not in the plan, or the prompt cannot be made to fit.
+        BudgetError: The prompt cannot be made to fit.
     """
-    offered = {c.name: c for c in contents}
-    unknown = sorted(set(offered) - set(plan.sections))
-    if unknown:
-        raise BudgetError(
-            f"budget plan {plan.name!r} has no section {unknown[0]!r}; its sections are "
-            f"{', '.join(plan.sections)}"
-        )
+    offered = {c.name: c for c in contents if c.name in plan.sections}
+    # A plan may leave a section out on purpose (an explicit plan with no tools, say).
+    dropped = [c.name for c in contents if c.name not in plan.sections]
+    notes = [*notes, *(f"{name}: not in plan {plan.name!r}, content left out" for name in dropped)]
     limits, fitted = _fit_all(plan, counter, offered)
     for _ in range(_MAX_REFITS):
         messages = compose({name: f.text for name, f in fitted.items()})
