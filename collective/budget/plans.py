@@ -97,9 +97,9 @@ class ModelBudget:
     def fit_to_context(self, n_ctx: int, why: str = "") -> ModelBudget:
         """This plan fitted to a real context of `n_ctx` tokens.
 
-        A plan that fits is returned unchanged (a larger context is not assumed to be wanted);
-        a smaller context scales every figure by `n_ctx / self.n_ctx`, rounding down so the
-        scaled plan always fits.
+        On a larger context the allocations stay as they are (more room is not assumed to be
+        wanted) and only `n_ctx` records the real window; a smaller context scales every figure
+        by `n_ctx / self.n_ctx`, rounding down so the scaled plan always fits.
 
         Args:
             n_ctx: The context the server reports for one request (e.g. a llama-server slot).
@@ -108,7 +108,7 @@ class ModelBudget:
         if n_ctx <= 0:
             raise BudgetError(f"budget plan {self.name!r}: the server reported n_ctx={n_ctx}")
         if n_ctx >= self.n_ctx:
-            return self
+            return replace(self, n_ctx=n_ctx)
         ratio = n_ctx / self.n_ctx
         reason = (
             f"scaled x{ratio:.3f} from the {self.n_ctx:,}-token preset to the real context of "

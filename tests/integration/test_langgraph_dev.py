@@ -9,9 +9,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import REPO, free_port
 from langgraph_sdk import get_client
-
-from tests.integration.conftest import REPO, free_port
 
 pytestmark = pytest.mark.integration
 

@@ -47,8 +47,10 @@ def test_scaled_to_a_small_slot_is_proportional_and_says_why():
 
 
 def test_a_plan_that_fits_is_not_scaled():
-    assert JUDGE_PRESET.fit_to_context(200_000) is JUDGE_PRESET
-    assert JUDGE_PRESET.scaled == ""
+    plan = JUDGE_PRESET.fit_to_context(200_000)
+    assert plan.n_ctx == 200_000 and plan.scaled == ""
+    assert plan.sections == JUDGE_PRESET.sections
+    assert plan.output_budget == JUDGE_PRESET.output_budget
 
 
 @pytest.mark.parametrize(
