@@ -97,8 +97,10 @@ async def main() -> None:
     for k in (3, 5, 8):
         wall = await timed(council, fixed_context(k, kb_path, latency=True))
         critical = 0.05 + 0.3 + 0.2
-        print(f"   K={k}: wall {wall * 1000:.0f} ms, critical path {critical * 1000:.0f} ms, "
-              f"ratio {wall / critical:.3f}")
+        print(
+            f"   K={k}: wall {wall * 1000:.0f} ms, critical path {critical * 1000:.0f} ms, "
+            f"ratio {wall / critical:.3f}"
+        )
 
     print("2. zero latency: council / bare LangGraph graph of the same shape, goal <= 2.0")
     for profile in ("lean", "balanced"):
@@ -110,18 +112,24 @@ async def main() -> None:
             await timed(bare, repeats=3)
             await timed(council, ctx, repeats=3)
             # Interleaved, so both see the same machine load.
-            pairs = [(await timed(bare, repeats=1), await timed(council, ctx, repeats=1))
-                     for _ in range(60)]
+            pairs = [
+                (await timed(bare, repeats=1), await timed(council, ctx, repeats=1))
+                for _ in range(60)
+            ]
             b = statistics.median(p[0] for p in pairs)
             c = statistics.median(p[1] for p in pairs)
-            print(f"   retrieval={profile} K={k}: council {c * 1000:.1f} ms, bare "
-                  f"{b * 1000:.1f} ms, ratio {c / b:.2f}")
+            print(
+                f"   retrieval={profile} K={k}: council {c * 1000:.1f} ms, bare "
+                f"{b * 1000:.1f} ms, ratio {c / b:.2f}"
+            )
 
     print("3. peer-review round: wall with review / without (fixed latency, K=3)")
     without = await timed(council, fixed_context(3, kb_path, latency=True))
     with_review = await timed(council, fixed_context(3, kb_path, latency=True, review=True))
-    print(f"   without {without * 1000:.0f} ms, with {with_review * 1000:.0f} ms, "
-          f"ratio {with_review / without:.2f}")
+    print(
+        f"   without {without * 1000:.0f} ms, with {with_review * 1000:.0f} ms, "
+        f"ratio {with_review / without:.2f}"
+    )
 
 
 if __name__ == "__main__":
