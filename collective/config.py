@@ -169,6 +169,12 @@ class CollectiveConfig(BaseSettings):
         description="Specialist groups (backend and count each), cycled to k members.",
     )
     judge: str = Field(default="embedded", description="Backend of the judge.")
+    rewriter: str | None = Field(
+        default=None, description="Backend that rewrites queries for deep retrieval."
+    )
+    summarizer: str | None = Field(
+        default=None, description="Backend that writes memory compression summaries."
+    )
     chat: str | None = Field(
         default=None, description="Backend of `collective chat`; default: the judge's."
     )
@@ -216,7 +222,7 @@ class CollectiveConfig(BaseSettings):
         """Only explicit values: `load_config` merges the layers itself to track sources."""
         return (init_settings,)
 
-    @field_validator("planner", "judge", "chat")
+    @field_validator("planner", "judge", "chat", "rewriter", "summarizer")
     @classmethod
     def _spec(cls, value: str | None) -> str | None:
         return None if value is None else _check_spec(value)
@@ -293,6 +299,8 @@ class CollectiveConfig(BaseSettings):
             tool_rounds=self.tool_rounds,
             usage_log=str(self.usage_log) if self.usage_log is not None else None,
             agent_profiles=dict(self.agent_profiles),
+            rewriter=self.rewriter,
+            summarizer=self.summarizer,
         )
 
 
