@@ -56,7 +56,15 @@ class ScriptedBackend(Backend):
         return self._counter
 
     async def chat(
-        self, messages, *, max_tokens, temperature=0.2, stop=None, json_schema=None, tools=None
+        self,
+        messages,
+        *,
+        max_tokens,
+        temperature=0.2,
+        stop=None,
+        json_schema=None,
+        tools=None,
+        tool_choice=None,
     ) -> ChatResult:
         self.calls.append(list(messages))
         self.kwargs.append({"max_tokens": max_tokens, "json_schema": json_schema, "tools": tools})

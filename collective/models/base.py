@@ -99,8 +99,12 @@ class Backend(ABC):
         stop: Sequence[str] | None = None,
         json_schema: dict[str, Any] | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
+        tool_choice: str | None = None,
     ) -> ChatResult:
         """Complete a chat.
+
+        `tool_choice` (`auto`, `required`, `none`) is honoured where the server has it
+        (llama-server); other backends leave the choice to the model.
 
         Raises:
             ContextOverflow: The prompt does not fit (with the server's numbers).

@@ -250,6 +250,13 @@ def _http_error(status: int, data: Any, url: str) -> BackendError:
             f"{_SERVER} at {url} is not ready ({message or 'HTTP 503'}); it is loading the model "
             "or all slots are busy. Wait and retry."
         )
+    if status >= 500 and "does not match the expected" in message:
+        # The model wrote something its template's tool-call format cannot parse: the server is
+        # fine, the answer is not (small models do this).
+        return InvalidResponse(
+            f"{_SERVER} at {url} could not parse the model's answer ({message}); the model may "
+            "not be able to call tools: run that role without tools"
+        )
     if status >= 500:
         return BackendUnavailable(f"{_SERVER} at {url} failed with HTTP {status}: {message}")
     return InvalidResponse(
@@ -488,6 +495,7 @@ class LlamaServerBackend(Backend):
         stop: Sequence[str] | None = None,
         json_schema: dict[str, Any] | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
+        tool_choice: str | None = None,
     ) -> ChatResult:
         """Complete a chat through `/v1/chat/completions` (see `Backend.chat`)."""
         started = time.perf_counter()
@@ -509,6 +517,8 @@ class LlamaServerBackend(Backend):
         body["cache_prompt"] = True  # reuse the slot's KV cache for a shared prefix
         if stop:
             body["stop"] = list(stop)
+        if tools and tool_choice:
+            body["tool_choice"] = tool_choice
         if json_schema is not None:
             body["response_format"] = {
                 "type": "json_schema",

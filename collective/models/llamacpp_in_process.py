@@ -366,6 +366,7 @@ class LlamaCppBackend(Backend):
         stop: Sequence[str] | None = None,
         json_schema: dict[str, Any] | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
+        tool_choice: str | None = None,
     ) -> ChatResult:
         """Complete a chat in a worker thread (see `Backend.chat`).
 

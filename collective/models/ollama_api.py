@@ -392,6 +392,7 @@ class OllamaBackend(Backend):
         stop: Sequence[str] | None = None,
         json_schema: dict[str, Any] | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
+        tool_choice: str | None = None,
     ) -> ChatResult:
         """Complete a chat through `/api/chat`, checked before and after (see module doc)."""
         num_ctx = await self.context_window()

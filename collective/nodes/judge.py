@@ -19,6 +19,7 @@ from collective.budget.assembly import (
 )
 from collective.budget.counting import ChatMessage, TokenCounter
 from collective.budget.trimming import Fitted, Scored, share_fairly
+from collective.errors import InvalidResponse
 from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState, Proposal
 from collective.kb.citations import format_chunk, parse_citations, resolve
@@ -148,17 +149,25 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
         # The last round offers no tools, so the loop always ends with a verdict.
         offer = tools is not None and round_number < ctx.tool_rounds
         transcript = ToolTranscript(rounds, tools.schemas if tools and offer else [])
-        call = await call_model(
-            ctx,
-            role="judge",
-            node="judge",
-            backend=backend,
-            contents=[*contents, transcript.section()],
-            compose=transcript.compose(prompt.compose),
-            question=state["question"],
-            retrieval_profile=profile,
-            tools=tools.schemas if tools and offer else None,
-        )
+        try:
+            call = await call_model(
+                ctx,
+                role="judge",
+                node="judge",
+                backend=backend,
+                contents=[*contents, transcript.section()],
+                compose=transcript.compose(prompt.compose),
+                question=state["question"],
+                retrieval_profile=profile,
+                tools=tools.schemas if tools and offer else None,
+            )
+        except InvalidResponse as error:
+            if not offer:
+                raise
+            # A model that cannot produce a parseable tool call still owes a verdict.
+            notes.append(f"the judge's tool call was unparseable, ruling without tools: {error}")
+            tools = None
+            continue
         budgets.append(call.report_dict)
         if not (offer and tools and call.result.tool_calls):
             break

@@ -6,6 +6,7 @@ generic format) parses what the model writes. The exact multi-round sequence is 
 scripted backend in tests/unit/test_judge_tools.py; this proves the wiring.
 """
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,18 +44,22 @@ async def test_tools_round_trip_through_the_real_server(tool_server, tmp_path):
         from collective.kb.demo import open_default_store
 
         tools = VerificationTools(open_default_store(tmp_path / "kb.sqlite"), "lean")
-        messages = [
-            {"role": "system", "content": "Use kb_search to look things up before answering."},
-            {"role": "user", "content": "Search the knowledge base for PETG drying."},
-        ]
-        first = await backend.chat(messages, max_tokens=64, tools=tools.schemas, temperature=0)
-        # the server parsed whatever the model wrote into a tool call or an answer
-        assert first.tool_calls or first.text
+        messages = [{"role": "user", "content": "Search the knowledge base for PETG drying."}]
+        # gemma 270M does not call tools on its own; `required` makes the server constrain its
+        # output to the template's tool-call format, which llama.cpp then parses (offered one
+        # tool: with two, the small model rambles past its token limit before calling either)
+        search = tools.schemas[:1]
+        first = await backend.chat(
+            messages, max_tokens=96, tools=search, tool_choice="required", temperature=0
+        )
+        assert first.tool_calls
         for call in first.tool_calls:
             assert call.name in {"kb_search", "kb_get"} and isinstance(call.arguments, dict)
+            assert call.id
 
         # the replay the judge sends after a round: assistant tool calls, then tool results
-        result = tools.run("kb_search", {"query": "PETG drying"})
+        call = first.tool_calls[0]
+        result = tools.run(call.name, call.arguments)
         replay = [
             *messages,
             {
@@ -62,18 +67,18 @@ async def test_tools_round_trip_through_the_real_server(tool_server, tmp_path):
                 "content": "",
                 "tool_calls": [
                     {
-                        "id": "call_1",
+                        "id": call.id,
                         "type": "function",
-                        "function": {"name": "kb_search", "arguments": '{"query": "PETG drying"}'},
+                        "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
                     }
                 ],
             },
-            {"role": "tool", "tool_call_id": "call_1", "content": result},
+            {"role": "tool", "tool_call_id": call.id, "content": result},
         ]
-        counted = await backend.count_prompt(replay, tools.schemas)
-        second = await backend.chat(replay, max_tokens=32, tools=tools.schemas, temperature=0)
+        counted = await backend.count_prompt(replay, search)
+        second = await backend.chat(replay, max_tokens=32, tools=search, temperature=0)
         assert second.usage.prompt_tokens == counted  # exact, tools and tool messages included
-        assert "[KB#mem_" in result and tools.fetched
+        assert tools.fetched or "no chunk" in result or "no matching" in result
     finally:
         await backend.aclose()
 

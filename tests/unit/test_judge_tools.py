@@ -124,3 +124,18 @@ async def test_specialists_run_without_tools_and_their_allocation_flows_as_slack
     assert sections["tools"]["used"] == 0
     # the unused tools allocation (4,000) is part of the slack the KB section was granted
     assert sections["kb_chunks"]["granted"] >= sections["kb_chunks"]["allocated"] + 4_000
+
+
+async def test_an_unparseable_tool_call_still_ends_in_a_verdict_without_tools():
+    from collective.errors import InvalidResponse
+
+    judge = ScriptedBackend(
+        "judge",
+        "ASA [KB#mem_asa]",
+        supports_tools=True,
+        failures=[InvalidResponse("output does not match the expected tool-call format")],
+    )
+    out = await build_graph().ainvoke({"question": "q"}, context=context(judge))
+    assert out["answer"] == "ASA [KB#mem_asa]"
+    assert [kw["tools"] is None for kw in judge.kwargs] == [False, True]
+    assert any("unparseable, ruling without tools" in note for note in out["notes"]), out["notes"]
