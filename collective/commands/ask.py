@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from collective.commands.options import ConfigOption
+
 if TYPE_CHECKING:
     from collective.config import CollectiveConfig, EffectiveConfig
 
@@ -228,15 +230,7 @@ def ask(
     k: Annotated[
         int | None, typer.Option("--k", min=1, max=64, help="Number of specialists.")
     ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            "-c",
-            help="TOML config (default: $COLLECTIVE_CONFIG or ./collective.toml).",
-            dir_okay=False,
-        ),
-    ] = None,
+    config: ConfigOption = None,
     retrieval: Annotated[
         RetrievalProfile | None, typer.Option("--retrieval", help="Retrieval profile.")
     ] = None,

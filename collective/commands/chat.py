@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from collective.commands.ask import RetrievalProfile
+from collective.commands.options import ConfigOption
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -283,15 +284,7 @@ class ChatSession:
 
 
 def chat(
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            "-c",
-            help="TOML config (default: $COLLECTIVE_CONFIG or ./collective.toml).",
-            dir_okay=False,
-        ),
-    ] = None,
+    config: ConfigOption = None,
     thread: Annotated[
         str | None, typer.Option("--thread", "-t", help="Resume this conversation thread.")
     ] = None,

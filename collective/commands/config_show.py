@@ -6,10 +6,11 @@ Mount with `cli_app.add_typer(config_show.app, name="config")`.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from collective.commands.options import ConfigOption
 
 __all__ = ["app", "show"]
 
@@ -23,15 +24,7 @@ def _config() -> None:
 
 @app.command()
 def show(
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            "-c",
-            help="TOML config (default: $COLLECTIVE_CONFIG or ./collective.toml).",
-            dir_okay=False,
-        ),
-    ] = None,
+    config: ConfigOption = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Print every setting's effective value and its source (default, file, .env, env, cli)."""

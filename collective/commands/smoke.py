@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
+
+from collective.commands.options import ConfigOption
 
 if TYPE_CHECKING:
     from collective.config import CollectiveConfig
@@ -241,15 +242,7 @@ def _table(checks: Sequence[Check]) -> Any:
 
 
 def smoke(
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            "-c",
-            help="TOML config (default: $COLLECTIVE_CONFIG or ./collective.toml).",
-            dir_okay=False,
-        ),
-    ] = None,
+    config: ConfigOption = None,
     k: Annotated[
         int | None, typer.Option("--k", min=1, max=64, help="Specialists for the council run.")
     ] = None,
