@@ -68,12 +68,12 @@ def labelled_section(name: str, items: Sequence[tuple[str, str]]) -> SectionCont
         if not items:
             return Fitted("", 0)
         labels = [f"{label}\n" for label, _ in items]
-        room = limit - sum(counter.count_many(labels)) - 2 * len(items)
-        parts = share_fairly(counter, [text for _, text in items], max(0, room))
-        text = "\n\n".join(label + part.text for label, part in zip(labels, parts, strict=True))
-        # The guard trims the tail should the joins add a token or two.
-        fitted = trim_text(counter, text, limit, keep="start")
-        return Fitted(fitted.text, fitted.tokens, any(p.trimmed for p in parts) or fitted.trimmed)
+        sep = "\n\n"
+        frame = sum(counter.count_many(labels)) + counter.count(sep) * (len(items) - 1)
+        parts = share_fairly(counter, [text for _, text in items], max(0, limit - frame))
+        text = sep.join(label + part.text for label, part in zip(labels, parts, strict=True))
+        used = frame + sum(p.tokens for p in parts)  # piecewise, like select_chunks
+        return Fitted(text, used, any(p.trimmed for p in parts))
 
     return SectionContent(name, fit)
 

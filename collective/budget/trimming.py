@@ -1,8 +1,10 @@
 """Cutting content to a token budget: text, KB chunks, specialist proposals, conversation history.
 
 Every function returns what it kept *and* its token count under the same counter, so callers
-never count twice. Counts of individual pieces are memoised by the counter; a final count of the
-joined text guards against the few tokens a join can add at a boundary.
+never count twice. Counts of individual pieces are memoised by the counter, and content made of
+pieces (chunks, proposals) is counted piecewise: each piece once, each join as its separator.
+A join can merge a token at a boundary, so piecewise counts may differ from the joined text's
+by a token per join; the assembler's exact count of the whole prompt is what guarantees the fit.
 """
 
 from __future__ import annotations
@@ -97,7 +99,8 @@ def select_chunks(
     starts with `[Context trimmed to X/Y tokens, showing n/m chunks]`.
 
     Returns:
-        The section text with its count; `kept` lists the keys of the chunks kept, best first.
+        The section text with its piecewise count; `kept` lists the keys of the chunks kept,
+        best first.
     """
     if not chunks or max_tokens <= 0:
         return Fitted("", 0, trimmed=bool(chunks))
@@ -108,43 +111,32 @@ def select_chunks(
     # Reserve room for the header at its widest, so adding it can never overflow.
     header_cost = counter.count(_header(offered, offered, len(ranked), len(ranked))) + sep_cost
 
-    def pick(budget: int) -> tuple[list[int], list[Fitted]]:
-        kept: list[int] = []
-        pieces: list[Fitted] = []
-        room = budget
-        for i, cost in enumerate(costs):
-            need = cost + (sep_cost if kept else 0)
-            if need <= room:
-                kept.append(i)
-                pieces.append(Fitted(ranked[i].text, cost))
-                room -= need
-            elif i == 0:  # the best chunk alone is too big: trim it rather than lose it
-                cut = trim_text(counter, ranked[0].text, room, keep="start")
-                if cut.text:
-                    kept.append(0)
-                    pieces.append(cut)
-                    room -= cut.tokens
-        return kept, pieces
-
-    budget = (
-        max_tokens
-        if offered + sep_cost * (len(ranked) - 1) <= max_tokens
-        else (max_tokens - header_cost)
-    )
-    while budget > 0:
-        kept, pieces = pick(budget)
-        body = sep.join(p.text for p in pieces)
-        dropped = len(kept) < len(ranked) or any(p.trimmed for p in pieces)
-        used_body = sum(p.tokens for p in pieces)
-        text = (
-            f"{_header(used_body, offered, len(kept), len(ranked))}{sep}{body}" if dropped else body
-        )
-        used = counter.count(text)
-        if used <= max_tokens:
-            kept_keys = tuple(ranked[i].key for i in kept)
-            return Fitted(text, used, trimmed=dropped, kept=kept_keys)
-        budget -= used - max_tokens  # joins merged tokens differently: shrink and retry
-    return Fitted("", 0, trimmed=True)
+    fits = offered + sep_cost * (len(ranked) - 1) <= max_tokens
+    room = max_tokens if fits else max_tokens - header_cost
+    kept: list[int] = []
+    pieces: list[Fitted] = []
+    for i, cost in enumerate(costs):
+        need = cost + (sep_cost if kept else 0)
+        if need <= room:
+            kept.append(i)
+            pieces.append(Fitted(ranked[i].text, cost))
+            room -= need
+        elif i == 0:  # the best chunk alone is too big: trim it rather than lose it
+            cut = trim_text(counter, ranked[0].text, room, keep="start")
+            if cut.text:
+                kept.append(0)
+                pieces.append(cut)
+                room -= cut.tokens
+    if not pieces:
+        return Fitted("", 0, trimmed=True)
+    body = sep.join(p.text for p in pieces)
+    used = sum(p.tokens for p in pieces) + sep_cost * (len(pieces) - 1)
+    dropped = len(kept) < len(ranked) or any(p.trimmed for p in pieces)
+    if dropped:
+        header = _header(used, offered, len(kept), len(ranked))
+        body = f"{header}{sep}{body}"
+        used += counter.count(header) + sep_cost
+    return Fitted(body, used, trimmed=dropped, kept=tuple(ranked[i].key for i in kept))
 
 
 def _header(used: int, offered: int, shown: int, total: int) -> str:

@@ -56,7 +56,8 @@ def test_select_chunks_keeps_the_best_subset_and_does_not_stop_at_a_misfit():
     assert fitted.kept == ("best", "small")  # big did not fit; the smaller, worse one did
     assert fitted.text.startswith("[Context trimmed to ")
     assert "showing 2/3 chunks]" in fitted.text
-    assert counter.count(fitted.text) == fitted.tokens <= 150
+    assert fitted.tokens <= 150
+    assert abs(counter.count(fitted.text) - fitted.tokens) <= len(fitted.kept)  # joins
 
 
 def test_select_chunks_trims_the_best_chunk_rather_than_losing_it():
