@@ -266,3 +266,21 @@ async def test_explicit_budget_plans_replace_presets_per_role():
     ]
     with pytest.raises(ConfigError, match="unknown budget preset 'huge'"):
         await build_graph().ainvoke({"question": "q"}, context=context(budgets={"judge": "huge"}))
+
+
+async def test_a_server_overflow_refits_to_its_n_ctx_and_retries_once():
+    from collective.errors import ContextOverflow
+
+    overflow = ContextOverflow("too long", n_prompt_tokens=900, n_ctx=1_024)
+    judge = ScriptedBackend("judge", "ASA [KB#mem_asa]", failures=[overflow])
+    out = await build_graph().ainvoke({"question": "q"}, context=context(judge=judge))
+    assert out["answer"] == "ASA [KB#mem_asa]"
+    assert len(judge.calls) == 2
+    report = next(b for b in out["budgets"] if b["node"] == "judge")
+    assert report["n_ctx"] <= 1_024 and "scaled" in report["scaled"]
+    assert report["prompt_tokens"] + report["max_output_tokens"] <= report["n_ctx"]
+    assert judge.kwargs[1]["max_tokens"] < judge.kwargs[0]["max_tokens"]
+
+    twice = ScriptedBackend("judge", "x", failures=[overflow, overflow])
+    with pytest.raises(ContextOverflow):
+        await build_graph().ainvoke({"question": "q"}, context=context(judge=twice))
