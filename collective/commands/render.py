@@ -230,6 +230,18 @@ def render_result(
             f"{len(retrieval.get('injected') or [])} injected",
             highlight=False,
         )
+    for row in result.get("ranking_aggregate") or []:
+        console.print(
+            f"peer review: {row['member']} mean rank {row['mean_rank']:.2f} ({row['votes']} votes)",
+            highlight=False,
+        )
+    for call in result.get("tool_calls") or []:
+        console.print(
+            f"judge tool call (round {call['round']}): {call['name']}({call['arguments']}) -> "
+            f"{call['tokens']} tokens",
+            markup=False,
+            highlight=False,
+        )
     timings = result.get("timings") or {}
     if timings:
         console.print(f"timings: {timings_line(timings)}", highlight=False)
