@@ -4,7 +4,8 @@
    wall time / (planner + slowest specialist + judge). Specialists run concurrently, so the goal
    is <= 1.05.
 2. Zero-latency backends: a council run / a bare LangGraph graph of the same shape (retrieve ->
-   plan -> Send fan-out to K no-op nodes -> judge -> remember, every node a no-op). Goal <= 2.0.
+   plan -> Send fan-out to K no-op nodes -> quorum -> judge -> remember, every node a no-op).
+   Goal <= 2.0.
 3. The peer-review round: wall time with `review=True` / without, same fixed-latency backends.
 
 Ratios are medians of repeated runs in one process; never compare absolute times across runs.
@@ -61,7 +62,7 @@ def bare_graph():
         return {"out": ["x"]}
 
     builder = StateGraph(Bare)
-    for name in ("retrieve", "plan", "judge", "remember"):
+    for name in ("retrieve", "plan", "quorum", "judge", "remember"):
         builder.add_node(name, noop)
     builder.add_node("specialist", member)
     builder.add_edge(START, "retrieve")
@@ -69,7 +70,8 @@ def bare_graph():
     builder.add_conditional_edges(
         "plan", lambda s: [Send("specialist", s) for _ in range(K_BARE)], ["specialist"]
     )
-    builder.add_edge("specialist", "judge")
+    builder.add_edge("specialist", "quorum")
+    builder.add_conditional_edges("quorum", lambda s: "judge", ["judge"])
     builder.add_edge("judge", "remember")
     builder.add_edge("remember", END)
     return builder.compile()
