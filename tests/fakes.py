@@ -46,6 +46,9 @@ class ScriptedBackend(Backend):
         self.n_ctx = n_ctx
         self.failures = list(failures)
         self.calls: list[list[ChatMessage]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        """The most calls this backend had open at once (concurrency, without a clock)."""
         self.kwargs: list[dict[str, Any]] = []
         self._counter = counter or tiktoken_counter("cl100k_base")
 
@@ -68,8 +71,13 @@ class ScriptedBackend(Backend):
     ) -> ChatResult:
         self.calls.append(list(messages))
         self.kwargs.append({"max_tokens": max_tokens, "json_schema": json_schema, "tools": tools})
-        if self.latency_s:
-            await asyncio.sleep(self.latency_s)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.latency_s:
+                await asyncio.sleep(self.latency_s)
+        finally:
+            self.in_flight -= 1
         if self.failures:
             failure = self.failures.pop(0)
             if failure is not None:
