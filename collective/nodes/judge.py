@@ -109,6 +109,19 @@ class ToolTranscript:
         return out
 
 
+def run_tools(
+    tools: VerificationTools, counter: TokenCounter, calls: Sequence[ToolCall]
+) -> list[tuple[ToolCall, str, int]]:
+    """Run one round's tool calls (blocking: the KB, and counting may be HTTP): results, tokens."""
+    results = []
+    for call in calls:
+        result = tools.run(call.name, call.arguments)
+        tokens = counter.count(result)
+        record_tool_call(call.name, call.arguments, len(result), tokens)
+        results.append((call, result, tokens))
+    return results
+
+
 async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
     """Synthesize the verdict and resolve its citations against the chunks supplied."""
     ctx = runtime.context
@@ -145,10 +158,11 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
     tool_log: list[dict[str, Any]] = []
     budgets: list[dict[str, Any]] = []
     call: ModelCall | None = None
-    for round_number in range(ctx.tool_rounds + 1):
+    usable = tools is not None
+    for round_number in range(1, ctx.tool_rounds + 2):
         # The last round offers no tools, so the loop always ends with a verdict.
-        offer = tools is not None and round_number < ctx.tool_rounds
-        transcript = ToolTranscript(rounds, tools.schemas if tools and offer else [])
+        offer = tools if usable and round_number <= ctx.tool_rounds else None
+        transcript = ToolTranscript(rounds, offer.schemas if offer else [])
         try:
             call = await call_model(
                 ctx,
@@ -159,34 +173,30 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
                 compose=transcript.compose(prompt.compose),
                 question=state["question"],
                 retrieval_profile=profile,
-                tools=tools.schemas if tools and offer else None,
+                tools=offer.schemas if offer else None,
             )
         except InvalidResponse as error:
             if not offer:
                 raise
             # A model that cannot produce a parseable tool call still owes a verdict.
             notes.append(f"the judge's tool call was unparseable, ruling without tools: {error}")
-            tools = None
+            usable = False
             continue
         budgets.append(call.report_dict)
-        if not (offer and tools and call.result.tool_calls):
+        if not (offer and call.result.tool_calls):
             break
-        calls = []
-        for tool_call in call.result.tool_calls:
-            result = await asyncio.to_thread(tools.run, tool_call.name, tool_call.arguments)
-            calls.append((tool_call, result))
-            tokens = counter.count(result)
-            record_tool_call(tool_call.name, tool_call.arguments, len(result), tokens)
+        results = await asyncio.to_thread(run_tools, offer, counter, call.result.tool_calls)
+        rounds.append([(tool_call, result) for tool_call, result, _ in results])
+        for tool_call, result, tokens in results:
             entry = {
                 "name": tool_call.name,
                 "arguments": tool_call.arguments,
                 "result_chars": len(result),
                 "tokens": tokens,
-                "round": round_number + 1,
+                "round": round_number,
             }
             tool_log.append(entry)
             emit({"type": "tool_call", "node": "judge", **entry})
-        rounds.append(calls)
     assert call is not None
     answer = call.result.text.strip()
     sections = call.prompt.sections

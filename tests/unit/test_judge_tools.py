@@ -139,3 +139,18 @@ async def test_an_unparseable_tool_call_still_ends_in_a_verdict_without_tools():
     assert out["answer"] == "ASA [KB#mem_asa]"
     assert [kw["tools"] is None for kw in judge.kwargs] == [False, True]
     assert any("unparseable, ruling without tools" in note for note in out["notes"]), out["notes"]
+
+
+async def test_chunks_fetched_before_a_failed_round_stay_citable():
+    from collective.errors import InvalidResponse
+
+    judge = ScriptedBackend(
+        "judge",
+        script([ToolCall("c1", "kb_get", {"id": "mem_deep"})], "ASA [KB#mem_deep]"),
+        supports_tools=True,
+        failures=[None, InvalidResponse("does not match the expected format")],
+    )
+    out = await build_graph().ainvoke({"question": "q"}, context=context(judge))
+    assert [kw["tools"] is None for kw in judge.kwargs] == [False, False, True]
+    assert {"id": "mem_deep", "source": "deep.md"} in out["citations"]
+    assert out["unknown_citations"] == []
