@@ -181,7 +181,8 @@ async def _call(
     n_ctx = await backend.context_window()
     counter = await backend.token_counter()
     # Tool schemas travel beside the messages; their JSON is what the template renders.
-    beside = counter.count(json.dumps(list(tools))) if tools else 0
+    # (Counting may be an HTTP call to the server: never on the event loop.)
+    beside = await asyncio.to_thread(counter.count, json.dumps(list(tools))) if tools else 0
     for attempt in (1, 2):
         plan, notes = plan_for(ctx, role, backend, n_ctx, kb_factor, output_cap)
         prompt = await asyncio.to_thread(
