@@ -83,7 +83,11 @@ async def test_langgraph_dev_serves_the_council(dev_server, tmp_path):
         thread["thread_id"],
         "collective",
         input={"question": "Is PLA a good choice for a part in a hot car?"},
-        context={"k": 1, "output_caps": {"planner": 32, "specialist": 64, "judge": 64}},
+        context={
+            "k": 1,
+            "output_caps": {"planner": 32, "specialist": 64, "judge": 64},
+            "temperature": 0.0,
+        },
     )
     log = (tmp_path / "dev.log").read_text()
     assert isinstance(out, dict) and out.get("answer"), f"no answer: {out}\n{log[-3000:]}"
