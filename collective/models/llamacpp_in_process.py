@@ -22,6 +22,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,23 +49,10 @@ CHATML_TEMPLATE = (
 in-process backend renders exactly what `llama-server` renders for the same file."""
 
 
-GEMMA_TEMPLATE = (
-    "{{ bos_token }}"
-    "{%- if messages and messages[0].role == 'system' -%}"
-    "{%- set prefix = (messages[0].content | trim) + '\n\n' -%}"
-    "{%- set turns = messages[1:] -%}"
-    "{%- else -%}{%- set prefix = '' -%}{%- set turns = messages -%}{%- endif -%}"
-    "{%- for message in turns -%}"
-    "{%- set role = 'model' if message.role == 'assistant' else 'user' -%}"
-    "{{- '<start_of_turn>' + role + '\n' + (prefix if loop.first else '') -}}"
-    "{{- (message.content | trim) + '<end_of_turn>\n' -}}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{- '<start_of_turn>model\n' -}}{%- endif -%}"
-)
-"""Gemma's own turn format (Google's template, system folded into the first user turn). The
-bundled gemma GGUF is the base model and ships no template; ChatML, llama.cpp's fallback, makes
-it answer with nothing, so the embedded default uses its family's format. Launch llama-server
-with `--chat-template gemma` for the same rendering there."""
+GEMMA_TEMPLATE = (resources.files("collective") / "data/templates/gemma.jinja").read_text()
+"""Gemma's own turn format. The bundled gemma GGUF is the base model and ships no template;
+ChatML, llama.cpp's fallback, makes it answer with nothing, so the embedded default uses its
+family's format (and `ops/llama-server/launch.sh` passes the same file to llama-server)."""
 
 
 class GGUFChat:

@@ -55,11 +55,15 @@ binary="${COLLECTIVE_LLAMA_SERVER:-}"
 if [ -z "$binary" ]; then
   binary="$(PYTHON="$python" bash "$here/build.sh")"
 fi
+template=()
 if [ -z "$model" ]; then
   model="$(cd "$repo" && "$python" -c 'from collective.models.embedded import embedded_model_path as p; print(p())')"
+  # The embedded gemma GGUF ships no chat template; speak Gemma's turns, as collective does in
+  # process (llama.cpp's ChatML fallback makes this base model answer with nothing).
+  template=(--chat-template-file "$repo/collective/data/templates/gemma.jinja")
 fi
 
-args=(-m "$model" --host "$host" --port "$port" -c "$ctx" -np "$parallel" -ngl "$ngl")
+args=(-m "$model" --host "$host" --port "$port" -c "$ctx" -np "$parallel" -ngl "$ngl" "${template[@]}")
 [ "$unified" = 1 ] && args+=(--kv-unified)
 [ -n "$threads" ] && args+=(-t "$threads")
 if [ "$host" != 127.0.0.1 ] && [ "$host" != localhost ]; then
