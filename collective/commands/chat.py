@@ -7,9 +7,9 @@ channel holds the conversation (chat turns are written to it with `aupdate_state
 council's `remember` node had recorded them), so `--thread ID` resumes a chat and the council
 sees every earlier chat turn.
 
-Every chat turn is budgeted like a council call: the chat preset (default: the specialist
-preset) fitted to the model's real context, the conversation summary and the line assembled by
-`collective.budget.assembly.assemble`, refitted once should the server report a smaller window.
+Every chat turn goes through the council's budgeted call (`collective.budgeted_call`): the chat
+plan (default: the specialist preset) fitted to the model's real context, the conversation
+summary and the line assembled, refitted once should the server report a smaller window.
 """
 
 from __future__ import annotations
@@ -53,12 +53,11 @@ async def chat_turn(
         CollectiveError: The backend failed, or the prompt cannot be made to fit.
     """
     import asyncio
+    import dataclasses
 
-    from collective.budget.assembly import assemble, text_section
-    from collective.errors import ContextOverflow
-    from collective.graph.context import EMBEDDED_OUTPUT_CAP
+    from collective.budget.assembly import text_section
+    from collective.budgeted_call import budgeted_call
     from collective.memory.conversation import SUMMARY_TOKENS, load_memory
-    from collective.models.embedded import EMBEDDED_MODEL_NAME
     from collective.models.registry import backend_from_spec
     from collective.prompts import chat as prompt
 
@@ -66,39 +65,24 @@ async def chat_turn(
     graph_config = {"configurable": {"thread_id": thread_id}}
     snapshot = await session.graph.aget_state(graph_config)
     memory = load_memory((snapshot.values or {}).get("memory"), session.store)
-    backend = backend_from_spec(config.chat_backend)
-    n_ctx = await backend.context_window()
-    counter = await backend.token_counter()
-    contents = [
-        text_section("system", prompt.SYSTEM),
-        text_section("conversation_summary", memory.summary(SUMMARY_TOKENS), keep="end"),
-        text_section("task", line),
-    ]
-    cap = config.output_caps.get("chat") or (
-        EMBEDDED_OUTPUT_CAP if backend.model == EMBEDDED_MODEL_NAME else 0
+    caps = {"chat": config.output_caps["chat"]} if "chat" in config.output_caps else {}
+    settings = dataclasses.replace(
+        config.council_context(), budgets={"chat": config.budget_plan("chat")}, output_caps=caps
     )
-    for attempt in (1, 2):
-        plan = config.budget_plan("chat").fit_to_context(
-            n_ctx, f"{backend.spec} reports n_ctx={n_ctx}"
-        )
-        if cap and cap < plan.output_budget:
-            plan = plan.with_output(cap)
-        assembled = await asyncio.to_thread(
-            assemble, plan, counter, contents, prompt.compose, node="chat", model=backend.model
-        )
-        try:
-            result = await backend.chat(
-                assembled.messages, max_tokens=plan.output_budget, temperature=config.temperature
-            )
-        except ContextOverflow as overflow:
-            if attempt == 2:
-                raise
-            n_ctx = min(n_ctx, overflow.n_ctx) - max(
-                0, overflow.n_prompt_tokens - assembled.report.prompt_tokens
-            )
-            continue
-        break
-    reply = result.text.strip()
+    call = await budgeted_call(
+        settings,
+        role="chat",
+        agent="chat",
+        backend=backend_from_spec(config.chat_backend),
+        contents=[
+            text_section("system", prompt.SYSTEM),
+            text_section("conversation_summary", memory.summary(SUMMARY_TOKENS), keep="end"),
+            text_section("task", line),
+        ],
+        compose=prompt.compose,
+        question=line,
+    )
+    reply = call.result.text.strip()
 
     def record() -> dict[str, Any]:
         memory.add_turn("user", line)
@@ -108,7 +92,7 @@ async def chat_turn(
     # Compression may archive to the SQLite store: keep it off the event loop.
     data = await asyncio.to_thread(record)
     await session.graph.aupdate_state(graph_config, {"memory": data}, as_node="remember")
-    return reply, assembled.report.to_dict()
+    return reply, call.report_dict
 
 
 class ChatSession:

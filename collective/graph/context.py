@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -12,10 +13,7 @@ from collective.budget.plans import ModelBudget
 if TYPE_CHECKING:
     from collective.models.base import Backend
 
-__all__ = ["EMBEDDED_OUTPUT_CAP", "CouncilContext"]
-
-EMBEDDED_OUTPUT_CAP = 384
-"""Answer cap for the small embedded model (about 6 s of generation on two CPU cores)."""
+__all__ = ["CouncilContext"]
 
 
 @dataclass
@@ -32,7 +30,7 @@ class CouncilContext:
     planner: str | Backend = "embedded"
     specialists: Sequence[str | Backend] = ("embedded",)
     """Backends of the specialists, cycled when fewer than `k` are given."""
-    judge: str | Backend = "embedded"
+    judge: str | Backend = "embedded:qwen2.5-coder-1.5b"
     quorum: int | None = None
     """Specialists that must answer for the judge to rule; default ceil(k/2)."""
     retrieval: str = "auto"
@@ -55,6 +53,9 @@ class CouncilContext:
     output_caps: Mapping[str, int] = field(default_factory=dict)
     """Largest answer per role, below the plan's output budget."""
     temperature: float = 0.2
+    member_temperature_step: float = 0.3
+    """Self-MoA sampling: specialist i (0-based) samples at `temperature + i * step` (at most
+    1.0), so members on one model differ on purpose. Greedy runs (`temperature` 0) stay greedy."""
     specialist_timeout_s: float = 600.0
     retry_attempts: int = 2
     """Attempts per node on transient backend errors (LangGraph `RetryPolicy`)."""
@@ -72,6 +73,16 @@ class CouncilContext:
     def quorum_needed(self) -> int:
         """The quorum in force."""
         return self.quorum if self.quorum is not None else math.ceil(self.k / 2)
+
+    def member_temperature(self, index: int) -> float:
+        """The sampling temperature of specialist `index` (0-based)."""
+        if self.temperature <= 0:
+            return 0.0
+        return round(min(1.0, self.temperature + index * self.member_temperature_step), 3)
+
+    def for_member(self, index: int) -> CouncilContext:
+        """These settings as specialist `index` samples under them."""
+        return dataclasses.replace(self, temperature=self.member_temperature(index))
 
     def member_backend(self, index: int) -> str | Backend:
         """The backend of specialist `index` (0-based)."""

@@ -2,7 +2,6 @@
 
 * `base`: the `Backend` interface, `ChatResult`, `Usage`, `ToolCall`, `Health`.
 * `registry`: `backend_from_spec("llama-server:http://...")`, shared per spec; `close_all()`.
-* `fitting`: `chat_fitted(backend, build_messages, max_tokens=...)` refits once on overflow.
 * `llama_server`, `llamacpp_in_process`, `ollama_api`: one backend each.
 * `embedded`: `embedded_model_path()` of the bundled Gemma 3 270M GGUF.
 

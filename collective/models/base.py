@@ -7,6 +7,8 @@ and translates every transport failure into `collective.errors` types at this ed
 
 from __future__ import annotations
 
+import asyncio
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -77,6 +79,9 @@ class Backend(ABC):
     supports_json_schema: bool = False
     """Whether `chat(json_schema=...)` constrains the output."""
 
+    output_cap: int | None = None
+    """The largest answer worth asking this model for (a small model's limit); None: no cap."""
+
     @abstractmethod
     async def context_window(self) -> int:
         """The context (tokens) one request really has, as the server reports it."""
@@ -85,9 +90,22 @@ class Backend(ABC):
     async def token_counter(self) -> TokenCounter:
         """The most exact counter available for this model (its `kind` says which)."""
 
-    async def count_prompt(self, messages: Sequence[ChatMessage]) -> int:
-        """Prompt tokens of `messages` as the server will see them (template included)."""
-        return (await self.token_counter()).count_messages(messages)
+    async def count_prompt(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[dict[str, Any]] | None = None,
+    ) -> int:
+        """Prompt tokens of `messages` (and `tools`) as the server will see them."""
+        n = await asyncio.to_thread((await self.token_counter()).count_messages, messages)
+        return n + (await self.count_tools(tools) if tools else 0)
+
+    async def count_tools(self, tools: Sequence[dict[str, Any]]) -> int:
+        """Tokens the tool schemas add beside the messages (default: their JSON, counted).
+
+        A backend that renders tools through its template overrides this.
+        """
+        counter = await self.token_counter()
+        return await asyncio.to_thread(counter.count, json.dumps(list(tools)))
 
     @abstractmethod
     async def chat(

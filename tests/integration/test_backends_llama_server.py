@@ -5,16 +5,19 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping
 
 import httpx
 import pytest
 from conftest import ServerProcess, free_port, llama_server_argv
 from test_backends_contract import BackendContract
 
+from collective.budget.assembly import text_section
 from collective.budget.counting import ChatMessage
+from collective.budget.plans import ModelBudget
+from collective.budgeted_call import ModelCall, budgeted_call
 from collective.errors import BackendTimeout, BackendUnavailable, ContextOverflow
-from collective.models.fitting import chat_fitted
+from collective.graph.context import CouncilContext
 from collective.models.llama_server import LlamaServerBackend
 
 pytestmark = pytest.mark.integration
@@ -74,34 +77,42 @@ async def test_a_naive_request_sized_for_the_configured_context_gets_http_400(
     assert error["n_prompt_tokens"] > SLOT
 
 
+def notes_plan(output: int) -> ModelBudget:
+    """A plan for one slot: the question, then as many notes as fit."""
+    prompt = SLOT - output
+    return ModelBudget("notes", SLOT, prompt, output, {"task": 64, "kb_chunks": prompt - 64})
+
+
+def compose(sections: Mapping[str, str]) -> list[ChatMessage]:
+    return [{"role": "user", "content": sections["kb_chunks"] + "\n" + sections["task"]}]
+
+
+async def ask_notes(backend: LlamaServerBackend, output: int, events: list) -> ModelCall:
+    return await budgeted_call(
+        CouncilContext(budgets={"notes": notes_plan(output)}, temperature=0.0),
+        role="notes",
+        agent="notes",
+        backend=backend,
+        contents=[text_section("task", QUESTION), text_section("kb_chunks", long_notes(6000))],
+        compose=compose,
+        question=QUESTION,
+        on_event=events.append,
+    )
+
+
 async def test_the_same_content_through_collective_is_fitted_and_answered(
     backend: LlamaServerBackend,
 ) -> None:
-    notes = long_notes(6000)
-    counter = await backend.token_counter()
     max_tokens = 32
-
-    def build(n_ctx: int) -> Sequence[ChatMessage]:
-        # A minimal assembler: keep the head of the notes that fits beside the question.
-        skeleton: list[ChatMessage] = [{"role": "user", "content": "\n" + QUESTION}]
-        room = n_ctx - max_tokens - counter.count_messages(skeleton)
-        kept = counter.head(notes, room)
-        while True:
-            messages: list[ChatMessage] = [{"role": "user", "content": kept + "\n" + QUESTION}]
-            over = counter.count_messages(messages) + max_tokens - n_ctx
-            if over <= 0:
-                return messages
-            kept = counter.head(kept, counter.count(kept) - over)
-
-    fitted = await chat_fitted(backend, build, max_tokens=max_tokens, temperature=0.0)
-    assert not fitted.refitted
-    assert fitted.n_ctx == SLOT
-    counted = await backend.count_prompt(fitted.messages)
-    assert fitted.result.usage.prompt_tokens == counted  # our exact count is the server's
+    call = await ask_notes(backend, max_tokens, [])
+    assert call.overflow is None
+    assert call.report.n_ctx == SLOT
+    counted = await backend.count_prompt(call.prompt.messages)
+    assert call.result.usage.prompt_tokens == counted  # our exact count is the server's
     assert counted + max_tokens <= SLOT
     assert counted > SLOT - max_tokens - 64  # and the slot was used, not wasted
-    assert fitted.result.text.strip()
-    timings = fitted.result.timings
+    assert call.result.text.strip()
+    timings = call.result.timings
     assert {"prompt_n", "cache_n", "predicted_per_second", "wall_ms"} <= timings.keys()
 
 
@@ -121,23 +132,15 @@ async def test_server_overflow_with_a_stale_window_is_refitted_to_the_servers_n_
     b = LlamaServerBackend(server.url, load_wait=30)
     try:
         assert await b.context_window() == SLOT
-        counter = await b.token_counter()
-        notes = long_notes(6000)
-        calls: list[int] = []
-
-        def build(n_ctx: int) -> list[ChatMessage]:
-            calls.append(n_ctx)
-            kept = counter.head(notes, n_ctx - 32 - 40)
-            return [{"role": "user", "content": kept + "\n" + QUESTION}]
-
         server.stop()
         server.start(llama_server_argv(llama_server_binary, gguf_path, port, 4096, 2))  # type: ignore[arg-type]
         # The backend still believes 4,096 (cached); precheck passes, the server says 400.
-        fitted = await chat_fitted(b, build, max_tokens=16, n_ctx=SLOT)
-        assert calls == [SLOT, 2048]
-        assert fitted.refitted and fitted.n_ctx == 2048
-        assert fitted.overflow is not None and fitted.overflow.n_ctx == 2048
-        assert fitted.result.usage.prompt_tokens + 16 <= 2048
+        events: list[dict] = []
+        call = await ask_notes(b, 16, events)
+        assert [e["report"]["n_ctx"] for e in events if e["type"] == "budget"] == [SLOT, 2048]
+        assert call.report.n_ctx == 2048
+        assert call.overflow is not None and call.overflow.n_ctx == 2048
+        assert call.result.usage.prompt_tokens + call.report.max_output_tokens <= 2048
         assert await b.context_window() == 2048  # re-read after the overflow
     finally:
         await b.aclose()

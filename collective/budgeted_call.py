@@ -1,0 +1,348 @@
+"""The budgeted model call: the one seam between a caller and a model, free of LangGraph.
+
+Council nodes and `collective chat` call models only through `budgeted_call`.
+
+`budgeted_call` fits the role's budget plan to the context the backend really reports (capped
+by the role's and the backend's answer cap, its KB allocation scaled by the retrieval profile),
+assembles the prompt section by section in a worker thread (counting is CPU work, and HTTP for
+llama-server), sends it, and on a server's `ContextOverflow` refits once to the server's own
+`n_ctx` less whatever the prompt was undercounted by. It is the only refit loop in collective.
+Every call is traced (an OpenTelemetry span carrying its budget report), reports progress to an
+injected `on_event` callback (a node passes LangGraph's stream writer), and is monitored
+against the agent's memory budget profile (threshold events, one usage-log line).
+
+Hook points, each in one place:
+
+* `on_token` (streaming): passed to `_send`, the single place a model is called.
+* `admission` (per-server admission control): `_send` reserves the prompt and output tokens
+  on the backend's server before sending and releases them after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from collective.budget.assembly import AssembledPrompt, SectionContent, assemble
+from collective.budget.counting import ChatMessage
+from collective.budget.monitor import BudgetEvent, UsageLog, record_model_call
+from collective.budget.plans import PRESETS, ModelBudget
+from collective.budget.profiles import AgentBudget, ProfileAssignments, resolve_budget
+from collective.budget.report import BudgetReport
+from collective.errors import ConfigError, ContextOverflow
+from collective.kb.retrieval import kb_allocation_factor
+from collective.models.base import Backend, ChatResult
+from collective.telemetry import model_call_span, record_budget_report
+
+__all__ = [
+    "Admission",
+    "CallSettings",
+    "ModelCall",
+    "OnEvent",
+    "OnToken",
+    "budgeted_call",
+    "fit_plan",
+]
+
+OnEvent = Callable[[dict[str, Any]], None]
+"""Receives the call's progress events (`budget`, `budget_event`)."""
+
+OnToken = Callable[[str], None]
+"""Receives answer text as it is generated (streaming backends)."""
+
+
+class Admission(Protocol):
+    """Per-server admission control: hold `tokens` of the backend's server while a call runs."""
+
+    def reserve(self, backend: Backend, tokens: int) -> AbstractAsyncContextManager[None]:
+        """Wait until the server can take `tokens` more, hold them, release on exit."""
+        ...
+
+
+class CallSettings(Protocol):
+    """What a budgeted call needs from the run's settings (`CouncilContext` has it all)."""
+
+    @property
+    def budgets(self) -> Mapping[str, str | ModelBudget]:
+        """Budget per role: a preset name or an explicit plan; default the preset of the role."""
+        ...
+
+    @property
+    def output_caps(self) -> Mapping[str, int]:
+        """Largest answer per role."""
+        ...
+
+    @property
+    def temperature(self) -> float:
+        """Sampling temperature."""
+        ...
+
+    @property
+    def usage_log(self) -> str | None:
+        """JSON-lines usage log; None disables it."""
+        ...
+
+    @property
+    def agent_profiles(self) -> Mapping[str, str]:
+        """Agent name -> memory budget profile name."""
+        ...
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """What came back from one budgeted call."""
+
+    result: ChatResult
+    report: BudgetReport
+    prompt: AssembledPrompt
+    overflow: ContextOverflow | None = None
+    """The server's overflow that caused the one refit, if there was one."""
+
+    @functools.cached_property
+    def report_dict(self) -> dict[str, Any]:
+        """`report.to_dict()`, made once, for state and output."""
+        return self.report.to_dict()
+
+
+def fit_plan(
+    settings: CallSettings,
+    role: str,
+    backend: Backend,
+    n_ctx: int,
+    kb_factor: float = 1.0,
+    output_cap: int | None = None,
+) -> tuple[ModelBudget, list[str]]:
+    """The role's budget plan fitted to `n_ctx`, capped and with its KB allocation scaled.
+
+    The answer cap is the smallest of the role's configured cap, the backend's own
+    (`Backend.output_cap`) and the call's `output_cap`.
+
+    Raises:
+        ConfigError: The role names an unknown preset.
+    """
+    ref = settings.budgets.get(role, role)
+    base = ref if isinstance(ref, ModelBudget) else PRESETS.get(ref)
+    if base is None:
+        raise ConfigError(f"unknown budget preset {ref!r} for {role}; use one of {list(PRESETS)}")
+    plan = base.fit_to_context(n_ctx, f"{backend.spec} reports n_ctx={n_ctx}")
+    caps = [settings.output_caps.get(role), backend.output_cap, output_cap]
+    cap = min((c for c in caps if c), default=plan.output_budget)
+    if cap < plan.output_budget:
+        plan = plan.with_output(cap)
+    notes = []
+    if kb_factor != 1.0 and "kb_chunks" in plan.sections:
+        before = plan.sections["kb_chunks"]
+        plan = plan.resize("kb_chunks", kb_factor)
+        notes.append(
+            f"kb_chunks {before} -> {plan.sections['kb_chunks']} (retrieval profile x{kb_factor:g})"
+        )
+    return plan, notes
+
+
+async def budgeted_call(
+    settings: CallSettings,
+    *,
+    role: str,
+    agent: str,
+    backend: Backend,
+    contents: Sequence[SectionContent],
+    compose: Callable[[Mapping[str, str]], list[ChatMessage]],
+    question: str,
+    retrieval_profile: str = "balanced",
+    json_schema: dict[str, Any] | None = None,
+    tools: Sequence[dict[str, Any]] | None = None,
+    output_cap: int | None = None,
+    on_event: OnEvent | None = None,
+    on_token: OnToken | None = None,
+    admission: Admission | None = None,
+) -> ModelCall:
+    """Assemble `contents` under the role's budget and call `backend`.
+
+    Args:
+        settings: The run's settings (budgets, caps, temperature, usage log, profiles).
+        role: `planner`, `specialist`, `reviewer`, `judge` or `chat` (selects the budget plan
+            and answer cap).
+        agent: Who calls (`plan`, `specialist-2`, `chat`, ...): the budget report's node, the
+            memory budget profile's agent and the usage log's name.
+        backend: The model to call.
+        contents: Content per budget section.
+        compose: Turns fitted section texts into messages.
+        question: The task (its complexity sets the agent's memory budget).
+        retrieval_profile: The applied retrieval profile: it scales the KB allocation.
+        json_schema: Constrain the answer to this schema where the backend can.
+        tools: Tool schemas offered to the model (OpenAI shape); they must already be
+            accounted for in `contents` (the `tools` section).
+        output_cap: The largest answer this call needs (below the plan's output budget).
+        on_event: Receives progress events; None drops them.
+        on_token: Receives answer text as it is generated, where the backend streams.
+        admission: Reserves the call's tokens on the backend's server; None sends at once.
+
+    Raises:
+        ContextOverflow: The refitted prompt overflowed too.
+        BudgetError: The plan cannot be fitted to the context.
+        BackendError: Any other backend failure, unchanged.
+    """
+    emit = on_event or _drop
+    with model_call_span(agent, backend.model, budget_profile=retrieval_profile, role=role) as span:
+        call = await _fit_and_send(
+            settings,
+            role,
+            agent,
+            backend,
+            contents,
+            compose,
+            kb_allocation_factor(retrieval_profile),
+            json_schema,
+            tools,
+            output_cap,
+            emit,
+            on_token,
+            admission,
+        )
+        record_budget_report(span, call.report_dict)
+        usage = call.result.usage
+        span.set_attribute("usage.prompt_tokens", usage.prompt_tokens)
+        span.set_attribute("usage.completion_tokens", usage.completion_tokens)
+        for warning in call.result.warnings:
+            span.add_event("backend.warning", {"message": warning})
+
+        def on_threshold(event: BudgetEvent) -> None:
+            span.add_event("budget.threshold", {"level": event.level, "message": event.message})
+            emit(
+                {
+                    "type": "budget_event",
+                    "node": agent,
+                    "level": event.level,
+                    "message": event.message,
+                }
+            )
+
+        monitor = functools.partial(_monitor, settings, agent, question, call.report, on_threshold)
+        if settings.usage_log:  # appending to the log is file I/O: keep it off the event loop
+            await asyncio.to_thread(monitor)
+        else:
+            monitor()
+        return call
+
+
+def _drop(event: dict[str, Any]) -> None:
+    """The default `on_event`: progress goes nowhere."""
+
+
+def _monitor(
+    settings: CallSettings,
+    agent: str,
+    question: str,
+    report: BudgetReport,
+    on_event: Callable[[BudgetEvent], None],
+) -> None:
+    """Check the call against the agent's memory budget profile and log its usage."""
+    budget = _agent_budget(tuple(sorted(settings.agent_profiles.items())), agent, question)
+    log = UsageLog(settings.usage_log) if settings.usage_log else None
+    record_model_call(log, agent, budget, report, on_event=on_event)
+
+
+@functools.lru_cache(maxsize=256)
+def _agent_budget(
+    assignments: tuple[tuple[str, str], ...], agent: str, question: str
+) -> AgentBudget:
+    """The agent's memory budget for this question (profiles and complexity parsed once)."""
+    profile = ProfileAssignments.from_config(dict(assignments)).profile_for(agent)
+    return resolve_budget(profile, question)
+
+
+async def _fit_and_send(
+    settings: CallSettings,
+    role: str,
+    agent: str,
+    backend: Backend,
+    contents: Sequence[SectionContent],
+    compose: Callable[[Mapping[str, str]], list[ChatMessage]],
+    kb_factor: float,
+    json_schema: dict[str, Any] | None,
+    tools: Sequence[dict[str, Any]] | None,
+    output_cap: int | None,
+    emit: OnEvent,
+    on_token: OnToken | None,
+    admission: Admission | None,
+) -> ModelCall:
+    """Fit, assemble, send; refit once on the server's overflow."""
+    n_ctx = await backend.context_window()
+    counter = await backend.token_counter()
+    # Tool schemas travel beside the messages; the backend says what they cost.
+    beside = await backend.count_tools(tools) if tools else 0
+    overflow: ContextOverflow | None = None
+    while True:
+        plan, notes = fit_plan(settings, role, backend, n_ctx, kb_factor, output_cap)
+        prompt = await asyncio.to_thread(
+            assemble,
+            plan,
+            counter,
+            contents,
+            compose,
+            node=agent,
+            model=backend.model,
+            notes=notes,
+            beside_messages=beside,
+        )
+        emit({"type": "budget", "node": agent, "report": prompt.report.to_dict()})
+        try:
+            result = await _send(
+                backend,
+                prompt,
+                max_tokens=plan.output_budget,
+                temperature=settings.temperature,
+                json_schema=json_schema,
+                tools=tools,
+                on_token=on_token,
+                admission=admission,
+            )
+        except ContextOverflow as error:
+            if overflow is not None:
+                raise
+            # The server knows better: refit to its n_ctx, less whatever we undercounted, once.
+            overflow = error
+            undercount = max(0, error.n_prompt_tokens - prompt.report.prompt_tokens)
+            n_ctx = min(n_ctx, error.n_ctx) - undercount
+            continue
+        return ModelCall(result, prompt.report, prompt, overflow)
+
+
+async def _send(
+    backend: Backend,
+    prompt: AssembledPrompt,
+    *,
+    max_tokens: int,
+    temperature: float,
+    json_schema: dict[str, Any] | None,
+    tools: Sequence[dict[str, Any]] | None,
+    on_token: OnToken | None,
+    admission: Admission | None,
+) -> ChatResult:
+    """The one place a model is called: admission around it, streaming through it."""
+    reserve = admission.reserve if admission else _admit_all
+    async with reserve(backend, prompt.report.prompt_tokens + max_tokens):
+        started = time.perf_counter()
+        # A streaming backend method plugs in here, feeding `on_token` as text arrives.
+        result = await backend.chat(
+            prompt.messages,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            json_schema=json_schema,
+            tools=tools,
+        )
+    result.timings.setdefault("wall_ms", (time.perf_counter() - started) * 1000)
+    if on_token and result.text:
+        on_token(result.text)  # a backend that does not stream delivers its answer at once
+    return result
+
+
+@asynccontextmanager
+async def _admit_all(backend: Backend, tokens: int) -> AsyncIterator[None]:
+    """No admission control: every call is sent at once."""
+    yield

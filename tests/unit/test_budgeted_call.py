@@ -1,0 +1,86 @@
+"""The budgeted call on its own, outside any graph: progress, caps, admission, refit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from contextlib import asynccontextmanager
+
+import pytest
+
+from collective.budget.assembly import text_section
+from collective.budgeted_call import budgeted_call
+from collective.errors import ContextOverflow
+from collective.graph.context import CouncilContext
+from collective.prompts import chat as prompt
+from tests.fakes import ScriptedBackend
+
+
+def test_the_node_seam_imports_on_its_own():
+    """Importing `collective.nodes.model_call` first used to raise a circular ImportError."""
+    for module in ("collective.nodes.model_call", "collective.budgeted_call"):
+        run = subprocess.run(
+            [sys.executable, "-c", f"import {module}"], capture_output=True, text=True
+        )
+        assert run.returncode == 0, run.stderr
+
+
+async def ask(backend, settings=None, **kw):
+    return await budgeted_call(
+        settings or CouncilContext(),
+        role="specialist",
+        agent="specialist-1",
+        backend=backend,
+        contents=[text_section("system", prompt.SYSTEM), text_section("task", "why ASA?")],
+        compose=prompt.compose,
+        question="why ASA?",
+        **kw,
+    )
+
+
+async def test_progress_goes_to_the_injected_callback_and_tokens_to_on_token():
+    events: list[dict] = []
+    tokens: list[str] = []
+    call = await ask(ScriptedBackend(reply="ASA."), on_event=events.append, on_token=tokens.append)
+    assert [e["type"] for e in events] == ["budget"]
+    assert events[0]["node"] == "specialist-1" and events[0]["report"]["prompt_tokens"] > 0
+    assert tokens == ["ASA."]
+    assert call.report_dict == call.report.to_dict()
+
+
+async def test_the_backends_declared_output_cap_bounds_the_answer():
+    small = ScriptedBackend()
+    small.output_cap = 100
+    call = await ask(small)
+    assert small.kwargs[0]["max_tokens"] == 100 == call.report.max_output_tokens
+    # The role's configured cap wins when it is smaller.
+    await ask(small, CouncilContext(output_caps={"specialist": 40}))
+    assert small.kwargs[1]["max_tokens"] == 40
+
+
+async def test_admission_reserves_prompt_and_output_tokens_around_the_call():
+    order: list[str] = []
+
+    class Pool:
+        @asynccontextmanager
+        async def reserve(self, backend, tokens):
+            order.append(f"reserve {tokens}")
+            yield
+            order.append("release")
+
+    backend = ScriptedBackend(reply=lambda messages: order.append("chat") or "ok")
+    call = await ask(backend, admission=Pool())
+    reserved = call.report.prompt_tokens + call.report.max_output_tokens
+    assert order == [f"reserve {reserved}", "chat", "release"]
+
+
+async def test_one_refit_on_overflow_then_the_error_stands():
+    overflow = ContextOverflow("too long", n_prompt_tokens=900, n_ctx=1_024)
+    events: list[dict] = []
+    call = await ask(ScriptedBackend(failures=[overflow]), on_event=events.append)
+    first, second = (e["report"] for e in events)
+    # The server's window, less what the server counted beyond our count of the first prompt.
+    assert second["n_ctx"] == 1_024 - (900 - first["prompt_tokens"])
+    assert call.overflow is overflow and call.report.n_ctx == second["n_ctx"]
+    with pytest.raises(ContextOverflow):
+        await ask(ScriptedBackend(failures=[overflow, overflow]))
