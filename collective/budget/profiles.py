@@ -21,6 +21,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from collective.agents import role_of
 from collective.errors import ConfigError
 
 __all__ = [
@@ -111,7 +112,8 @@ DEFAULT_PROFILES: dict[str, BudgetProfile] = {
 """The four default profiles, smallest first."""
 
 DEFAULT_ASSIGNMENTS: dict[str, str] = {"planner": "role-coordinator", "judge": "role-architect"}
-"""Built-in agent assignments; any other agent gets `ProfileAssignments.default`."""
+"""Built-in assignments by role (see `collective.agents.role_of`); any other agent gets
+`ProfileAssignments.default`."""
 
 
 class ComplexityAssessment(BaseModel):
@@ -382,5 +384,10 @@ class ProfileAssignments(BaseModel):
             raise ConfigError(f"invalid budget profile configuration: {exc}") from exc
 
     def profile_for(self, agent: str) -> BudgetProfile:
-        """The profile of `agent` (its assignment, else the default)."""
-        return self.profiles[self.assignments.get(agent, self.default)]
+        """The profile of `agent`: its own assignment, else its role's, else the default.
+
+        Agents are named as in `collective.agents` (`plan`, `specialist-2`, `judge`); a role
+        name (`planner`, `specialist`) assigns every agent of that role.
+        """
+        name = self.assignments.get(agent) or self.assignments.get(role_of(agent))
+        return self.profiles[name or self.default]

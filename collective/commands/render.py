@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from collective import agents
+
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.live import Live
@@ -58,7 +60,7 @@ class ProgressView:
     _live: Live | None = None
 
     def __post_init__(self) -> None:
-        for node in ("retrieve", "plan", *(f"specialist-{i + 1}" for i in range(self.k)), "judge"):
+        for node in (agents.RETRIEVE, agents.PLAN, *agents.members(self.k), agents.JUDGE):
             self.rows[node] = _Row()
 
     def __enter__(self) -> ProgressView:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
+from collective import agents
 from collective.commands.options import ConfigOption
 
 if TYPE_CHECKING:
@@ -158,9 +159,8 @@ async def _council(config: CollectiveConfig, question: str) -> list[Check]:
     for proposal in result["proposals"]:
         if proposal.get("error"):
             checks.append(Check("specialist", proposal["member"], "fail", proposal["error"]))
-    expected = {"plan", "judge", *(f"specialist-{i + 1}" for i in range(ctx.k))}
     answered = {p["member"] for p in result["proposals"] if not p.get("error")}
-    expected -= {f"specialist-{i + 1}" for i in range(ctx.k)} - answered
+    expected = {agents.PLAN, agents.JUDGE, *(set(agents.members(ctx.k)) & answered)}
     reports = {b["node"]: b for b in result["budgets"]}
     missing = sorted(expected - set(reports))
     over = [

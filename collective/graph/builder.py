@@ -11,6 +11,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
+from collective import agents
 from collective.graph.context import CouncilContext
 from collective.graph.state import (
     CouncilInput,
@@ -38,7 +39,7 @@ def route_specialists(state: CouncilState, runtime: Runtime[CouncilContext]) -> 
         Send(
             "specialist",
             SpecialistTask(
-                member=f"specialist-{i + 1}",
+                member=agents.member(i),
                 index=i,
                 question=state["question"],
                 plan=state.get("plan", ""),

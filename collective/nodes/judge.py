@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langgraph.runtime import Runtime
 
+from collective import agents
 from collective.budget.assembly import (
     SectionContent,
     chunks_section,
@@ -26,7 +26,7 @@ from collective.kb.citations import format_chunk, parse_citations, resolve
 from collective.kb.tools import VerificationTools
 from collective.models.base import ToolCall
 from collective.nodes.chunks import chunk_from_dict, scored_chunks
-from collective.nodes.model_call import ModelCall, call_model, emit, resolve_backend
+from collective.nodes.model_call import ModelCall, NodeProgress, call_model, emit, resolve_backend
 from collective.nodes.quorum import check_quorum
 from collective.nodes.retrieve import open_knowledge
 from collective.nodes.review import aggregate_rankings
@@ -128,8 +128,7 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
     answered = check_quorum(state.get("proposals", []), ctx)
     aggregate = aggregate_rankings(state.get("rankings", []), answered)
     backend = resolve_backend(ctx.judge)
-    emit({"type": "progress", "node": "judge", "status": "running", "model": backend.model})
-    started = time.perf_counter()
+    progress = NodeProgress(agents.JUDGE, backend.model)
     chunks = {c["id"]: chunk_from_dict(c) for c in state.get("chunks", [])}
     profile = state.get("retrieval", {}).get("applied", "balanced")
     ranking = "\n".join(
@@ -166,8 +165,7 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
         try:
             call = await call_model(
                 ctx,
-                role="judge",
-                node="judge",
+                node=agents.JUDGE,
                 backend=backend,
                 contents=[*contents, transcript.section()],
                 compose=transcript.compose(prompt.compose),
@@ -196,7 +194,7 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
                 "round": round_number,
             }
             tool_log.append(entry)
-            emit({"type": "tool_call", "node": "judge", **entry})
+            emit({"type": "tool_call", "node": agents.JUDGE, **entry})
     assert call is not None
     answer = call.result.text.strip()
     sections = call.prompt.sections
@@ -204,23 +202,13 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
     if tools:
         supplied.update(tools.fetched)
     citations, unknown = resolve(parse_citations(answer), supplied)
-    elapsed = (time.perf_counter() - started) * 1000
-    emit(
-        {
-            "type": "progress",
-            "node": "judge",
-            "status": "done",
-            "ms": elapsed,
-            "tokens_in": call.report.prompt_tokens,
-            "tokens_out": call.result.usage.completion_tokens,
-        }
-    )
+    elapsed = progress.done(call)
     return {
         "answer": answer,
         "citations": citations,
         "unknown_citations": unknown,
         "budgets": budgets,
-        "timings": {"judge_ms": elapsed},
+        "timings": progress.timings(elapsed),
         "ranking_aggregate": aggregate,
         "tool_calls": tool_log,
         "notes": [*notes, *call.result.warnings],

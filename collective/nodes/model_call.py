@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.config import get_stream_writer
 
+from collective import agents
 from collective.budget.assembly import SectionContent
 from collective.budget.counting import ChatMessage
 from collective.budgeted_call import ModelCall, budgeted_call
@@ -81,7 +82,6 @@ class NodeProgress:
 async def call_model(
     ctx: CouncilContext,
     *,
-    role: str,
     node: str,
     backend: Backend,
     contents: Sequence[SectionContent],
@@ -92,10 +92,13 @@ async def call_model(
     tools: Sequence[dict[str, Any]] | None = None,
     output_cap: int | None = None,
 ) -> ModelCall:
-    """`budgeted_call` for a node: its progress goes to the graph's custom stream."""
+    """`budgeted_call` for a node, its progress going to the graph's custom stream.
+
+    The call's role (budget plan, answer cap) follows from the node's name (`collective.agents`).
+    """
     return await budgeted_call(
         ctx,
-        role=role,
+        role=agents.role_of(node),
         agent=node,
         backend=backend,
         contents=contents,

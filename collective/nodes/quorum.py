@@ -7,6 +7,7 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
+from collective import agents
 from collective.errors import QuorumError
 from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState, Proposal, ReviewTask
@@ -40,13 +41,12 @@ def route_review(
     answered = [p for p in state.get("proposals", []) if not p["error"]]
     if not runtime.context.review or len(answered) < 2:
         return "judge"
-    index = {f"specialist-{i + 1}": i for i in range(runtime.context.k)}
     return [
         Send(
             "review",
             ReviewTask(
                 member=p["member"],
-                index=index[p["member"]],
+                index=agents.member_index(p["member"]),
                 question=state["question"],
                 conversation=state.get("conversation", ""),
                 proposals=answered,

@@ -10,13 +10,14 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
+from collective import agents
 from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState
 from collective.kb.retrieval import RetrievalResult, Rewriter, backend_rewriter
 from collective.kb.retrieval import retrieve as run_retrieval
 from collective.kb.store import KnowledgeStore
 from collective.memory.conversation import conversation_summary
-from collective.nodes.model_call import emit, resolve_backend
+from collective.nodes.model_call import NodeProgress, resolve_backend
 
 __all__ = ["open_knowledge", "retrieve"]
 
@@ -54,15 +55,13 @@ def _find(
 async def retrieve(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
     """Find the chunks the council will see, and start a fresh run on the thread."""
     ctx = runtime.context
-    started = time.perf_counter()
-    emit({"type": "progress", "node": "retrieve", "status": "running"})
+    progress = NodeProgress(agents.RETRIEVE)
     # SQLite and tokenizer files are blocking I/O: keep them off the event loop.
     rewriter = None
     if ctx.rewriter is not None:
         rewriter = backend_rewriter(resolve_backend(ctx.rewriter), asyncio.get_running_loop())
     conversation, result = await asyncio.to_thread(_find, ctx, state, rewriter)
-    elapsed = (time.perf_counter() - started) * 1000
-    emit({"type": "progress", "node": "retrieve", "status": "done", "ms": elapsed})
+    elapsed = progress.done()
     # A thread keeps state between runs: the reducer fields start afresh for each question.
     return {
         "started_at": time.time(),
@@ -72,7 +71,7 @@ async def retrieve(state: CouncilState, runtime: Runtime[CouncilContext]) -> dic
         "proposals": Overwrite([]),
         "budgets": Overwrite([]),
         "rankings": Overwrite([]),
-        "timings": Overwrite({"retrieve_ms": elapsed}),
+        "timings": Overwrite(progress.timings(elapsed)),
         "tool_calls": [],
         "notes": [],
     }

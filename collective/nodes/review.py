@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from typing import Any
 
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
+from collective import agents
 from collective.budget.assembly import labelled_section, text_section
 from collective.errors import BackendError, BudgetError
 from collective.graph.context import CouncilContext
 from collective.graph.state import Proposal, ReviewTask
-from collective.nodes.model_call import call_model, emit, resolve_backend
+from collective.nodes.model_call import NodeProgress, call_model, resolve_backend
 from collective.prompts import review as prompt
 
 __all__ = ["aggregate_rankings", "review"]
@@ -26,18 +26,16 @@ async def review(task: ReviewTask, runtime: Runtime[CouncilContext]) -> dict[str
     """Rank the other members' proposals; a reviewer that fails is recorded, never fatal."""
     ctx = runtime.context
     member = task["member"]
-    node = f"review-{member}"
+    node = agents.reviewer(member)
     others = [p for p in task["proposals"] if p["member"] != member]
     shown = dict(zip(prompt.labels(len(others)), others, strict=True))
     backend = resolve_backend(ctx.member_backend(task["index"]))
-    emit({"type": "progress", "node": node, "status": "running", "model": backend.model})
-    started = time.perf_counter()
+    progress = NodeProgress(node, backend.model)
     ranking: dict[str, Any] = {"reviewer": member, "order": [], "reason": "", "error": None}
     update: dict[str, Any] = {}
     try:
         call = await call_model(
             ctx,
-            role="reviewer",
             node=node,
             backend=backend,
             contents=[
@@ -59,10 +57,8 @@ async def review(task: ReviewTask, runtime: Runtime[CouncilContext]) -> dict[str
         ranking.update(order=[shown[label]["member"] for label in order], reason=parsed.reason)
     except (BackendError, BudgetError, ValidationError, ValueError) as error:
         ranking["error"] = f"{type(error).__name__}: {error}".splitlines()[0]
-    elapsed = (time.perf_counter() - started) * 1000
-    status = "failed" if ranking["error"] else "done"
-    emit({"type": "progress", "node": node, "status": status, "ms": elapsed})
-    return {**update, "rankings": [ranking], "timings": {f"{node}_ms": elapsed}}
+    elapsed = progress.done(status="failed" if ranking["error"] else "done")
+    return {**update, "rankings": [ranking], "timings": progress.timings(elapsed)}
 
 
 def aggregate_rankings(

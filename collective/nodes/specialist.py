@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -14,7 +13,7 @@ from collective.graph.context import CouncilContext
 from collective.graph.state import Proposal, SpecialistTask
 from collective.kb.citations import parse_citations
 from collective.nodes.chunks import scored_chunks
-from collective.nodes.model_call import call_model, emit, resolve_backend
+from collective.nodes.model_call import NodeProgress, call_model, resolve_backend
 from collective.nodes.retry import TRANSIENT_RETRY, is_transient
 from collective.prompts import specialist as prompt
 
@@ -30,13 +29,11 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
     member = task["member"]
     backend = resolve_backend(ctx.member_backend(task["index"]))
     chunks = scored_chunks(task["chunks"], ctx.hidden_tags)
-    emit({"type": "progress", "node": member, "status": "running", "model": backend.model})
-    started = time.perf_counter()
+    progress = NodeProgress(member, backend.model)
     try:
         call = await asyncio.wait_for(
             call_model(
-                ctx,
-                role="specialist",
+                ctx.for_member(task["index"]),  # members on one model sample differently
                 node=member,
                 backend=backend,
                 contents=[
@@ -60,8 +57,7 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
         attempt = runtime.execution_info.node_attempt if runtime.execution_info else 1
         if is_transient(error) and attempt < TRANSIENT_RETRY.max_attempts:
             raise error from None
-        elapsed = (time.perf_counter() - started) * 1000
-        emit({"type": "progress", "node": member, "status": "failed", "error": str(error)})
+        elapsed = progress.done(status="failed", error=str(error))
         failed = Proposal(
             member=member,
             model=backend.model,
@@ -70,21 +66,11 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
             unknown_citations=[],
             error=f"{type(error).__name__}: {error}",
         )
-        return {"proposals": [failed], "timings": {f"{member}_ms": elapsed}}
-    elapsed = (time.perf_counter() - started) * 1000
+        return {"proposals": [failed], "timings": progress.timings(elapsed)}
+    elapsed = progress.done(call)
     text = call.result.text.strip()
     cited = parse_citations(text)
     shown = {chunk.key for chunk in chunks}
-    emit(
-        {
-            "type": "progress",
-            "node": member,
-            "status": "done",
-            "ms": elapsed,
-            "tokens_in": call.report.prompt_tokens,
-            "tokens_out": call.result.usage.completion_tokens,
-        }
-    )
     proposal = Proposal(
         member=member,
         model=backend.model,
@@ -96,5 +82,5 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
     return {
         "proposals": [proposal],
         "budgets": [call.report_dict],
-        "timings": {f"{member}_ms": elapsed},
+        "timings": progress.timings(elapsed),
     }
