@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from typing import Annotated, Any
 
 import typer
 
@@ -27,6 +28,39 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+@app.callback()
+def _collective(
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            help="Show the native llama.cpp logs (also COLLECTIVE_VERBOSE=1).",
+        ),
+    ] = False,
+) -> None:
+    """A local multi-model council: a planner, K specialists and a judge."""
+    import logging
+
+    verbose = verbose or os.environ.get("COLLECTIVE_VERBOSE", "") not in ("", "0")
+    # llama-cpp-python prints every native log line unless its logger says otherwise.
+    logging.getLogger("llama-cpp-python").setLevel(logging.DEBUG if verbose else logging.ERROR)
+
+
+def _no_flag_metavar() -> None:
+    """Boolean flags take no value: show no `<bool>` type for them in `--help`."""
+    from typer.core import TyperOption
+
+    display = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag else display(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_no_flag_metavar()
 app.command("ask")(ask.ask)
 app.command("chat")(chat.chat)
 app.command("smoke")(smoke.smoke)
@@ -51,26 +85,49 @@ def main(argv: Sequence[str] | None = None) -> None:
             typer.echo(exc.format_message())
         sys.exit(0)
     except click_errors.UsageError as exc:
-        command = exc.ctx.command_path if exc.ctx else "collective"
-        typer.echo(f"error: {exc.format_message()} (see `{command} --help`)", err=True)
-        sys.exit(2)
-    except (typer.Abort, KeyboardInterrupt):
-        typer.echo("error: interrupted (Ctrl-C)", err=True)
-        sys.exit(130)
+        command = exc.ctx.command_path if exc.ctx else _command_path(args)
+        _fail(args, exc, f"{exc.format_message()} (see `{command} --help`)", 2)
+    except (typer.Abort, KeyboardInterrupt) as exc:
+        _fail(args, exc, "interrupted (Ctrl-C)", 130)
     except click_errors.ClickException as exc:
-        typer.echo(f"error: {exc.format_message()}", err=True)
-        sys.exit(exc.exit_code)
+        _fail(args, exc, exc.format_message(), exc.exit_code)
     except Exception as exc:
+        environment = ask.storage_error(exc)
+        if environment is not None:  # a read-only directory, a broken database file
+            _fail(args, environment, str(environment), 2)
         # A bug, not a user error: one line unless asked for the traceback.
         if os.environ.get("COLLECTIVE_DEBUG"):
             raise
-        typer.echo(
-            f"error: internal error {type(exc).__name__}: {exc}; rerun with COLLECTIVE_DEBUG=1 "
-            "for the traceback and report it",
-            err=True,
+        message = (
+            f"internal error {type(exc).__name__}: {exc}; rerun with COLLECTIVE_DEBUG=1 "
+            "for the traceback and report it"
         )
-        sys.exit(1)
+        _fail(args, exc, message, 1)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail(args: Sequence[str], exc: BaseException, message: str, code: int) -> None:
+    """One `error:` line on stderr (and the error object on stdout with `--json`); exit."""
+    if "--json" in args:
+        import json
+
+        error = {"type": type(exc).__name__, "message": message, "exit_code": code}
+        typer.echo(json.dumps({"error": error}))
+    typer.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def _command_path(args: Sequence[str]) -> str:
+    """`collective ask` for `ask q --k` (click names no command when an option lacks a value)."""
+    command: Any = typer.main.get_command(app)
+    path = ["collective"]
+    for arg in args:
+        sub = getattr(command, "commands", {}).get(arg)
+        if sub is None:
+            break
+        path.append(arg)
+        command = sub
+    return " ".join(path)
 
 
 if __name__ == "__main__":

@@ -26,8 +26,13 @@ KbOption = Annotated[
 ]
 
 
-def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print a one-line error to stderr and return the `typer.Exit` to raise."""
+def fail(message: str, code: int = 2, *, as_json: bool = False) -> typer.Exit:
+    """Print a one-line error to stderr (and the error object with `--json`); the exit to raise."""
+    if as_json:
+        import json
+
+        error = {"type": "error", "message": message, "exit_code": code}
+        typer.echo(json.dumps({"error": error}))
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(code)
 
@@ -38,12 +43,15 @@ def _kb_path(kb: Path | None) -> Path:
     return kb if kb is not None else default_kb_path()
 
 
-def _open_existing(kb: Path | None) -> SqliteKnowledgeStore:
+def _open_existing(kb: Path | None, *, as_json: bool = False) -> SqliteKnowledgeStore:
     from collective.kb.sqlite_store import SqliteKnowledgeStore
 
     path = _kb_path(kb)
     if not path.exists():
-        raise fail(f"no knowledge base at {path}; create one with `collective kb add PATH...`")
+        raise fail(
+            f"no knowledge base at {path}; create one with `collective kb add PATH...`",
+            as_json=as_json,
+        )
     return SqliteKnowledgeStore(path)
 
 
@@ -58,26 +66,65 @@ def add(
     kb: KbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Ingest files (idempotent: unchanged files change nothing)."""
+    """Ingest files (idempotent: unchanged files change nothing).
+
+    Each file is added on its own: a file that cannot be read is listed with its reason and
+    the others are still added; the exit code is 1 when any file was refused.
+    """
     import json
 
     from collective.errors import CollectiveError
-    from collective.kb.sqlite_store import SqliteKnowledgeStore
+    from collective.kb.sqlite_store import IngestStats, SqliteKnowledgeStore
 
     path = _kb_path(kb)
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:  # a mistyped path: add nothing, say which
+        raise fail(
+            f"no such file or directory: {', '.join(missing)}; check the path", 2, as_json=as_json
+        )
+    files = _files(paths)
+    refused: list[tuple[str, str]] = []
+    stats = IngestStats()
     try:
         with SqliteKnowledgeStore(path) as store:
-            stats = store.add_paths(paths)
+            for file in files:
+                try:
+                    stats.merge(store.add_file(file))
+                except CollectiveError as exc:  # not UTF-8, vanished: this file only
+                    refused.append((str(file), str(exc)))
             total = store.count()
     except CollectiveError as exc:
-        raise fail(str(exc), exc.exit_code) from None
+        raise fail(str(exc), exc.exit_code, as_json=as_json) from None
     if as_json:
-        typer.echo(json.dumps({"kb": str(path), "chunks": total, **stats.to_dict()}))
-        return
-    typer.echo(
-        f"{path}: {stats.files} files ({stats.unchanged_files} unchanged), "
-        f"{stats.added} chunks added, {stats.removed} removed, {total} in total"
-    )
+        rows = [{"path": name, "reason": why} for name, why in refused]
+        typer.echo(
+            json.dumps({"kb": str(path), "chunks": total, **stats.to_dict(), "refused": rows})
+        )
+    else:
+        for name, why in refused:
+            typer.echo(f"refused {name}: {why}", err=True)
+        typer.echo(
+            f"{path}: {stats.files} files ({stats.unchanged_files} unchanged), "
+            f"{stats.added} chunks added, {stats.removed} removed, {total} in total"
+            + (f"; {len(refused)} refused" if refused else "")
+        )
+    if refused:
+        raise typer.Exit(1)
+
+
+def _files(paths: list[Path]) -> list[Path]:
+    """The files to add: files as given, directories' Markdown/text files recursively."""
+    from collective.kb.sqlite_store import TEXT_SUFFIXES
+
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files += sorted(
+                p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES
+            )
+        else:
+            files.append(path)
+    return files
 
 
 @app.command("list")
@@ -92,7 +139,7 @@ def list_chunks(
     from rich.console import Console
     from rich.table import Table
 
-    with _open_existing(kb) as store:
+    with _open_existing(kb, as_json=as_json) as store:
         chunks = store.list(source)
     if as_json:
         rows = [
@@ -108,8 +155,11 @@ def list_chunks(
         typer.echo(json.dumps({"chunks": rows}))
         return
     table = Table(title=f"{len(chunks)} chunks")
-    for column in ("id", "source", "heading", "tags", "chars"):
-        table.add_column(column)
+    # Ids stay whole (`kb rm` needs them); long sources and headings wrap instead.
+    table.add_column("id", no_wrap=True, min_width=max((len(c.id) for c in chunks), default=2))
+    for column in ("source", "heading", "tags"):
+        table.add_column(column, overflow="fold")
+    table.add_column("chars", justify="right")
     for c in chunks:
         table.add_row(c.id, c.source, c.heading, ", ".join(c.tags), str(len(c.text)))
     Console().print(table)

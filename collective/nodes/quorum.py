@@ -20,9 +20,11 @@ def check_quorum(proposals: list[Proposal], ctx: CouncilContext) -> list[Proposa
     answered = [p for p in proposals if not p["error"]]
     if len(answered) < ctx.quorum_needed:
         failures = "; ".join(f"{p['member']}: {p['error']}" for p in proposals if p["error"])
+        # No failure at all: fewer members ran than k says (e.g. a run started with another k).
+        why = failures or f"no specialist failed: {len(proposals)} of {ctx.k} ran"
         raise QuorumError(
             f"only {len(answered)} of {ctx.k} specialists answered, below the quorum of "
-            f"{ctx.quorum_needed} ({failures}); check the failing backends or lower the quorum",
+            f"{ctx.quorum_needed} ({why}); check the failing backends or lower the quorum",
             proposals=[dict(p) for p in proposals],
         )
     return answered

@@ -1,0 +1,191 @@
+"""A command line a person can trust (issue 15): errors that say what to do, `--json` always.
+
+Everything runs through `collective.cli.main`, the console script's entry point; none of these
+runs a model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from collective.cli import main
+
+
+def run(args, env=None):
+    """Run `collective ARGS`; return (exit code, stdout, stderr)."""
+    runner = CliRunner(env=env)
+    with runner.isolation() as streams:
+        try:
+            main(args)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        out, err = streams[0].getvalue().decode(), streams[1].getvalue().decode()
+    return code, out, err
+
+
+@pytest.fixture(autouse=True)
+def in_tmp(monkeypatch, tmp_path):
+    for name in list(os.environ):
+        if name.startswith("COLLECTIVE_") and name != "COLLECTIVE_CACHE":
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+def one_error_line(err):
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ") and "Traceback" not in err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "expected"),
+    [
+        (["ask", "q", "--k", "0", "--json"], 2, "Invalid value for '--k'"),
+        (["ask", "q", "--bogus", "--json"], 2, "No such option: --bogus"),
+        (["ask", "q", "--json", "--k"], 2, "requires an argument"),
+        (["ask", "", "--json"], 2, "the question is empty"),
+        (["kb", "list", "--kb", "none.sqlite", "--json"], 2, "no knowledge base at none.sqlite"),
+    ],
+)
+def test_every_failure_with_json_prints_the_error_object(args, code, expected):
+    status, out, err = run(args)
+    assert status == code
+    payload = json.loads(out)
+    assert payload["error"]["exit_code"] == code
+    assert expected in payload["error"]["message"]
+    assert expected in one_error_line(err)
+
+
+@pytest.mark.parametrize(
+    ("args", "command"),
+    [
+        (["ask", "q", "--k"], "collective ask"),
+        (["ask", "q", "--thread"], "collective ask"),
+        (["kb", "list", "--kb"], "collective kb list"),
+    ],
+)
+def test_a_missing_option_value_points_to_the_commands_help(args, command):
+    status, _, err = run(args)
+    assert status == 2
+    assert f"(see `{command} --help`)" in one_error_line(err)
+
+
+def test_flags_have_no_bool_metavar_in_help():
+    status, out, _ = run(["ask", "--help"], env={"COLUMNS": "120"})
+    assert status == 0
+    assert "--json" in out and "--review" in out and "--checkpoints" in out
+    assert "<bool>" not in out
+    assert "<int range>" in out  # options that take a value still show its type
+
+
+def test_a_corrupt_checkpoint_database_is_named_left_untouched_and_exits_2(tmp_path):
+    db = tmp_path / ".collective" / "checkpoints.sqlite"
+    db.parent.mkdir()
+    db.write_bytes(b"this is not a sqlite database, just some bytes " * 100)
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    status, out, err = run(["ask", "Which filament for a hot car?", "--json"])
+    assert status == 2
+    line = one_error_line(err)
+    assert ".collective/checkpoints.sqlite is not a database" in line
+    assert "move it aside" in line and "--checkpoints PATH" in line
+    assert "internal error" not in line
+    assert json.loads(out)["error"]["type"] == "ConfigError"
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+
+    # --checkpoints PATH is the way out it names: that run gets past the broken file.
+    status, _, err = run(["ask", "--thread", "none", "--checkpoints", "fresh.sqlite"])
+    assert status == 2 and "thread none has no unfinished run" in one_error_line(err)
+    assert (tmp_path / "fresh.sqlite").is_file()
+
+
+def test_a_read_only_working_directory_is_named_and_exits_2(monkeypatch):
+    readonly = Path("/sys")  # sysfs: not writable, even for root
+    if os.access(readonly, os.W_OK) and not os.path.ismount(readonly):
+        pytest.skip("no read-only directory to run in")
+    try:
+        (readonly / ".collective").mkdir()
+    except OSError:
+        pass
+    else:
+        (readonly / ".collective").rmdir()
+        pytest.skip("/sys is writable here")
+    monkeypatch.chdir(readonly)
+    for args in (["ask", "Which filament?", "--json"], ["kb", "add", __file__, "--json"]):
+        status, out, err = run(args)
+        assert status == 2, err
+        line = one_error_line(err)
+        assert "internal error" not in line
+        assert "cannot write .collective" in line and "writable directory" in line
+        assert json.loads(out)["error"]["exit_code"] == 2
+
+
+def test_resuming_an_unknown_thread_draws_no_council_table():
+    status, out, err = run(["ask", "--thread", "nosuchthread"])
+    assert status == 2
+    assert "thread nosuchthread has no unfinished run" in one_error_line(err)
+    assert "council" not in err and "waiting" not in err and out == ""
+
+
+def test_kb_add_adds_every_good_file_and_lists_each_refused_one(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "bad.txt").write_bytes(b"caf\xe9 au lait, not UTF-8\n")
+    (docs / "nylon.txt").write_text("Nylon absorbs water; dry it before printing.\n", "utf-8")
+    (docs / "tpu.md").write_text("# TPU\n\nTPU is flexible.\n", "utf-8")
+    kb = str(tmp_path / "kb.sqlite")
+    status, out, err = run(["kb", "add", str(docs), "--kb", kb])
+    assert status == 1
+    assert f"refused {docs / 'bad.txt'}: " in err and "not UTF-8" in err
+    assert "2 files" in out and "1 refused" in out
+
+    status, out, _ = run(["kb", "list", "--kb", kb, "--json"])
+    sources = {Path(c["source"]).name for c in json.loads(out)["chunks"]}
+    assert sources == {"nylon.txt", "tpu.md"}
+
+    status, out, _ = run(["kb", "add", str(docs), "--kb", kb, "--json"])
+    assert status == 1
+    payload = json.loads(out)
+    assert [Path(r["path"]).name for r in payload["refused"]] == ["bad.txt"]
+    assert payload["unchanged_files"] == 2
+
+
+def test_kb_list_shows_whole_ids_at_80_columns(tmp_path):
+    deep = tmp_path / ("a-rather-long-folder-name-" * 4) / "notes"
+    deep.mkdir(parents=True)
+    (deep / "filament-drying-temperatures.md").write_text(
+        "# Drying\n\n## PETG and PLA and nylon and TPU\nDry PETG at 65 °C.\n", "utf-8"
+    )
+    kb = str(tmp_path / "kb.sqlite")
+    assert run(["kb", "add", str(deep), "--kb", kb])[0] == 0
+    ids = [c["id"] for c in json.loads(run(["kb", "list", "--kb", kb, "--json"])[1])["chunks"]]
+    status, out, _ = run(["kb", "list", "--kb", kb], env={"COLUMNS": "80"})
+    assert status == 0 and ids
+    for chunk_id in ids:
+        assert chunk_id in out
+
+
+def test_a_quorum_failure_without_failed_members_says_why():
+    from collective.errors import QuorumError
+    from collective.graph.context import CouncilContext
+    from collective.nodes.quorum import check_quorum
+
+    answered = {
+        "member": "specialist-1",
+        "model": "m",
+        "text": "PETG.",
+        "citations": [],
+        "unknown_citations": [],
+        "error": None,
+    }
+    with pytest.raises(QuorumError) as caught:
+        check_quorum([answered], CouncilContext(k=3))
+    assert "()" not in str(caught.value)
+    assert "no specialist failed: 1 of 3 ran" in str(caught.value)
