@@ -46,6 +46,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from collective.errors import ConfigError
+from collective.kb.retrieval import Profile
 
 if TYPE_CHECKING:
     from collective.budget.plans import ModelBudget
@@ -184,7 +185,7 @@ class CollectiveConfig(BaseSettings):
     tool_rounds: int = Field(default=3, ge=0, le=20)
     temperature: float = Field(default=0.2, ge=0, le=2)
     specialist_timeout_s: float = Field(default=600.0, gt=0)
-    retrieval: Literal["lean", "balanced", "deep", "auto"] = "auto"
+    retrieval: Profile = "auto"
     max_inject: int | None = Field(default=None, ge=1)
     max_latency_ms: float | None = Field(default=None, gt=0)
     kb: Path | None = Field(

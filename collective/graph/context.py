@@ -34,7 +34,7 @@ class CouncilContext:
     quorum: int | None = None
     """Specialists that must answer for the judge to rule; default ceil(k/2)."""
     retrieval: str = "auto"
-    """Retrieval profile: lean, balanced, deep or auto."""
+    """Retrieval profile (`collective.kb.retrieval.Profile`)."""
     max_inject: int | None = None
     max_latency_ms: float | None = None
     rewriter: str | Backend | None = None

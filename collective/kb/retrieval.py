@@ -37,7 +37,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal
 
 from collective.errors import ConfigError
 from collective.kb.sqlite_store import STOPWORDS, query_terms
@@ -60,8 +60,10 @@ __all__ = [
     "retrieve",
 ]
 
-Profile = Literal["lean", "balanced", "deep", "auto"]
 AppliedProfile = Literal["lean", "balanced", "deep"]
+"""The retrieval profiles: the one definition of their names (config and CLI use it)."""
+Profile = Literal[AppliedProfile, "auto"]
+"""A profile a user may ask for: one of the three, or `auto` (chosen per query)."""
 
 Rewriter = Callable[[str, str], Sequence[str]]
 """An extra query rewriter for deep: `(query, context) -> rewritten queries`."""
@@ -86,12 +88,14 @@ class ProfileSettings:
     max_inject: int
     trust: str
     """Name of the trust pass, for reasons and diagnostics."""
+    kb_factor: float
+    """How the profile scales a node's KB-chunk allocation (within the node's budget)."""
 
 
 PROFILES: dict[str, ProfileSettings] = {
-    "lean": ProfileSettings(10, 0, 0.6, 0.35, 3, 5, "strict"),
-    "balanced": ProfileSettings(30, 1, 0.4, 0.2, 6, 10, "standard"),
-    "deep": ProfileSettings(60, 99, 0.2, 0.1, 8, DEFAULT_MAX_INJECT, "permissive"),
+    "lean": ProfileSettings(10, 0, 0.6, 0.35, 3, 5, "strict", 0.5),
+    "balanced": ProfileSettings(30, 1, 0.4, 0.2, 6, 10, "standard", 1.0),
+    "deep": ProfileSettings(60, 99, 0.2, 0.1, 8, DEFAULT_MAX_INJECT, "permissive", 1.5),
 }
 
 _TOP_UP_FLOOR = 0.05
@@ -212,13 +216,12 @@ def kb_allocation_factor(applied_profile: str) -> float:
     Raises:
         ConfigError: For `auto` (resolve it first) or an unknown profile.
     """
-    factors = {"lean": 0.5, "balanced": 1.0, "deep": 1.5}
-    if applied_profile not in factors:
+    if applied_profile not in PROFILES:
         raise ConfigError(
-            f"no KB allocation for profile {applied_profile!r}; use lean, balanced or deep "
+            f"no KB allocation for profile {applied_profile!r}; use {', '.join(PROFILES)} "
             "(resolve auto with retrieve() first)"
         )
-    return factors[applied_profile]
+    return PROFILES[applied_profile].kb_factor
 
 
 def _keywords(query: str) -> list[str]:
@@ -395,9 +398,9 @@ def retrieve(
     Raises:
         ConfigError: Unknown profile, or a non-positive `max_inject`.
     """
-    if profile not in get_args(Profile):
+    if profile not in (*PROFILES, "auto"):
         raise ConfigError(
-            f"unknown retrieval profile {profile!r}; use lean, balanced, deep or auto"
+            f"unknown retrieval profile {profile!r}; use {', '.join(PROFILES)} or auto"
         )
     if max_inject is not None and max_inject < 1:
         raise ConfigError(f"max_inject must be at least 1 (got {max_inject})")
