@@ -8,15 +8,19 @@ and translates every transport failure into `collective.errors` types at this ed
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import json
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from collective.budget.counting import ChatMessage, TokenCounter
+from collective.errors import InvalidResponse
 
-__all__ = ["Backend", "ChatResult", "Health", "ToolCall", "Usage"]
+__all__ = ["Backend", "ChatDelta", "ChatResult", "Health", "ToolCall", "Usage", "collect"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,19 @@ class ChatResult:
     reasoning: str | None = None
     """The model's separate reasoning text where the server returns one (gpt-oss `thinking`,
     llama-server `reasoning_content`); None otherwise."""
+
+
+@dataclass(frozen=True)
+class ChatDelta:
+    """A piece of an answer as the model writes it (one item of `Backend.stream`)."""
+
+    text: str = ""
+    """Answer text added by this piece."""
+    reasoning: str = ""
+    """Reasoning (thinking) text added by this piece."""
+    result: ChatResult | None = None
+    """Set on a stream's last item only, which adds no text: the whole answer with its usage
+    and timings, as `Backend.chat` returns it."""
 
 
 @dataclass(frozen=True)
@@ -131,9 +148,77 @@ class Backend(ABC):
             InvalidResponse: An answer collective cannot interpret.
         """
 
+    async def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int,
+        temperature: float = 0.2,
+        stop: Sequence[str] | None = None,
+        json_schema: dict[str, Any] | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+        tool_choice: str | None = None,
+    ) -> AsyncIterator[ChatDelta]:
+        """Complete a chat, yielding the answer as it is written (arguments as `chat`).
+
+        The last item carries the `ChatResult` (`ChatDelta.result`); the texts before it add up
+        to its text. Closing the iterator, or cancelling the task that drains it, stops the
+        generation within about a token (an HTTP stream is closed; the server frees its slot).
+        A backend that cannot stream (this default) yields its whole answer at once.
+
+        Raises:
+            As `chat`.
+        """
+        result = await self.chat(
+            messages,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stop=stop,
+            json_schema=json_schema,
+            tools=tools,
+            tool_choice=tool_choice,
+        )
+        if result.text or result.reasoning:
+            yield ChatDelta(result.text, result.reasoning or "")
+        yield ChatDelta(result=result)
+
     @abstractmethod
     async def health(self) -> Health:
         """Whether the backend can serve requests now (never raises)."""
 
     async def aclose(self) -> None:
         """Release connections and models."""
+
+
+async def collect(
+    deltas: AsyncIterator[ChatDelta], on_delta: Callable[[ChatDelta], Any] | None = None
+) -> ChatResult:
+    """Drain a `Backend.stream`, handing each piece to `on_delta`, and return its result.
+
+    The stream is closed on the way out, also when the caller is cancelled, which stops the
+    generation. The result's `timings` gain `ttft_ms`: milliseconds from the first request for
+    a piece to the first answer or reasoning text (absent when nothing was written).
+
+    Args:
+        deltas: What `Backend.stream` returned.
+        on_delta: Receives every piece but the last; may be a coroutine function.
+
+    Raises:
+        InvalidResponse: The stream ended without a result.
+        BackendError: What the backend raised.
+    """
+    started = time.perf_counter()
+    first: float | None = None
+    async with contextlib.aclosing(deltas) as pieces:  # type: ignore[type-var]
+        async for delta in pieces:
+            if delta.result is not None:
+                if first is not None:
+                    delta.result.timings.setdefault("ttft_ms", (first - started) * 1000)
+                return delta.result
+            if first is None and (delta.text or delta.reasoning):
+                first = time.perf_counter()
+            if on_delta is not None:
+                done = on_delta(delta)
+                if inspect.isawaitable(done):
+                    await done
+    raise InvalidResponse("a model stream ended without its final result")

@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
@@ -38,7 +38,15 @@ from collective.errors import (
     InvalidResponse,
 )
 from collective.models._transport import LoopLocal, parse_json, translate_transport_error
-from collective.models.base import Backend, ChatResult, Health, ToolCall, Usage
+from collective.models.base import (
+    Backend,
+    ChatDelta,
+    ChatResult,
+    Health,
+    ToolCall,
+    Usage,
+    collect,
+)
 
 __all__ = [
     "CountRoute",
@@ -313,6 +321,85 @@ def parse_chat_response(data: Any, *, url: str, wall_ms: float) -> ChatResult:
     )
 
 
+class _StreamedReply:
+    """Assembles `/v1/chat/completions` server-sent events into the non-streaming body."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, dict[str, str]] = {}
+        self.finish_reason: str | None = None
+        self.usage: Any = None
+        self.timings: Any = None
+        self.model = ""
+
+    def feed(self, line: str) -> ChatDelta | None:
+        """Take one line of the event stream; the text it adds, if any.
+
+        Raises:
+            BackendError: The server reported an error inside the stream.
+            InvalidResponse: A chunk that is not JSON.
+        """
+        field, _, payload = line.partition(":")
+        payload = payload.strip()
+        if field not in ("data", "error") or not payload or payload == "[DONE]":
+            return None
+        try:
+            chunk = json.loads(payload)
+        except json.JSONDecodeError as exc:
+            raise InvalidResponse(
+                f"{_SERVER} at {self.url} streamed a chunk that is not JSON ({exc}): "
+                f"{payload[:200]!r}"
+            ) from exc
+        if not isinstance(chunk, dict):
+            raise InvalidResponse(f"{_SERVER} at {self.url} streamed {payload[:200]!r}")
+        if field == "error" or "error" in chunk:
+            raise _http_error(500, chunk if "error" in chunk else {"error": chunk}, self.url)
+        self.model = str(chunk.get("model") or self.model)
+        self.usage = chunk.get("usage") or self.usage
+        self.timings = chunk.get("timings") or self.timings
+        text = reasoning = ""
+        for choice in chunk.get("choices") or []:
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+            delta = choice.get("delta") or {}
+            text += delta.get("content") or ""
+            reasoning += delta.get("reasoning_content") or ""
+            for i, call in enumerate(delta.get("tool_calls") or []):
+                # Each call arrives in pieces under its index: id and name first, then the
+                # arguments' JSON text in fragments.
+                slot = self.calls.setdefault(
+                    call.get("index", i), {"id": "", "name": "", "arguments": ""}
+                )
+                slot["id"] = call.get("id") or slot["id"]
+                function = call.get("function") or {}
+                slot["name"] += function.get("name") or ""
+                slot["arguments"] += function.get("arguments") or ""
+        self.text.append(text)
+        self.reasoning.append(reasoning)
+        return ChatDelta(text, reasoning) if text or reasoning else None
+
+    def body(self) -> dict[str, Any]:
+        """What the non-streaming endpoint would have answered (for `parse_chat_response`)."""
+        message: dict[str, Any] = {"content": "".join(self.text)}
+        if any(self.reasoning):
+            message["reasoning_content"] = "".join(self.reasoning)
+        if self.calls:
+            message["tool_calls"] = [
+                {"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for _, c in sorted(self.calls.items())
+            ]
+        body: dict[str, Any] = {
+            "model": self.model,
+            "choices": [{"message": message, "finish_reason": self.finish_reason}],
+        }
+        if self.usage is not None:
+            body["usage"] = self.usage
+        if self.timings is not None:
+            body["timings"] = self.timings
+        return body
+
+
 class LlamaServerBackend(Backend):
     """A `llama-server` at `base_url`.
 
@@ -369,13 +456,26 @@ class LlamaServerBackend(Backend):
         try:
             response = await client.request(method, path, json=body)
         except httpx.HTTPError as exc:
-            # Whatever comes back at this URL may be another server: re-read, recount.
+            raise self._transport_error(exc) from exc
+        return response.status_code, parse_json(response, server=_SERVER, url=self.base_url)
+
+    def _transport_error(self, exc: httpx.HTTPError) -> BackendError:
+        """The collective error for a transport failure; forgets what was read from the server."""
+        # Whatever comes back at this URL may be another server: re-read, recount.
+        self._n_ctx = None
+        self.prompt_memo.clear()
+        return translate_transport_error(
+            exc, server=_SERVER, url=self.base_url, how_to_start=_how_to_start(self.base_url)
+        )
+
+    def _refusal(self, status: int, data: Any) -> BackendError:
+        """The collective error for a non-200 answer; an overflow forgets the cached window."""
+        error = _http_error(status, data, self.base_url)
+        if isinstance(error, ContextOverflow):
+            # The server differs from what we planned for (restarted, other model?).
             self._n_ctx = None
             self.prompt_memo.clear()
-            raise translate_transport_error(
-                exc, server=_SERVER, url=self.base_url, how_to_start=_how_to_start(self.base_url)
-            ) from exc
-        return response.status_code, parse_json(response, server=_SERVER, url=self.base_url)
+        return error
 
     async def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         """One request; a 503 while loading is waited out once (bounded by `load_wait`)."""
@@ -384,12 +484,7 @@ class LlamaServerBackend(Backend):
             await self.wait_ready()
             status, data = await self._request(method, path, body)
         if status != 200:
-            error = _http_error(status, data, self.base_url)
-            if isinstance(error, ContextOverflow):
-                # The server differs from what we planned for (restarted, other model?).
-                self._n_ctx = None
-                self.prompt_memo.clear()
-            raise error
+            raise self._refusal(status, data)
         return data
 
     async def wait_ready(self, timeout: float | None = None) -> None:
@@ -486,6 +581,67 @@ class LlamaServerBackend(Backend):
 
     # -- chat -------------------------------------------------------------------------------
 
+    async def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int,
+        temperature: float = 0.2,
+        stop: Sequence[str] | None = None,
+        json_schema: dict[str, Any] | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+        tool_choice: str | None = None,
+    ) -> AsyncIterator[ChatDelta]:
+        """Stream a chat from `/v1/chat/completions` as server-sent events (see `Backend.stream`).
+
+        Usage and timings come from the final chunk; tool calls and reasoning are assembled
+        from their deltas. Closing the stream closes the connection, and llama-server then
+        stops generating and frees the slot.
+        """
+        count_ms = await self._check_fits(messages, tools, max_tokens) if self.precheck else None
+        body = _chat_body(messages, tools)
+        body |= {
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "cache_prompt": True,  # reuse the slot's KV cache for a shared prefix
+        }
+        if stop:
+            body["stop"] = list(stop)
+        if tools and tool_choice:
+            body["tool_choice"] = tool_choice
+        if json_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "response", "schema": json_schema, "strict": True},
+            }
+        client: httpx.AsyncClient = self._clients.get()
+        sent = time.perf_counter()
+        reply = _StreamedReply(self.base_url)
+        for attempt in (1, 2):
+            try:
+                async with client.stream("POST", "/v1/chat/completions", json=body) as response:
+                    if response.status_code == 200:
+                        async for line in response.aiter_lines():
+                            delta = reply.feed(line)
+                            if delta is not None:
+                                yield delta
+                        break
+                    await response.aread()
+                    data = parse_json(response, server=_SERVER, url=self.base_url)
+            except httpx.HTTPError as exc:
+                raise self._transport_error(exc) from exc
+            if response.status_code != 503 or attempt == 2:
+                raise self._refusal(response.status_code, data)
+            await self.wait_ready()  # loading: wait it out once, bounded by load_wait
+        result = parse_chat_response(
+            reply.body(), url=self.base_url, wall_ms=(time.perf_counter() - sent) * 1000
+        )
+        if count_ms is not None:
+            result.timings["count_ms"] = count_ms
+        yield ChatDelta(result=result)
+
     async def chat(
         self,
         messages: Sequence[ChatMessage],
@@ -497,41 +653,42 @@ class LlamaServerBackend(Backend):
         tools: Sequence[dict[str, Any]] | None = None,
         tool_choice: str | None = None,
     ) -> ChatResult:
-        """Complete a chat through `/v1/chat/completions` (see `Backend.chat`)."""
-        started = time.perf_counter()
-        count_ms = 0.0
-        if self.precheck:
-            n_ctx = await self.context_window()
-            n_prompt = await self.count_prompt(messages, tools)
-            count_ms = (time.perf_counter() - started) * 1000
-            if n_prompt + max_tokens > n_ctx:
-                raise ContextOverflow(
-                    f"the prompt for {_SERVER} at {self.base_url} has {n_prompt} tokens and "
-                    f"{max_tokens} are reserved for output, but its slots hold {n_ctx}. Refit "
-                    f"the prompt to n_ctx={n_ctx} (nothing was sent).",
-                    n_prompt_tokens=n_prompt,
-                    n_ctx=n_ctx,
-                )
-        body = _chat_body(messages, tools)
-        body |= {"max_tokens": max_tokens, "temperature": temperature, "stream": False}
-        body["cache_prompt"] = True  # reuse the slot's KV cache for a shared prefix
-        if stop:
-            body["stop"] = list(stop)
-        if tools and tool_choice:
-            body["tool_choice"] = tool_choice
-        if json_schema is not None:
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "response", "schema": json_schema, "strict": True},
-            }
-        sent = time.perf_counter()
-        data = await self._call("POST", "/v1/chat/completions", body)
-        result = parse_chat_response(
-            data, url=self.base_url, wall_ms=(time.perf_counter() - sent) * 1000
+        """Complete a chat through `/v1/chat/completions`: `stream`, drained."""
+        return await collect(
+            self.stream(
+                messages,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                stop=stop,
+                json_schema=json_schema,
+                tools=tools,
+                tool_choice=tool_choice,
+            )
         )
-        if self.precheck:
-            result.timings["count_ms"] = count_ms
-        return result
+
+    async def _check_fits(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[dict[str, Any]] | None,
+        max_tokens: int,
+    ) -> float:
+        """Refuse a prompt that cannot fit with `max_tokens` of output; the counting time (ms).
+
+        Raises:
+            ContextOverflow: It cannot fit (nothing was sent).
+        """
+        started = time.perf_counter()
+        n_ctx = await self.context_window()
+        n_prompt = await self.count_prompt(messages, tools)
+        if n_prompt + max_tokens > n_ctx:
+            raise ContextOverflow(
+                f"the prompt for {_SERVER} at {self.base_url} has {n_prompt} tokens and "
+                f"{max_tokens} are reserved for output, but its slots hold {n_ctx}. Refit "
+                f"the prompt to n_ctx={n_ctx} (nothing was sent).",
+                n_prompt_tokens=n_prompt,
+                n_ctx=n_ctx,
+            )
+        return (time.perf_counter() - started) * 1000
 
     async def health(self) -> Health:
         """`/health`: ok, loading (503) or unreachable; never raises."""

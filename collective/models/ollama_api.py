@@ -22,11 +22,12 @@ backend:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,15 @@ from collective.errors import (
     InvalidResponse,
 )
 from collective.models._transport import LoopLocal, translate_transport_error
-from collective.models.base import Backend, ChatResult, Health, ToolCall, Usage
+from collective.models.base import (
+    Backend,
+    ChatDelta,
+    ChatResult,
+    Health,
+    ToolCall,
+    Usage,
+    collect,
+)
 
 __all__ = [
     "DEFAULT_NUM_CTX_CAP",
@@ -383,7 +392,7 @@ class OllamaBackend(Backend):
 
     # -- chat -------------------------------------------------------------------------------
 
-    async def chat(
+    async def stream(
         self,
         messages: Sequence[ChatMessage],
         *,
@@ -393,8 +402,13 @@ class OllamaBackend(Backend):
         json_schema: dict[str, Any] | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
         tool_choice: str | None = None,
-    ) -> ChatResult:
-        """Complete a chat through `/api/chat`, checked before and after (see module doc)."""
+    ) -> AsyncIterator[ChatDelta]:
+        """Stream a chat from `/api/chat`, checked before and after (see module doc).
+
+        Usage comes from the final message's `prompt_eval_count`/`eval_count`, and the
+        truncation check runs on it as for a whole answer. Closing the stream closes the
+        connection.
+        """
         num_ctx = await self.context_window()
         counter = await self.token_counter()
         counted = await self.count_prompt(messages, tools)
@@ -424,23 +438,90 @@ class OllamaBackend(Backend):
         if self.keep_alive is not None:
             kwargs["keep_alive"] = self.keep_alive
         started = time.perf_counter()
+        text: list[str] = []
+        thinking: list[str] = []
+        calls: list[Any] = []
+        final: dict[str, Any] | None = None
         try:
-            response = await self._clients.get().chat(
+            parts = await post_chat(
+                self._clients.get(),
                 model=self.model,
                 messages=[dict(m) for m in messages],
-                stream=False,
+                stream=True,
                 options=options,
                 **kwargs,
             )
+            async with contextlib.aclosing(parts):
+                async for part in parts:
+                    data = part.model_dump() if hasattr(part, "model_dump") else dict(part)
+                    message = data.get("message") or {}
+                    piece, thought = message.get("content") or "", message.get("thinking") or ""
+                    text.append(piece)
+                    thinking.append(thought)
+                    calls.extend(message.get("tool_calls") or [])  # each arrives whole
+                    if data.get("done"):
+                        final = data
+                    if piece or thought:
+                        yield ChatDelta(piece, thought)
+        except BackendError:
+            raise
         except Exception as exc:
-            raise self._translate(exc) from exc
+            from ollama import ResponseError
+
+            overflow = None
+            if isinstance(exc, ResponseError):
+                overflow = overflow_from_refusal(
+                    exc.status_code,
+                    str(exc.error),
+                    counted=counted,
+                    num_ctx=num_ctx,
+                    model=self.model,
+                    url=self.base_url,
+                )
+            raise (overflow or self._translate(exc)) from exc
+        if final is None:
+            raise InvalidResponse(
+                f"{_SERVER} at {self.base_url} ended the stream for {self.model} without its "
+                "final message (done: true); the answer may be cut"
+            )
+        final["message"] = {
+            "role": "assistant",
+            "content": "".join(text),
+            "thinking": "".join(thinking) or None,
+            "tool_calls": calls,
+        }
         wall_ms = (time.perf_counter() - started) * 1000
         content = (
             sum(counter.count_many(m.get("content") or "" for m in messages))
             if counter.exact
             else None
         )
-        return self._result(response, counted, content, counter, num_ctx, messages, wall_ms)
+        result = self._result(final, counted, content, counter, num_ctx, messages, wall_ms)
+        yield ChatDelta(result=result)
+
+    async def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int,
+        temperature: float = 0.2,
+        stop: Sequence[str] | None = None,
+        json_schema: dict[str, Any] | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+        tool_choice: str | None = None,
+    ) -> ChatResult:
+        """Complete a chat through `/api/chat`: `stream`, drained."""
+        return await collect(
+            self.stream(
+                messages,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                stop=stop,
+                json_schema=json_schema,
+                tools=tools,
+                tool_choice=tool_choice,
+            )
+        )
 
     def _result(
         self,
