@@ -443,8 +443,7 @@ class OllamaBackend(Backend):
         calls: list[Any] = []
         final: dict[str, Any] | None = None
         try:
-            parts = await post_chat(
-                self._clients.get(),
+            parts = await self._clients.get().chat(
                 model=self.model,
                 messages=[dict(m) for m in messages],
                 stream=True,
@@ -466,19 +465,7 @@ class OllamaBackend(Backend):
         except BackendError:
             raise
         except Exception as exc:
-            from ollama import ResponseError
-
-            overflow = None
-            if isinstance(exc, ResponseError):
-                overflow = overflow_from_refusal(
-                    exc.status_code,
-                    str(exc.error),
-                    counted=counted,
-                    num_ctx=num_ctx,
-                    model=self.model,
-                    url=self.base_url,
-                )
-            raise (overflow or self._translate(exc)) from exc
+            raise self._translate(exc) from exc
         if final is None:
             raise InvalidResponse(
                 f"{_SERVER} at {self.base_url} ended the stream for {self.model} without its "
