@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from collective.budget.counting import ChatMessage, TokenCounter
 from collective.budget.plans import SAFETY_MARGIN, SLACK_ORDER, ModelBudget
@@ -35,7 +36,6 @@ __all__ = [
     "SectionContent",
     "assemble",
     "chunks_section",
-    "fitted_section",
     "labelled_section",
     "text_section",
 ]
@@ -78,11 +78,6 @@ def labelled_section(name: str, items: Sequence[tuple[str, str]]) -> SectionCont
     return SectionContent(name, fit)
 
 
-def fitted_section(name: str, fitted: Callable[[TokenCounter, int], Fitted]) -> SectionContent:
-    """Any other fitting function (e.g. a conversation summary)."""
-    return SectionContent(name, fitted)
-
-
 @dataclass(frozen=True)
 class AssembledPrompt:
     """A prompt that fits, with the report that proves it."""
@@ -90,6 +85,14 @@ class AssembledPrompt:
     messages: list[ChatMessage]
     report: BudgetReport
     sections: Mapping[str, Fitted]
+
+    def kept(self, *names: str) -> list[str]:
+        """Keys of the pieces kept in the named sections (the KB chunks the model was shown).
+
+        A section the plan lacks contributes nothing: what was never sent was never seen.
+        """
+        keys = (key for name in names if name in self.sections for key in self.sections[name].kept)
+        return list(dict.fromkeys(keys))
 
 
 _MAX_REFITS = 8
@@ -105,6 +108,7 @@ def assemble(
     model: str,
     notes: Sequence[str] = (),
     beside_messages: int = 0,
+    tools: Sequence[dict[str, Any]] | None = None,
 ) -> AssembledPrompt:
     """Fit `contents` into `plan` and compose the messages.
 
@@ -119,6 +123,9 @@ def assemble(
         notes: Extra lines for the report (e.g. why the KB allocation changed).
         beside_messages: Tokens sent beside the messages (tool schemas); counted in the
             prompt total, and by the section that holds them.
+        tools: Tool schemas sent beside the messages: the prompt total counts them as the
+            counter's template renders them (`TokenCounter.count_messages`), exactly where the
+            counter renders the server's template (llama-server, llama.cpp in process).
 
     Raises:
         BudgetError: The prompt cannot be made to fit.
@@ -130,7 +137,7 @@ def assemble(
     limits, fitted = _fit_all(plan, counter, offered)
     for _ in range(_MAX_REFITS):
         messages = compose({name: f.text for name, f in fitted.items()})
-        total = counter.count_messages(messages) + beside_messages
+        total = counter.count_messages(messages, tools) + beside_messages
         excess = total + plan.output_budget - plan.n_ctx
         if excess <= 0:
             return AssembledPrompt(

@@ -48,6 +48,9 @@ class Scored:
     key: str
     text: str
     score: float
+    mark: str = ""
+    """Text that must survive whole for the piece to count as shown (a chunk's `[KB#id]` tag):
+    a piece cut inside its mark is left out rather than kept."""
 
 
 def _marker(n: int) -> str:
@@ -100,7 +103,7 @@ def select_chunks(
 
     Returns:
         The section text with its piecewise count; `kept` lists the keys of the chunks kept,
-        best first.
+        best first (a trimmed chunk only when its `mark` survived the cut).
     """
     if not chunks or max_tokens <= 0:
         return Fitted("", 0, trimmed=bool(chunks))
@@ -123,7 +126,7 @@ def select_chunks(
             room -= need
         elif i == 0:  # the best chunk alone is too big: trim it rather than lose it
             cut = trim_text(counter, ranked[0].text, room, keep="start")
-            if cut.text:
+            if cut.text and ranked[0].mark in cut.text:
                 kept.append(0)
                 pieces.append(cut)
                 room -= cut.tokens

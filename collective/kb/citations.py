@@ -2,35 +2,86 @@
 
 A chunk is shown as `[KB#mem_3f2a] [Score: 0.85] Heading > Path: text`. Models cite it by tag.
 
+Look-alikes: all untrusted text is first normalised (`normalise`: invisible characters such as
+zero-width spaces, soft hyphens and tag characters are removed, then NFKC, which folds
+full-width `［ＫＢ＃x］` into `[KB#x]`), and the tag patterns also accept the Cyrillic and Greek
+letters that look like `K`, `B` (`КВ`) and the bracket look-alikes `【〔⟦〖`. Neutralising and
+parsing see the same text, so nothing that looks like a tag escapes either.
+
 Forgery: chunk text is untrusted (anyone can ingest a file), so before a chunk is shown,
 anything in it that the citation parser would read as a tag is rewritten: `[KB#x]` becomes
 `[KB-ref x]` and `[Score: 0.9]` becomes `[Score-ref: 0.9]`. The rewrite matches exactly the
 openings the parser accepts (case-insensitive, spaces allowed: `[ kb # x]`), so
-`parse_citations(neutralise(text)) == []` for every text.
+`parse_citations(neutralise(text)) == []` for every text. The same holds for model output quoted
+into another model's prompt (proposals and the plan in the judge's).
 
 Grouped citations: a model may write `[KB#mem_1, mem_2]` or `[KB#mem_1, KB#mem_2]`; both are
 read as two citations. Ids are returned in first-appearance order, deduplicated.
+
+Checking (`check_citations`): a cited id counts only if it is among the chunks the model was
+actually shown (kept after trimming, tag intact); every other tag-like string the model wrote
+(`[KB#unknown]`, `[KB#has space]`, `[KB mem_1]`, a bare `KB#mem_1`) is reported as unknown.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import unicodedata
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from collective.kb.store import Chunk
 
-__all__ = ["format_chunk", "neutralise", "parse_citations", "resolve", "visible_chunks"]
+__all__ = [
+    "check_citations",
+    "format_chunk",
+    "neutralise",
+    "normalise",
+    "parse_citations",
+    "resolve",
+    "shown_ids",
+    "split_citations",
+    "tag",
+    "visible_chunks",
+]
 
-_TAG_OPEN = re.compile(r"\[\s*KB\s*#", re.IGNORECASE)
-_SCORE_OPEN = re.compile(r"\[\s*Score\s*:", re.IGNORECASE)
-_CITATION = re.compile(r"\[\s*KB\s*#([^\[\]]*)\]", re.IGNORECASE)
-_ITEM_PREFIX = re.compile(r"^KB\s*#\s*", re.IGNORECASE)
+# Characters that render as nothing: format characters (zero-width, bidi controls, soft
+# hyphen, word joiners, BOM, tag characters), fillers and variation selectors.
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u08e2\u115f\u1160\u17b4\u17b5"
+    "\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f"
+    "\ufeff\uffa0\ufff0-\ufffb\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e0fff]"
+)
+_OPEN = "[\\[\u3010\u3014\u27e6\u3016]"  # [ 【 〔 ⟦ 〖
+_CLOSE = "[\\]\u3011\u3015\u27e7\u3017]"
+_NOT_BRACKET = "[^\\[\\]\u3010\u3011\u3014\u3015\u27e6\u27e7\u3016\u3017]"
+_KB = "[K\u041a\u039a]\\s*[B\u0412\u0392\u03b2\u0432]"  # K/К/Κ, B/В/Β/β/в
+_SCORE = "[S\u0405][c\u0441][o\u043e\u03bf]r[e\u0435]"
+_TAG_OPEN = re.compile(f"{_OPEN}\\s*{_KB}\\s*#", re.IGNORECASE)
+_SCORE_OPEN = re.compile(f"{_OPEN}\\s*{_SCORE}\\s*:", re.IGNORECASE)
+_CITATION = re.compile(f"{_OPEN}\\s*{_KB}\\s*#({_NOT_BRACKET}*){_CLOSE}", re.IGNORECASE)
+# Anything a reader would take for a citation attempt: a bracketed `KB` tag of any shape, or a
+# bare `KB#x`.
+_BRACKETED = re.compile(f"{_OPEN}\\s*{_KB}(?![a-z0-9]){_NOT_BRACKET}*{_CLOSE}", re.IGNORECASE)
+_BARE = re.compile(f"(?<![A-Za-z0-9]){_KB}\\s*#\\s*[^\\s\\[\\],;)]+", re.IGNORECASE)
+_ITEM_PREFIX = re.compile(f"^{_KB}\\s*#\\s*", re.IGNORECASE)
 _ID = re.compile(r"^[A-Za-z0-9_.:\-]+$")
 
 
+def normalise(text: str) -> str:
+    """`text` without invisible characters, in NFKC (full-width and styled letters folded)."""
+    text = unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
+    return _INVISIBLE.sub("", text)  # NFKC can bring one back (rare): strip again
+
+
+def tag(chunk_id: str) -> str:
+    """The tag a chunk is shown and cited with: `[KB#id]`."""
+    return f"[KB#{chunk_id}]"
+
+
 def neutralise(text: str) -> str:
-    """Rewrite citation- and score-shaped text so it can never be parsed as a tag."""
-    text = _TAG_OPEN.sub("[KB-ref ", text)
+    """Normalise `text` and rewrite citation- and score-shaped text so it never parses as a tag."""
+    text = _TAG_OPEN.sub("[KB-ref ", normalise(text))
     return _SCORE_OPEN.sub("[Score-ref:", text)
 
 
@@ -39,21 +90,37 @@ def format_chunk(chunk: Chunk) -> str:
     body = neutralise(chunk.text)
     if chunk.heading:
         body = f"{neutralise(chunk.heading)}: {body}"
-    return f"[KB#{chunk.id}] [Score: {chunk.score:.2f}] {body}"
+    return f"{tag(chunk.id)} [Score: {chunk.score:.2f}] {body}"
+
+
+def _read(text: str) -> tuple[list[str], list[str]]:
+    """Ids cited in `text` and the tag-like strings that name no id, first-appearance order."""
+    text = normalise(text)
+    ids: dict[str, None] = {}
+    malformed: dict[str, None] = {}
+    for match in _BRACKETED.finditer(text):
+        citation = _CITATION.fullmatch(match.group(0))
+        items = citation.group(1).split(",") if citation else []
+        found = False
+        for item in items:
+            item = _ITEM_PREFIX.sub("", item.strip()).strip()
+            if item and _ID.match(item):
+                ids.setdefault(item, None)
+                found = True
+        if not found:
+            malformed.setdefault(match.group(0), None)
+    for match in _BARE.finditer(_BRACKETED.sub(" ", text)):
+        malformed.setdefault(match.group(0), None)
+    return list(ids), list(malformed)
 
 
 def parse_citations(text: str) -> list[str]:
     """The chunk ids cited in `text` (`[KB#id]`, or grouped `[KB#a, b]`), first-appearance order.
 
-    Items that are not id-shaped (spaces inside, empty) are ignored.
+    The text is normalised first (see `normalise`). Items that are not id-shaped (spaces inside,
+    empty) are not ids; `check_citations` reports them.
     """
-    ids: dict[str, None] = {}
-    for match in _CITATION.finditer(text):
-        for item in match.group(1).split(","):
-            item = _ITEM_PREFIX.sub("", item.strip()).strip()
-            if item and _ID.match(item):
-                ids.setdefault(item, None)
-    return list(ids)
+    return _read(text)[0]
 
 
 def resolve(
@@ -78,6 +145,38 @@ def resolve(
         else:
             citations.append({"id": cid, "source": chunk.source})
     return citations, unknown
+
+
+def check_citations(
+    text: str, supplied: Mapping[str, Chunk]
+) -> tuple[list[dict[str, str]], list[str]]:
+    """Read the citations in a model's `text` and check them against the chunks it was shown.
+
+    Args:
+        text: The model's answer.
+        supplied: The chunks the model received (kept after trimming, tag intact), by id.
+
+    Returns:
+        `(citations, unknown)`: `{id, source}` per resolved id, and everything else the model
+        wrote that looks like a tag: ids never shown, then malformed tags as written
+        (normalised), e.g. `[KB#has space]` or a bare `KB#mem_1`.
+    """
+    ids, unknown = split_citations(text, supplied)
+    return [{"id": i, "source": supplied[i].source} for i in ids], unknown
+
+
+def split_citations(text: str, shown: Collection[str]) -> tuple[list[str], list[str]]:
+    """The ids cited in `text` that are in `shown`, and everything else tag-like it holds.
+
+    See `check_citations`; this is the same check for callers that only hold the shown ids.
+    """
+    ids, malformed = _read(text)
+    return [i for i in ids if i in shown], [*(i for i in ids if i not in shown), *malformed]
+
+
+def shown_ids(text: str, ids: Iterable[str]) -> list[str]:
+    """Those of `ids` whose whole tag `[KB#id]` appears in `text` (what a model was shown)."""
+    return [i for i in dict.fromkeys(ids) if tag(i) in text]
 
 
 def visible_chunks(chunks: Sequence[Chunk], hidden_tags: Iterable[str]) -> list[Chunk]:

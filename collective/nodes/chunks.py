@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from collective.budget.trimming import Scored
-from collective.kb.citations import format_chunk, visible_chunks
+from collective.kb.citations import format_chunk, tag, visible_chunks
 from collective.kb.store import Chunk
 
 __all__ = ["chunk_from_dict", "scored_chunks"]
@@ -22,4 +22,4 @@ def scored_chunks(
 ) -> list[Scored]:
     """Chunks a role may see, rendered `[KB#id] [Score: 0.85] text` for a chunks section."""
     visible = visible_chunks([chunk_from_dict(c) for c in chunks], hidden_tags)
-    return [Scored(c.id, format_chunk(c), c.score) for c in visible]
+    return [Scored(c.id, format_chunk(c), c.score, mark=tag(c.id)) for c in visible]

@@ -22,7 +22,7 @@ from collective.budget.trimming import Fitted, Scored, share_fairly
 from collective.errors import InvalidResponse
 from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState, Proposal
-from collective.kb.citations import format_chunk, parse_citations, resolve
+from collective.kb.citations import check_citations, format_chunk, neutralise, shown_ids, tag
 from collective.kb.tools import VerificationTools
 from collective.models.base import ToolCall
 from collective.nodes.chunks import chunk_from_dict, scored_chunks
@@ -44,7 +44,12 @@ def evidence(proposals: list[Proposal], chunks: Mapping[str, Any]) -> list[Score
         for i in p["citations"]:
             by_member.setdefault(i, []).append(p["member"])
     return [
-        Scored(i, f"{format_chunk(chunks[i])}\n(cited by {', '.join(by_member[i])})", float(n))
+        Scored(
+            i,
+            f"{format_chunk(chunks[i])}\n(cited by {', '.join(by_member[i])})",
+            float(n),
+            mark=tag(i),
+        )
         for i, n in counts.most_common()
     ]
 
@@ -141,7 +146,8 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
         text_section("task", prompt.task_text(state["question"], state.get("plan", ""), ranking)),
         chunks_section("kb_chunks", scored_chunks(state.get("chunks", []))),
         labelled_section(
-            "proposals", [(f"### {p['member']} ({p['model']})", p["text"]) for p in answered]
+            "proposals",
+            [(f"### {p['member']} ({p['model']})", neutralise(p["text"])) for p in answered],
         ),
         chunks_section("evidence", evidence(answered, chunks)),
     ]
@@ -197,11 +203,12 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
             emit({"type": "tool_call", "node": agents.JUDGE, **entry})
     assert call is not None
     answer = call.result.text.strip()
-    sections = call.prompt.sections
-    supplied = {i: chunks[i] for i in (*sections["kb_chunks"].kept, *sections["evidence"].kept)}
+    # Only chunks the final prompt really showed (kept after trimming, tag intact) resolve.
+    supplied = {i: chunks[i] for i in call.prompt.kept("kb_chunks", "evidence")}
     if tools:
-        supplied.update(tools.fetched)
-    citations, unknown = resolve(parse_citations(answer), supplied)
+        shown = shown_ids("\n".join(transcript.fitted), tools.fetched)
+        supplied.update((i, tools.fetched[i]) for i in shown)
+    citations, unknown = check_citations(answer, supplied)
     elapsed = progress.done(call)
     return {
         "answer": answer,

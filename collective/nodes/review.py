@@ -13,6 +13,7 @@ from collective.budget.assembly import labelled_section, text_section
 from collective.errors import BackendError, BudgetError
 from collective.graph.context import CouncilContext
 from collective.graph.state import Proposal, ReviewTask
+from collective.kb.citations import neutralise
 from collective.nodes.model_call import NodeProgress, call_model, resolve_backend
 from collective.prompts import review as prompt
 
@@ -42,7 +43,9 @@ async def review(task: ReviewTask, runtime: Runtime[CouncilContext]) -> dict[str
                 text_section("system", prompt.SYSTEM.format(member=member)),
                 text_section("conversation_summary", task["conversation"], keep="end"),
                 text_section("task", task["question"]),
-                labelled_section("proposals", [(label, p["text"]) for label, p in shown.items()]),
+                labelled_section(
+                    "proposals", [(label, neutralise(p["text"])) for label, p in shown.items()]
+                ),
             ],
             compose=prompt.compose,
             question=task["question"],

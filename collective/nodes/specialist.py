@@ -11,7 +11,7 @@ from collective.budget.assembly import chunks_section, text_section
 from collective.errors import BackendError, BackendTimeout, BudgetError
 from collective.graph.context import CouncilContext
 from collective.graph.state import Proposal, SpecialistTask
-from collective.kb.citations import parse_citations
+from collective.kb.citations import split_citations
 from collective.nodes.chunks import scored_chunks
 from collective.nodes.model_call import NodeProgress, call_model, resolve_backend
 from collective.nodes.retry import TRANSIENT_RETRY, is_transient
@@ -69,14 +69,14 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
         return {"proposals": [failed], "timings": progress.timings(elapsed)}
     elapsed = progress.done(call)
     text = call.result.text.strip()
-    cited = parse_citations(text)
-    shown = {chunk.key for chunk in chunks}
+    # Only chunks the prompt really showed (kept after trimming, tag intact) can be cited.
+    cited, unknown = split_citations(text, call.prompt.kept("kb_chunks"))
     proposal = Proposal(
         member=member,
         model=backend.model,
         text=text,
-        citations=[i for i in cited if i in shown],
-        unknown_citations=[i for i in cited if i not in shown],
+        citations=cited,
+        unknown_citations=unknown,
         error=None,
     )
     return {

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from collective.budget.counting import ChatMessage
+from collective.kb.citations import neutralise
 
 SYSTEM = """You are the judge of a council of specialists. Weigh their proposals against the \
 knowledge base and write the verdict: the single best answer to the question.
@@ -20,9 +21,12 @@ SYNTHESIS = """Write the verdict now: a direct answer first, then the reasons, w
 
 
 def task_text(question: str, plan: str, ranking: str = "") -> str:
-    """The task framing with the planning context (plan and peer rankings) after it."""
+    """The task framing with the planning context (plan and peer rankings) after it.
+
+    The plan is model output: it is neutralised so that it cannot show the judge a tag.
+    """
     text = question
-    planning = "\n\n".join(p for p in (plan, ranking) if p)
+    planning = "\n\n".join(p for p in (neutralise(plan), ranking) if p)
     if planning:
         text += f"\n\n## Planning context\n{planning}"
     return text

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from collective.budget.counting import ChatMessage
+from collective.kb.citations import neutralise
 
 SYSTEM = """You are {member}, one of {k} specialists on a council. Answer the question \
 accurately and concisely from the knowledge-base chunks you are given.
@@ -30,8 +31,8 @@ def compose(sections: Mapping[str, str]) -> list[ChatMessage]:
 
 
 def task_text(question: str, plan: str, member: str) -> str:
-    """The task framing: the question first, then the council's plan."""
+    """The task framing: the question first, then the council's plan (neutralised: model text)."""
     text = f"Question: {question}"
     if plan:
-        text += f"\n\nCouncil plan (you are {member}):\n{plan}"
+        text += f"\n\nCouncil plan (you are {member}):\n{neutralise(plan)}"
     return text
