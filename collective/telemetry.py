@@ -21,7 +21,6 @@ Attribute names (what a trace backend can filter on):
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
@@ -38,7 +37,6 @@ __all__ = [
     "Exporter",
     "add_span_exporter",
     "configure_telemetry",
-    "configure_telemetry_from_env",
     "model_call_span",
     "record_budget_report",
     "record_retrieval",
@@ -120,16 +118,6 @@ def configure_telemetry(exporter: Exporter = "none") -> TracerProvider | None:
     raise ConfigError(f"unknown telemetry exporter {exporter!r}; use none, console or otlp")
 
 
-def configure_telemetry_from_env() -> TracerProvider | None:
-    """`configure_telemetry` with the exporter named by `COLLECTIVE_TELEMETRY` (default none)."""
-    value = os.environ.get("COLLECTIVE_TELEMETRY", "none").strip().lower() or "none"
-    if value not in ("none", "console", "otlp"):
-        raise ConfigError(
-            f"COLLECTIVE_TELEMETRY={value!r} is not an exporter; use none, console or otlp"
-        )
-    return configure_telemetry(value)  # type: ignore[arg-type]
-
-
 def _attribute(value: Any) -> Any:
     """A value OpenTelemetry accepts as an attribute (scalars, homogeneous lists of scalars)."""
     if isinstance(value, bool | int | float | str):
@@ -179,9 +167,8 @@ def record_budget_report(span: trace.Span, report: Mapping[str, Any]) -> None:
     for key in ("n_ctx", "prompt_tokens", "max_output_tokens", "token_counter", "scaled"):
         if key in report:
             span.set_attribute(f"budget.{key}", _attribute(report[key]))
-    if "prompt_tokens" in report and "max_output_tokens" in report and "n_ctx" in report:
-        fits = report["prompt_tokens"] + report["max_output_tokens"] <= report["n_ctx"]
-        span.set_attribute("budget.fits", bool(fits))
+    if "fits" in report:
+        span.set_attribute("budget.fits", bool(report["fits"]))
     for section in report.get("sections", []):
         name = section["name"]
         span.set_attribute(f"budget.section.{name}.allocated", int(section["allocated"]))

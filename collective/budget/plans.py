@@ -151,15 +151,6 @@ class ModelBudget:
         sections[section] = max(0, target)
         return replace(self, sections=sections)
 
-    def describe(self) -> str:
-        """One line per section, for humans."""
-        rows = [
-            f"{self.name}: n_ctx {self.n_ctx}, prompt {self.prompt_budget}, output "
-            f"{self.output_budget}" + (f" [{self.scaled}]" if self.scaled else "")
-        ]
-        rows += [f"  {k}: {v}" for k, v in self.sections.items()]
-        return "\n".join(rows)
-
 
 SPECIALIST_PRESET = ModelBudget(
     name="specialist",

@@ -63,7 +63,7 @@ class BudgetReport:
         return [head, *(f"  {s.line()}" for s in self.sections)]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (the shape of DESIGN.md's `budgets` entries)."""
+        """JSON-ready form (the shape of the `budgets` entries in state and `--json`)."""
         # Spelled out rather than `asdict`: this runs for every model call.
         return {
             "node": self.node,
@@ -71,14 +71,9 @@ class BudgetReport:
             "n_ctx": self.n_ctx,
             "prompt_tokens": self.prompt_tokens,
             "max_output_tokens": self.max_output_tokens,
+            "fits": self.fits,
             "token_counter": self.token_counter,
             "sections": [s.__dict__.copy() for s in self.sections],
             "scaled": self.scaled,
             "notes": list(self.notes),
         }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BudgetReport:
-        """Rebuild a report from `to_dict` output."""
-        sections = [SectionUsage(**s) for s in data.get("sections", [])]
-        return cls(**{**data, "sections": sections})

@@ -161,7 +161,7 @@ def budget_table(reports: Sequence[Mapping[str, Any]], title: str = "budgets") -
     table.add_column("prompt+out", justify="right", no_wrap=True)
     table.add_column("section used/allocated", overflow="fold")
     for report in reports:
-        fits = report["prompt_tokens"] + report["max_output_tokens"] <= report["n_ctx"]
+        fits = report.get("fits", True)
         sections = [
             section_summary(s) for s in report.get("sections", []) if s["allocated"] or s["used"]
         ]

@@ -163,9 +163,7 @@ async def _council(config: CollectiveConfig, question: str) -> list[Check]:
     expected = {agents.PLAN, agents.JUDGE, *(set(agents.members(ctx.k)) & answered)}
     reports = {b["node"]: b for b in result["budgets"]}
     missing = sorted(expected - set(reports))
-    over = [
-        n for n, b in reports.items() if b["prompt_tokens"] + b["max_output_tokens"] > b["n_ctx"]
-    ]
+    over = [n for n, b in reports.items() if not b["fits"]]
     if missing or over:
         why = (f"missing for {', '.join(missing)}" if missing else "") + (
             f" over n_ctx for {', '.join(over)}" if over else ""

@@ -651,11 +651,6 @@ class TieredMemory:
     def _episode(self, task_id: str) -> Episode | None:
         return next((e for e in self.episodes if e.id == task_id), None)
 
-    def _render_l0(self) -> str:
-        return "\n".join(
-            [*(t.render() for t in self.tasks.values()), *(t.render() for t in self.turns)]
-        )
-
     def _render_l1(self) -> str:
         return "\n".join(
             [
