@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from collective.budget.assembly import AssembledPrompt, SectionContent, assemble
 from collective.budget.counting import ChatMessage
 from collective.budget.monitor import BudgetEvent, UsageLog, record_model_call
-from collective.budget.plans import PRESETS, ModelBudget
+from collective.budget.plans import PRESETS, ModelBudget, check_role_sections
 from collective.budget.profiles import AgentBudget, ProfileAssignments, resolve_budget
 from collective.budget.report import BudgetReport
 from collective.errors import ConfigError, ContextOverflow
@@ -129,6 +129,7 @@ def fit_plan(
     base = ref if isinstance(ref, ModelBudget) else PRESETS.get(ref)
     if base is None:
         raise ConfigError(f"unknown budget preset {ref!r} for {role}; use one of {list(PRESETS)}")
+    check_role_sections(role, base)  # a library caller's plan is checked like a config's
     plan = base.fit_to_context(n_ctx, f"{backend.spec} reports n_ctx={n_ctx}")
     caps = [settings.output_caps.get(role), backend.output_cap, output_cap]
     cap = min((c for c in caps if c), default=plan.output_budget)

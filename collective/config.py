@@ -228,6 +228,20 @@ class CollectiveConfig(BaseSettings):
     def _spec(cls, value: str | None) -> str | None:
         return None if value is None else _check_spec(value)
 
+    @field_validator("budgets")
+    @classmethod
+    def _sections_each_role_needs(
+        cls, value: dict[str, str | BudgetSections]
+    ) -> dict[str, str | BudgetSections]:
+        from collective.budget.plans import PRESETS, check_role_sections
+
+        for role, ref in value.items():
+            try:
+                check_role_sections(role, PRESETS[ref] if isinstance(ref, str) else ref.plan(role))
+            except ConfigError as exc:
+                raise ValueError(f"budgets.{role}: {exc}") from None
+        return value
+
     @model_validator(mode="after")
     def _quorum_reachable(self) -> CollectiveConfig:
         if self.quorum is not None and self.quorum > self.members:

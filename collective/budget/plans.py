@@ -17,18 +17,32 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from collective.errors import BudgetError
+from collective.errors import BudgetError, ConfigError
 
 __all__ = [
     "JUDGE_PRESET",
     "PLANNER_PRESET",
     "PRESETS",
+    "REQUIRED_SECTIONS",
     "REVIEWER_PRESET",
     "SAFETY_MARGIN",
     "SLACK_ORDER",
     "SPECIALIST_PRESET",
     "ModelBudget",
+    "check_role_sections",
 ]
+
+REQUIRED_SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "planner": ("system", "task"),
+        "specialist": ("system", "task"),
+        "reviewer": ("system", "task", "proposals"),
+        "judge": ("system", "task", "proposals"),
+        "chat": ("system", "task"),
+    }
+)
+"""Sections without which a role's prompt means nothing (its rules, its question, and for the
+judge and reviewers the proposals); every other section may be left out of a plan."""
 
 SLACK_ORDER: tuple[str, ...] = ("kb_chunks", "proposals", "evidence")
 """Sections that receive unused tokens, in this order."""
@@ -222,3 +236,18 @@ PRESETS: Mapping[str, ModelBudget] = MappingProxyType(
     {p.name: p for p in (SPECIALIST_PRESET, JUDGE_PRESET, PLANNER_PRESET, REVIEWER_PRESET)}
 )
 """The presets by name, as config refers to them."""
+
+
+def check_role_sections(role: str, plan: ModelBudget) -> None:
+    """Refuse a plan that lacks a section `role` needs (see `REQUIRED_SECTIONS`).
+
+    Raises:
+        ConfigError: Names the missing sections and what to do.
+    """
+    missing = [s for s in REQUIRED_SECTIONS.get(role, ()) if s not in plan.sections]
+    if missing:
+        names = ", ".join(repr(s) for s in missing)
+        raise ConfigError(
+            f"the {role}'s budget plan {plan.name!r} has no {names} section; the {role} needs "
+            f"{', '.join(REQUIRED_SECTIONS[role])}: add the section or use the {role} preset"
+        )
