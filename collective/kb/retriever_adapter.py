@@ -2,8 +2,10 @@
 
 Documents become chunks:
 
-* id: `metadata["id"]` or `Document.id` when it already is a `mem_...` id, otherwise derived
-  from the content and source like every other chunk id (stable across calls);
+* id: derived from the content, source and heading like every other chunk id (stable across
+  calls). An id the retriever supplies (`metadata["id"]`, `Document.id`) is never trusted, even
+  when it starts with `mem_`: a document could claim another chunk's id, or carry one such as
+  `"mem_a, mem_b"` that would read back as two citations;
 * source: `metadata["source"]`, else `langchain:<retriever class>`;
 * tags: `metadata["tags"]` (a list or a comma-separated string);
 * score: `metadata["score"]` or `metadata["relevance_score"]` when the retriever supplies one
@@ -19,7 +21,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from collective.kb.store import ID_PREFIX, Chunk, chunk_id, rank_chunks
+from collective.kb.store import Chunk, chunk_id, rank_chunks
 
 if TYPE_CHECKING:
     from langchain_core.documents import Document
@@ -40,9 +42,7 @@ def document_to_chunk(document: Document, rank: int, default_source: str) -> Chu
     meta = document.metadata or {}
     source = str(meta.get("source") or default_source)
     heading = str(meta.get("heading") or "")
-    cid = meta.get("id") or document.id
-    if not (isinstance(cid, str) and cid.startswith(ID_PREFIX)):
-        cid = chunk_id(document.page_content, source, heading)
+    cid = chunk_id(document.page_content, source, heading)
     score = meta.get("score", meta.get("relevance_score"))
     if not (isinstance(score, int | float) and 0.0 <= score <= 1.0):
         score = 1.0 / (1.0 + 0.1 * rank)
