@@ -39,6 +39,9 @@ class CouncilInput(TypedDict):
     """What a caller passes in: one question."""
 
     question: str
+    """Checked at the edge by `collective.question.check_question` (the first node): empty or
+    blank is refused, invalid Unicode repaired, an over-long question cut; every change is
+    noted in the output's `notes`."""
 
 
 class CouncilOutput(TypedDict, total=False):

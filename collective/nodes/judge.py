@@ -218,5 +218,5 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
         "timings": progress.timings(elapsed),
         "ranking_aggregate": aggregate,
         "tool_calls": tool_log,
-        "notes": [*notes, *call.result.warnings],
+        "notes": [*state.get("notes", []), *notes, *call.result.warnings],
     }

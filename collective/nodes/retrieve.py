@@ -18,6 +18,7 @@ from collective.kb.retrieval import retrieve as run_retrieval
 from collective.kb.store import KnowledgeStore
 from collective.memory.conversation import conversation_summary
 from collective.nodes.model_call import NodeProgress, resolve_backend
+from collective.question import check_question
 
 __all__ = ["open_knowledge", "retrieve"]
 
@@ -37,12 +38,12 @@ def open_knowledge(ctx: CouncilContext) -> KnowledgeStore:
 
 
 def _find(
-    ctx: CouncilContext, state: CouncilState, rewriter: Rewriter | None
+    ctx: CouncilContext, state: CouncilState, question: str, rewriter: Rewriter | None
 ) -> tuple[str, RetrievalResult]:
     conversation = conversation_summary(state.get("memory"))
     result = run_retrieval(
         open_knowledge(ctx),
-        state["question"],
+        question,
         ctx.retrieval,
         max_inject=ctx.max_inject,
         max_latency_ms=ctx.max_latency_ms,
@@ -55,15 +56,19 @@ def _find(
 async def retrieve(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
     """Find the chunks the council will see, and start a fresh run on the thread."""
     ctx = runtime.context
+    # The library's edge: the checked question (refused, repaired or cut, with notes) is the
+    # one every later node and the memory see.
+    question, notes = check_question(state.get("question"))
     progress = NodeProgress(agents.RETRIEVE)
     # SQLite and tokenizer files are blocking I/O: keep them off the event loop.
     rewriter = None
     if ctx.rewriter is not None:
         rewriter = backend_rewriter(resolve_backend(ctx.rewriter), asyncio.get_running_loop())
-    conversation, result = await asyncio.to_thread(_find, ctx, state, rewriter)
+    conversation, result = await asyncio.to_thread(_find, ctx, state, question, rewriter)
     elapsed = progress.done()
     # A thread keeps state between runs: the reducer fields start afresh for each question.
     return {
+        "question": question,
         "started_at": time.time(),
         "conversation": conversation,
         "chunks": [asdict(c) for c in result.injected],
@@ -73,5 +78,5 @@ async def retrieve(state: CouncilState, runtime: Runtime[CouncilContext]) -> dic
         "rankings": Overwrite([]),
         "timings": Overwrite(progress.timings(elapsed)),
         "tool_calls": [],
-        "notes": [],
+        "notes": notes,
     }
