@@ -16,25 +16,34 @@
 from __future__ import annotations
 
 import asyncio
+import codecs
+import contextlib
 import functools
 import json
 import os
+import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collective.budget.counting import ChatMessage, TokenizerCounter
 from collective.errors import ConfigError, ContextOverflow, InvalidResponse
-from collective.models.base import Backend, ChatResult, Health, Usage
+from collective.models.base import Backend, ChatDelta, ChatResult, Health, Usage, collect
 
 if TYPE_CHECKING:
     from llama_cpp import Llama, LlamaGrammar
     from llama_cpp._internals import LlamaModel
 
-__all__ = ["GGUFChat", "LlamaCppBackend", "LlamaCppCounter", "gguf_vocab_counter"]
+__all__ = [
+    "GGUFChat",
+    "LlamaCppBackend",
+    "LlamaCppCounter",
+    "generate_text",
+    "gguf_vocab_counter",
+]
 
 
 CHATML_TEMPLATE = (
@@ -180,6 +189,95 @@ def gguf_vocab_counter(path: str) -> LlamaCppCounter:
     return LlamaCppCounter("exact:gguf-vocab", GGUFChat(model, Path(path).stem))
 
 
+def _held_back(text: bytes, markers: Sequence[bytes]) -> int:
+    """Bytes at the end of `text` that may be the start of one of `markers`."""
+    held = 0
+    for marker in markers:
+        for n in range(min(len(marker), len(text)), held, -1):
+            if text.endswith(marker[:n]):
+                held = n
+                break
+    return held
+
+
+def generate_text(
+    llama: Llama,
+    ids: list[int],
+    *,
+    max_tokens: int,
+    temperature: float,
+    stop: Sequence[str] = (),
+    grammar: LlamaGrammar | None = None,
+    on_text: Callable[[str], None] | None = None,
+    cancel: threading.Event | None = None,
+    hold: Sequence[str] = (),
+) -> tuple[str, int, str]:
+    """Generate after the prompt `ids` token by token, as `Llama.create_completion` does.
+
+    Same sampling, seed and stop handling, so the text equals a non-streaming completion's.
+    Text reaches `on_text` as soon as it is final: an incomplete UTF-8 character, or an end
+    that may still become a stop string, waits for the next token; from the first `hold`
+    string on (a tool call, parsed whole later) nothing more is handed out. `cancel` is
+    checked between tokens.
+
+    Returns:
+        The text, the tokens generated (the end-of-generation token not included) and the
+        finish reason: `stop`, `length` or `cancelled`.
+    """
+    import llama_cpp
+
+    # create_completion's seeding when no seed is given, so sampled answers match it too.
+    llama.set_seed(random.Random(llama._seed).randint(0, 2**32))
+    stops = [s.encode("utf-8") for s in stop if s]
+    holds = [s.encode("utf-8") for s in hold if s]
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="ignore")
+    out: list[int] = []
+    text, sent, held, finish = b"", 0, False, "length"
+    tokens = llama.generate(
+        ids,
+        top_k=40,
+        top_p=0.95,
+        min_p=0.05,
+        typical_p=1.0,
+        temp=temperature,
+        repeat_penalty=1.0,
+        grammar=grammar,
+    )
+    if cancel is not None and cancel.is_set():
+        return "", 0, "cancelled"
+    with contextlib.closing(tokens):
+        for token in tokens if max_tokens > 0 else ():
+            if cancel is not None and cancel.is_set():
+                finish = "cancelled"
+                break
+            if llama_cpp.llama_vocab_is_eog(llama._model.vocab, token):
+                finish = "stop"
+                break
+            out.append(token)
+            text = llama.detokenize(out, prev_tokens=ids)
+            hits = [text.index(s) for s in stops if s in text]
+            if hits:
+                text, finish = text[: min(hits)], "stop"
+                break
+            if len(out) >= max_tokens:
+                break
+            if on_text is not None and not held:
+                end = len(text) - _held_back(text, stops + holds)
+                marks = [text.index(h) for h in holds if h in text]
+                if marks:
+                    end, held = min(marks), True
+                piece = decoder.decode(text[sent:end])
+                sent = max(sent, end)
+                if piece:
+                    on_text(piece)
+    if on_text is not None and not held:
+        marks = [text.index(h) for h in holds if h in text]
+        piece = decoder.decode(text[sent : min(marks, default=len(text))], final=True)
+        if piece:
+            on_text(piece)
+    return text.decode("utf-8", errors="ignore"), len(out), finish
+
+
 class LlamaCppBackend(Backend):
     """A GGUF model run in this process.
 
@@ -302,6 +400,8 @@ class LlamaCppBackend(Backend):
         temperature: float,
         stop: Sequence[str] | None,
         json_schema: dict[str, Any] | None,
+        on_text: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
     ) -> ChatResult:
         chat = self._load_sync()
         llama = self._llama
@@ -319,14 +419,22 @@ class LlamaCppBackend(Backend):
         grammar = self._grammar(json_schema) if json_schema is not None else None
         with self._call_lock:
             started = time.perf_counter()
-            out: Any = llama.create_completion(
-                prompt=ids,
+            text, n_out, reason = generate_text(
+                llama,
+                ids,
                 max_tokens=max_tokens,
                 temperature=temperature,
                 stop=[*(stop or []), *template_stop],
                 grammar=grammar,
+                on_text=on_text,
+                cancel=cancel,
+                hold=["<tool_call>"] if False else [],
             )
             wall_ms = (time.perf_counter() - started) * 1000
+        out: Any = {
+            "choices": [{"text": text, "finish_reason": reason}],
+            "usage": {"prompt_tokens": len(ids), "completion_tokens": n_out},
+        }
         try:
             choice = out["choices"][0]
             usage = out["usage"]
@@ -345,6 +453,67 @@ class LlamaCppBackend(Backend):
             )
         return result
 
+    async def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int,
+        temperature: float = 0.2,
+        stop: Sequence[str] | None = None,
+        json_schema: dict[str, Any] | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+        tool_choice: str | None = None,
+    ) -> AsyncIterator[ChatDelta]:
+        """Generate in a worker thread, handing text over as it is written (`Backend.stream`).
+
+        Closing the stream, or cancelling its consumer, stops the generation at the next token.
+
+        Raises:
+            ConfigError: `tools` were given (not supported in process) or the template refused
+                the messages.
+        """
+        if tools:
+            raise ConfigError(
+                f"{self.spec} does not support tools; route tool-using roles to llama-server "
+                "or Ollama"
+            )
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        cancel = threading.Event()
+
+        def put(kind: str, value: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody listens
+                loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+
+        def work() -> None:
+            try:
+                result = self._complete_sync(
+                    messages,
+                    max_tokens,
+                    temperature,
+                    stop,
+                    json_schema,
+                    on_text=lambda text: put("text", text),
+                    cancel=cancel,
+                )
+            except Exception as exc:
+                put("error", exc)
+            else:
+                put("result", result)
+
+        loop.run_in_executor(None, work)
+        try:
+            while True:
+                kind, value = await queue.get()
+                if kind == "error":
+                    raise value
+                if kind == "result":
+                    yield ChatDelta(result=value)
+                    return
+                yield ChatDelta(value)
+        finally:
+            cancel.set()  # the consumer is gone (or done): the worker stops at its next token
+
     async def chat(
         self,
         messages: Sequence[ChatMessage],
@@ -356,19 +525,17 @@ class LlamaCppBackend(Backend):
         tools: Sequence[dict[str, Any]] | None = None,
         tool_choice: str | None = None,
     ) -> ChatResult:
-        """Complete a chat in a worker thread (see `Backend.chat`).
-
-        Raises:
-            ConfigError: `tools` were given (not supported in process) or the template refused
-                the messages.
-        """
-        if tools:
-            raise ConfigError(
-                f"{self.spec} does not support tools; route tool-using roles to llama-server "
-                "or Ollama"
+        """Complete a chat: `stream`, drained."""
+        return await collect(
+            self.stream(
+                messages,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                stop=stop,
+                json_schema=json_schema,
+                tools=tools,
+                tool_choice=tool_choice,
             )
-        return await asyncio.to_thread(
-            self._complete_sync, messages, max_tokens, temperature, stop, json_schema
         )
 
     async def health(self) -> Health:
