@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -36,7 +36,7 @@ from collective.budget.profiles import AgentBudget, ProfileAssignments, resolve_
 from collective.budget.report import BudgetReport
 from collective.errors import ConfigError, ContextOverflow
 from collective.kb.retrieval import kb_allocation_factor
-from collective.models.base import Backend, ChatResult
+from collective.models.base import Backend, ChatDelta, ChatResult, collect
 from collective.telemetry import model_call_span, record_budget_report
 
 __all__ = [
@@ -52,8 +52,8 @@ __all__ = [
 OnEvent = Callable[[dict[str, Any]], None]
 """Receives the call's progress events (`budget`, `budget_event`)."""
 
-OnToken = Callable[[str], None]
-"""Receives answer text as it is generated (streaming backends)."""
+OnToken = Callable[[str], Awaitable[None] | None]
+"""Receives answer text as it is generated, piece by piece; may be a coroutine function."""
 
 
 class Admission(Protocol):
@@ -329,18 +329,25 @@ async def _send(
     reserve = admission.reserve if admission else _admit_all
     async with reserve(backend, prompt.report.prompt_tokens + max_tokens):
         started = time.perf_counter()
-        # A streaming backend method plugs in here, feeding `on_token` as text arrives.
-        result = await backend.chat(
+        stream = backend.stream(
             prompt.messages,
             max_tokens=max_tokens,
             temperature=temperature,
             json_schema=json_schema,
             tools=tools,
         )
+        result = await collect(stream, _text_only(on_token) if on_token else None)
     result.timings.setdefault("wall_ms", (time.perf_counter() - started) * 1000)
-    if on_token and result.text:
-        on_token(result.text)  # a backend that does not stream delivers its answer at once
     return result
+
+
+def _text_only(on_token: OnToken) -> Callable[[ChatDelta], Awaitable[None] | None]:
+    """`collect`'s `on_delta` that passes answer text (not reasoning) to `on_token`."""
+
+    def on_delta(delta: ChatDelta) -> Awaitable[None] | None:
+        return on_token(delta.text) if delta.text else None
+
+    return on_delta
 
 
 @asynccontextmanager
