@@ -15,8 +15,9 @@ from langgraph.config import get_stream_writer
 from collective import agents
 from collective.budget.assembly import SectionContent
 from collective.budget.counting import ChatMessage
-from collective.budgeted_call import ModelCall, budgeted_call
+from collective.budgeted_call import ModelCall, OnToken, budgeted_call
 from collective.models.base import Backend
+from collective.nodes.token_stream import ChatModelRun
 
 if TYPE_CHECKING:
     from collective.graph.context import CouncilContext
@@ -57,6 +58,8 @@ class NodeProgress:
             event["model"] = model
         emit(event)
         self.started = time.perf_counter()
+        self.ttft_ms: float | None = None
+        """Milliseconds to the model's first token (set by `done` with a call)."""
 
     @property
     def elapsed_ms(self) -> float:
@@ -71,12 +74,18 @@ class NodeProgress:
         if call is not None:
             event["tokens_in"] = call.report.prompt_tokens
             event["tokens_out"] = call.result.usage.completion_tokens
+            self.ttft_ms = call.result.timings.get("ttft_ms")
+            if self.ttft_ms is not None:
+                event["ttft_ms"] = self.ttft_ms
         emit({**event, **extra})
         return elapsed
 
     def timings(self, elapsed: float) -> dict[str, float]:
-        """The node's entry in the state's `timings`."""
-        return {f"{self.node}_ms": elapsed}
+        """The node's entries in the state's `timings` (time to first token where known)."""
+        out = {f"{self.node}_ms": elapsed}
+        if self.ttft_ms is not None:
+            out[f"{self.node}_ttft_ms"] = self.ttft_ms
+        return out
 
 
 async def call_model(
@@ -91,22 +100,36 @@ async def call_model(
     json_schema: dict[str, Any] | None = None,
     tools: Sequence[dict[str, Any]] | None = None,
     output_cap: int | None = None,
+    on_token: OnToken | None = None,
 ) -> ModelCall:
     """`budgeted_call` for a node, its progress going to the graph's custom stream.
 
     The call's role (budget plan, answer cap) follows from the node's name (`collective.agents`).
+    Its answer streams as a LangChain chat-model run (`ChatModelRun`: LangGraph's `messages`
+    mode and `astream_events`), and to `on_token` where given.
     """
-    return await budgeted_call(
-        ctx,
-        role=agents.role_of(node),
-        agent=node,
-        backend=backend,
-        contents=contents,
-        compose=compose,
-        question=question,
-        retrieval_profile=retrieval_profile,
-        json_schema=json_schema,
-        tools=tools,
-        output_cap=output_cap,
-        on_event=emit,
-    )
+    role = agents.role_of(node)
+    async with ChatModelRun(node, role, backend.model) as run:
+
+        async def token(text: str) -> None:
+            await run.token(text)
+            if on_token is not None and (done := on_token(text)) is not None:
+                await done
+
+        call = await budgeted_call(
+            ctx,
+            role=role,
+            agent=node,
+            backend=backend,
+            contents=contents,
+            compose=compose,
+            question=question,
+            retrieval_profile=retrieval_profile,
+            json_schema=json_schema,
+            tools=tools,
+            output_cap=output_cap,
+            on_event=emit,
+            on_token=token,
+        )
+        run.result = call.result
+    return call
