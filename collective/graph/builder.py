@@ -1,10 +1,18 @@
-"""The council graph.
+"""The council graph, and a node that mounts it in a parent graph with its own state.
 
 retrieve -> plan -> specialist x K (Send) -> quorum -> [review x K (Send)] -> judge -> remember
+
+Every node sees a `CouncilContext`: the run's own, the defaults when the run has none, or one
+built from a JSON object; any other context (a parent graph's) is refused with a `ConfigError`
+that says to mount the council with `council_node`, which runs it under its own context.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
@@ -12,7 +20,8 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from collective import agents
-from collective.graph.context import CouncilContext
+from collective.errors import ConfigError
+from collective.graph.context import CouncilContext, council_context
 from collective.graph.state import (
     CouncilInput,
     CouncilOutput,
@@ -29,7 +38,64 @@ from collective.nodes.retry import TRANSIENT_RETRY
 from collective.nodes.review import review
 from collective.nodes.specialist import specialist
 
-__all__ = ["build_graph", "route_specialists"]
+__all__ = ["build_graph", "council_node", "route_specialists"]
+
+DEFAULT_USER = "default"
+"""The user id of runs that name none (memory is still kept per thread)."""
+
+
+def _run_user(ctx: CouncilContext, runtime: Runtime[Any]) -> str:
+    """`ctx.user_id`, else the config's `configurable.user_id`, else the server's user."""
+    if ctx.user_id:
+        return ctx.user_id
+    from langgraph.config import get_config
+
+    try:
+        user = get_config().get("configurable", {}).get("user_id")
+    except RuntimeError:  # not inside a runnable context
+        user = None
+    if not user and runtime.server_info is not None and runtime.server_info.user is not None:
+        user = getattr(runtime.server_info.user, "identity", None)
+    return str(user) if user else DEFAULT_USER
+
+
+def _council_runtime(runtime: Runtime[Any]) -> Runtime[CouncilContext]:
+    """The runtime with its context as a `CouncilContext` whose `user_id` is set."""
+    ctx = council_context(runtime.context)
+    user = _run_user(ctx, runtime)
+    if user != ctx.user_id:
+        ctx = dataclasses.replace(ctx, user_id=user)
+    return runtime.override(context=ctx)
+
+
+def _with_council_context(node: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a node or router so that it always gets a `CouncilContext` (see module doc)."""
+    if node is retrieve:
+
+        @functools.wraps(node)
+        async def first(state: Any, runtime: Runtime[Any]) -> Any:
+            if not isinstance(state, Mapping) or "question" not in state:
+                raise ConfigError(
+                    "the council's input needs a `question`; to run it inside a parent graph "
+                    "whose state has other keys, mount it with "
+                    "collective.graph.council_node(council, question=KEY)"
+                )
+            return await node(state, _council_runtime(runtime))
+
+        return first
+    if inspect.iscoroutinefunction(node):
+
+        @functools.wraps(node)
+        async def run(state: Any, runtime: Runtime[Any]) -> Any:
+            return await node(state, _council_runtime(runtime))
+
+        return run
+
+    @functools.wraps(node)
+    def route(state: Any, runtime: Runtime[Any]) -> Any:
+        return node(state, _council_runtime(runtime))
+
+    return route
 
 
 def route_specialists(state: CouncilState, runtime: Runtime[CouncilContext]) -> list[Send]:
@@ -62,7 +128,7 @@ def build_graph(checkpointer: Any = None, store: Any = None, *, name: str = "col
         name: The compiled graph's name.
 
     Returns:
-        The compiled graph; run it with `context=CouncilContext(...)`.
+        The compiled graph; run it with `context=CouncilContext(...)` (none: the defaults).
     """
     builder = StateGraph(
         CouncilState,
@@ -70,23 +136,63 @@ def build_graph(checkpointer: Any = None, store: Any = None, *, name: str = "col
         input_schema=CouncilInput,
         output_schema=CouncilOutput,
     )
-    builder.add_node("retrieve", retrieve)
-    builder.add_node("plan", plan, retry_policy=TRANSIENT_RETRY)
-    builder.add_node(  # type: ignore[call-overload]  # (a Send payload, not the state)
-        "specialist", specialist, input_schema=SpecialistTask, retry_policy=TRANSIENT_RETRY
+    wrap = _with_council_context
+    builder.add_node("retrieve", wrap(retrieve))
+    builder.add_node("plan", wrap(plan), retry_policy=TRANSIENT_RETRY)
+    builder.add_node(  # (a Send payload, not the state)
+        "specialist", wrap(specialist), input_schema=SpecialistTask, retry_policy=TRANSIENT_RETRY
     )
-    builder.add_node("quorum", quorum)
-    builder.add_node(  # type: ignore[call-overload]
-        "review", review, input_schema=ReviewTask, retry_policy=TRANSIENT_RETRY
-    )
-    builder.add_node("judge", judge, retry_policy=TRANSIENT_RETRY)
-    builder.add_node("remember", remember)
+    builder.add_node("quorum", wrap(quorum))
+    builder.add_node("review", wrap(review), input_schema=ReviewTask, retry_policy=TRANSIENT_RETRY)
+    builder.add_node("judge", wrap(judge), retry_policy=TRANSIENT_RETRY)
+    builder.add_node("remember", wrap(remember))
     builder.add_edge(START, "retrieve")
     builder.add_edge("retrieve", "plan")
-    builder.add_conditional_edges("plan", route_specialists, ["specialist"])
+    builder.add_conditional_edges("plan", wrap(route_specialists), ["specialist"])
     builder.add_edge("specialist", "quorum")
-    builder.add_conditional_edges("quorum", route_review, ["review", "judge"])
+    builder.add_conditional_edges("quorum", wrap(route_review), ["review", "judge"])
     builder.add_edge("review", "judge")
     builder.add_edge("judge", "remember")
     builder.add_edge("remember", END)
     return builder.compile(checkpointer=checkpointer, store=store, name=name)
+
+
+def council_node(
+    council: Any = None,
+    *,
+    context: CouncilContext | Mapping[str, Any] | None = None,
+    question: str | Callable[[Any], str] = "question",
+    outputs: Mapping[str, str] | None = None,
+) -> Callable[[Any], Awaitable[dict[str, Any]]]:
+    """A node for a parent graph with its own state and context that runs the council.
+
+    The node reads the question from the parent's state, runs the council under its own
+    `context` (the parent's context is never passed on) and writes the council's output keys
+    into the parent's keys. Run inside a parent that has a checkpointer, a council compiled
+    with `build_graph(checkpointer=True)` keeps its conversation memory per parent thread.
+
+    Args:
+        council: A compiled council (`build_graph(...)`); None compiles the default.
+        context: The council's settings (None: the defaults).
+        question: The parent state key holding the question, or a function of the state.
+        outputs: Parent key -> council output key (`answer`, `citations`, `proposals`, ...);
+            default `{"answer": "answer", "citations": "citations"}`.
+
+    Returns:
+        An async node function `(state) -> dict` for `StateGraph.add_node`.
+    """
+    graph = council if council is not None else build_graph()
+    ctx = council_context(context)
+    mapping = dict(outputs or {"answer": "answer", "citations": "citations"})
+
+    async def run_council(state: Any) -> dict[str, Any]:
+        text = question(state) if callable(question) else state.get(question)
+        if not isinstance(text, str):
+            raise ConfigError(
+                f"council_node: the parent state has no question under {question!r}; pass "
+                "question=KEY (or a function of the state)"
+            )
+        out = await graph.ainvoke({"question": text}, context=ctx)
+        return {key: out.get(name) for key, name in mapping.items()}
+
+    return run_council

@@ -1,4 +1,9 @@
-"""Runtime settings of a council run, passed as LangGraph's `context` (never globals)."""
+"""Runtime settings of a council run, passed as LangGraph's `context` (never globals).
+
+`CouncilContext` is a plain dataclass whose every field has a default, so a run without
+`context=` uses the defaults, and a JSON object with the same keys (`langgraph dev`, the SDK)
+is accepted as is: budget tables as plain dicts, lists for sequences.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +11,67 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Annotated, Any, Literal
+
+from pydantic import GetPydanticSchema, WithJsonSchema
+from pydantic_core import core_schema
 
 from collective.budget.plans import ModelBudget
+from collective.errors import ConfigError
+from collective.memory.conversation import MemoryScope
+from collective.models.base import Backend
 
-if TYPE_CHECKING:
-    from collective.models.base import Backend
+__all__ = ["BackendRef", "BudgetRef", "CouncilContext", "council_context"]
 
-__all__ = ["CouncilContext"]
+BackendRef = Annotated[
+    str | Backend,
+    GetPydanticSchema(
+        lambda _type, _handler: core_schema.union_schema(
+            [core_schema.str_schema(), core_schema.is_instance_schema(Backend)]
+        )
+    ),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "description": "Backend spec: `embedded`, `llama-server:http://HOST:PORT`, "
+            "`ollama:MODEL@http://HOST:PORT` or `llamacpp:/path.gguf` (or a `Backend` object "
+            "in process).",
+        }
+    ),
+]
+"""A backend spec string, or a `Backend` object when the council runs in process."""
+
+BudgetRef = Annotated[
+    str | ModelBudget,  # and, from JSON, a `{n_ctx, output, sections}` dict (`__post_init__`)
+    GetPydanticSchema(
+        lambda _type, _handler: core_schema.union_schema(
+            [
+                core_schema.str_schema(),
+                core_schema.is_instance_schema(ModelBudget),
+                core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema()),
+            ]
+        )
+    ),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "description": "A preset: planner, specialist, judge."},
+                {
+                    "type": "object",
+                    "description": "Explicit sections, as in the config file.",
+                    "properties": {
+                        "n_ctx": {"type": "integer"},
+                        "output": {"type": "integer"},
+                        "prompt": {"type": "integer"},
+                        "sections": {"type": "object", "additionalProperties": {"type": "integer"}},
+                    },
+                    "required": ["n_ctx", "output", "sections"],
+                },
+            ]
+        }
+    ),
+]
+"""A role's budget: a preset name, a `ModelBudget`, or `{n_ctx, output, sections}`."""
 
 
 @dataclass
@@ -27,19 +85,19 @@ class CouncilContext:
 
     k: int = 3
     """Number of specialists."""
-    planner: str | Backend = "embedded"
-    specialists: Sequence[str | Backend] = ("embedded",)
+    planner: BackendRef = "embedded"
+    specialists: Sequence[BackendRef] = ("embedded",)
     """Backends of the specialists, cycled when fewer than `k` are given."""
-    judge: str | Backend = "embedded:qwen2.5-coder-1.5b"
+    judge: BackendRef = "embedded:qwen2.5-coder-1.5b"
     quorum: int | None = None
     """Specialists that must answer for the judge to rule; default ceil(k/2)."""
     retrieval: str = "auto"
     """Retrieval profile (`collective.kb.retrieval.Profile`)."""
     max_inject: int | None = None
     max_latency_ms: float | None = None
-    rewriter: str | Backend | None = None
+    rewriter: BackendRef | None = None
     """A model that rewrites queries for the deep retrieval profile (deterministic if None)."""
-    summarizer: str | Backend | None = None
+    summarizer: BackendRef | None = None
     """A model that writes memory compression summaries (extractive if None)."""
     kb_path: str | None = None
     """SQLite knowledge base; None uses the demo KB shipped with collective."""
@@ -47,9 +105,10 @@ class CouncilContext:
     """A `KnowledgeStore` object (e.g. `RetrieverKnowledgeStore`); overrides `kb_path`."""
     hidden_tags: Sequence[str] = ("meta",)
     """Chunk tags that specialists do not see (the judge sees every chunk)."""
-    budgets: Mapping[str, str | ModelBudget] = field(default_factory=dict)
-    """Budget per role (`planner`, `specialist`, `reviewer`, `judge`): a preset name or an
-    explicit `ModelBudget`; defaults to the preset named like the role."""
+    budgets: Mapping[str, BudgetRef] = field(default_factory=dict)
+    """Budget per role (`planner`, `specialist`, `reviewer`, `judge`): a preset name, an
+    explicit `ModelBudget` or a `{n_ctx, output, sections}` table (turned into a
+    `ModelBudget`); defaults to the preset named like the role."""
     output_caps: Mapping[str, int] = field(default_factory=dict)
     """Largest answer per role, below the plan's output budget."""
     temperature: float = 0.2
@@ -57,8 +116,6 @@ class CouncilContext:
     """Self-MoA sampling: specialist i (0-based) samples at `temperature + i * step` (at most
     1.0), so members on one model differ on purpose. Greedy runs (`temperature` 0) stay greedy."""
     specialist_timeout_s: float = 600.0
-    retry_attempts: int = 2
-    """Attempts per node on transient backend errors (LangGraph `RetryPolicy`)."""
     review: bool = False
     """Run the anonymous peer-review round between specialists and judge."""
     judge_tools: bool = True
@@ -68,6 +125,38 @@ class CouncilContext:
     """JSON-lines usage log of every model call; None disables it."""
     agent_profiles: Mapping[str, str] = field(default_factory=dict)
     """Agent (planner, specialist-N, judge) -> memory budget profile name."""
+    user_id: str | None = None
+    """Whose memory this is: long-term memory (L2) lives under the user and the thread. None
+    takes `configurable.user_id` from the run's config, else `default`."""
+    memory_scope: Literal["thread", "user"] = "thread"
+    """What long-term memory a run recalls: its own thread's (`thread`), or every thread of
+    the same `user_id` (`user`, sharing on purpose). Nothing ever crosses user ids."""
+    l0_capacity: int = 8_000
+    """L0 working-memory size in tokens."""
+    l1_capacity: int = 32_000
+    """L1 session-memory size in tokens (past it, old episodes are archived to L2)."""
+
+    def __post_init__(self) -> None:
+        budgets = {}
+        for role, ref in dict(self.budgets).items():
+            if isinstance(ref, Mapping):
+                from pydantic import ValidationError
+
+                from collective.config import BudgetSections
+
+                try:
+                    ref = BudgetSections(**ref).plan(role)
+                except (ValidationError, TypeError, ValueError) as exc:
+                    raise ConfigError(
+                        f"budgets.{role}: give a preset name or {{n_ctx, output, sections}} "
+                        f"({' '.join(str(exc).split())})"
+                    ) from None
+            budgets[role] = ref
+        self.budgets = budgets
+        self.specialists = tuple(self.specialists)
+        self.hidden_tags = tuple(self.hidden_tags)
+        if self.memory_scope not in ("thread", "user"):
+            raise ConfigError(f"memory_scope {self.memory_scope!r}: use 'thread' or 'user'")
 
     @property
     def quorum_needed(self) -> int:
@@ -84,6 +173,39 @@ class CouncilContext:
         """These settings as specialist `index` samples under them."""
         return dataclasses.replace(self, temperature=self.member_temperature(index))
 
+    def memory(self, thread_id: str | None) -> MemoryScope:
+        """The memory scope of a run on `thread_id` under these settings."""
+        return MemoryScope.of_run(
+            self.user_id, thread_id, self.memory_scope, self.l0_capacity, self.l1_capacity
+        )
+
     def member_backend(self, index: int) -> str | Backend:
         """The backend of specialist `index` (0-based)."""
         return self.specialists[index % len(self.specialists)]
+
+
+def council_context(context: Any) -> CouncilContext:
+    """The run's `CouncilContext`: the given one, the defaults for None, or one built from a dict.
+
+    Raises:
+        ConfigError: `context` is some other object (e.g. a parent graph's own context).
+    """
+    if context is None:
+        return CouncilContext()
+    if isinstance(context, CouncilContext):
+        return context
+    if isinstance(context, Mapping):
+        names = {f.name for f in dataclasses.fields(CouncilContext)}
+        unknown = sorted(set(context) - names)
+        if unknown:
+            raise ConfigError(
+                f"council context has unknown keys {unknown}; the keys are those of "
+                "collective.graph.CouncilContext"
+            )
+        return CouncilContext(**context)
+    raise ConfigError(
+        f"the council got a {type(context).__name__} as its context; it needs a "
+        "collective.graph.CouncilContext (or none, for the defaults). Mount it in a parent graph "
+        "with collective.graph.council_node(council, context=CouncilContext(...)), which runs "
+        "it with its own context"
+    )

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, NotRequired
+
+# pydantic builds the JSON schemas (`langgraph dev`, Studio) from these; on Python < 3.12 it
+# needs typing_extensions' TypedDict.
+from typing_extensions import TypedDict
 
 __all__ = [
     "CouncilInput",
@@ -33,6 +37,8 @@ class Proposal(TypedDict):
     """Cited ids that were not among the chunks the member was shown."""
     error: str | None
     """Why the member produced nothing (failure or timeout); None when it answered."""
+    partial: NotRequired[bool]
+    """True when the member ran out of time: `text` is what it had written by then."""
 
 
 class CouncilInput(TypedDict):

@@ -2,12 +2,18 @@
 
 The graph keeps `TieredMemory.to_dict()` in its state between the turns of a thread; these
 helpers rebuild the memory, render the conversation-summary section, and record a finished run.
+
+Long-term memory (L2) lives in the graph's store under `("collective", "memory", user_id,
+thread_id)`: a run recalls its own thread's archived episodes, or, with the `user` scope, every
+thread of its user; never another user's.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from langgraph.store.base import BaseStore
 
@@ -17,11 +23,60 @@ from collective.memory.tiers import TieredMemory
 
 __all__ = [
     "SUMMARY_TOKENS",
+    "MemoryScope",
     "conversation_summary",
     "load_memory",
+    "long_term_recall",
     "memory_counter",
     "remember_turn",
 ]
+
+RECALL_TOKENS = 500
+"""The most of the conversation-summary section that recalled L2 episodes may take."""
+
+
+@dataclass(frozen=True)
+class MemoryScope:
+    """Whose long-term memory a run writes and reads.
+
+    Attributes:
+        user_id: The user (or tenant) the memory belongs to.
+        thread_id: The conversation thread.
+        shared: Recall every thread of the user, not only this one (sharing on purpose).
+        l0_capacity: L0 size in tokens.
+        l1_capacity: L1 size in tokens.
+    """
+
+    user_id: str = "default"
+    thread_id: str = "default"
+    shared: bool = False
+    l0_capacity: int = 8_000
+    l1_capacity: int = 32_000
+
+    @property
+    def namespace(self) -> tuple[str, ...]:
+        """Where this thread's archived episodes are written."""
+        return ("collective", "memory", self.user_id, self.thread_id)
+
+    @property
+    def recall_prefix(self) -> tuple[str, ...]:
+        """The namespaces recall reads: this thread's, or all of the user's when shared."""
+        return self.namespace[:3] if self.shared else self.namespace
+
+    @classmethod
+    def of_run(
+        cls,
+        user_id: str | None,
+        thread_id: str | None,
+        scope: Literal["thread", "user"] = "thread",
+        l0_capacity: int = 8_000,
+        l1_capacity: int = 32_000,
+    ) -> MemoryScope:
+        """The scope of one run (unset ids are `default`)."""
+        return cls(
+            user_id or "default", thread_id or "default", scope == "user", l0_capacity, l1_capacity
+        )
+
 
 SUMMARY_TOKENS = 2_000
 """The largest conversation-summary allocation of any preset; nodes trim it to their own."""
@@ -37,16 +92,49 @@ def load_memory(
     data: dict[str, Any] | None,
     store: BaseStore | None = None,
     summarizer: Summarizer | None = None,
+    scope: MemoryScope | None = None,
 ) -> TieredMemory:
-    """The memory kept in graph state, or a fresh one."""
+    """The memory kept in graph state, or a fresh one, under `scope` (namespace, capacities)."""
     if not data:
-        return TieredMemory(memory_counter(), store, summarizer=summarizer)
-    return TieredMemory.from_dict(data, memory_counter(), store, summarizer)
+        memory = TieredMemory(memory_counter(), store, summarizer=summarizer)
+    else:
+        memory = TieredMemory.from_dict(data, memory_counter(), store, summarizer)
+    if scope is not None:
+        memory.namespace = scope.namespace
+        memory.l0_capacity, memory.l1_capacity = scope.l0_capacity, scope.l1_capacity
+    return memory
 
 
-def conversation_summary(data: dict[str, Any] | None) -> str:
-    """The conversation so far (L1 + L0), within `SUMMARY_TOKENS`."""
-    return load_memory(data).summary(SUMMARY_TOKENS) if data else ""
+def long_term_recall(
+    store: BaseStore | None, scope: MemoryScope, question: str, max_tokens: int = RECALL_TOKENS
+) -> str:
+    """Archived episodes of the scope that share words with the question, best first."""
+    if store is None:
+        return ""
+    words = set(re.findall(r"\w{4,}", question.lower()))
+    items = store.search(scope.recall_prefix, limit=200)
+    scored = []
+    for item in items:
+        text = str(item.value.get("text", ""))
+        overlap = len(words & set(re.findall(r"\w{4,}", text.lower())))
+        if overlap:
+            scored.append((overlap, item.updated_at, text))
+    scored.sort(key=lambda s: (s[0], s[1]), reverse=True)
+    counter, lines, used = memory_counter(), [], 0
+    for _, _, text in scored:
+        cost = counter.count(text) + 2
+        if used + cost > max_tokens:
+            break
+        lines.append(f"- {text}")
+        used += cost
+    return "From long-term memory:\n" + "\n".join(lines) if lines else ""
+
+
+def conversation_summary(data: dict[str, Any] | None, recalled: str = "") -> str:
+    """The conversation so far (L1 + L0) and the recalled L2 episodes, within `SUMMARY_TOKENS`."""
+    budget = SUMMARY_TOKENS - (memory_counter().count(recalled) + 2 if recalled else 0)
+    summary = load_memory(data).summary(budget) if data else ""
+    return "\n\n".join(part for part in (recalled, summary) if part)
 
 
 def remember_turn(
@@ -57,9 +145,10 @@ def remember_turn(
     question: str,
     answer: str,
     summarizer: Summarizer | None = None,
+    scope: MemoryScope | None = None,
 ) -> TieredMemory:
     """Record one council run (question, verdict) as a completed task and two turns."""
-    memory = load_memory(data, store, summarizer)
+    memory = load_memory(data, store, summarizer, scope)
     memory.begin_task(run_id, question)
     memory.add_turn("user", question)
     memory.add_turn("assistant", answer)

@@ -10,8 +10,9 @@
   recent completed tasks, the registries and active tasks stay in full, older episodes shrink to
   their header (and a short summary for conversation). Past 100%, the oldest completed episodes
   are archived to L2 until L1 is back under `archive_to` of capacity.
-* **L2 long-term memory**: archived episodes in a LangGraph `BaseStore` (SQLite by default, see
-  `collective.memory.store`; any LangGraph store, e.g. Postgres, works).
+* **L2 long-term memory**: archived episodes in a LangGraph `BaseStore` (the one given: SQLite
+  or Postgres, see `collective.memory.store`; a process-local in-memory store when none is),
+  under the memory's `namespace`, which the council builds from the user id and the thread.
 
 Each tier emits one warning event when it reaches 70% (re-armed when it drops below). After
 every compression the must-survive set (key decisions, artifact references, open questions,
@@ -198,8 +199,10 @@ class TieredMemory:
 
     Args:
         counter: Counts tokens (the model's own counter wherever possible).
-        store: The L2 store; None opens the default SQLite store on the first archive.
-        session_id: Names the L2 namespace `("collective", "memory", session_id)`.
+        store: The L2 store; None keeps L2 in a process-local in-memory store (no files).
+        session_id: Names the L2 namespace `("collective", "memory", session_id)` unless
+            `namespace` is given.
+        namespace: The L2 namespace (e.g. `("collective", "memory", user_id, thread_id)`).
         summarizer: `(text, max_tokens) -> summary`; default `ExtractiveSummarizer(counter)`.
         l0_capacity: L0 size in tokens.
         l1_capacity: L1 size in tokens.
@@ -222,6 +225,7 @@ class TieredMemory:
         store: BaseStore | None = None,
         *,
         session_id: str = "default",
+        namespace: tuple[str, ...] | None = None,
         summarizer: Summarizer | None = None,
         l0_capacity: int = 8_000,
         l1_capacity: int = 32_000,
@@ -243,6 +247,7 @@ class TieredMemory:
         self.counter = counter
         self._store = store
         self.session_id = session_id
+        self.namespace = namespace or ("collective", "memory", session_id)
         self.summarizer = summarizer or ExtractiveSummarizer(counter)
         self.l0_capacity, self.l1_capacity = l0_capacity, l1_capacity
         self.warn_at, self.compress_at = warn_at, compress_at
@@ -441,23 +446,19 @@ class TieredMemory:
         """An episode archived to L2, by task id (None if not archived)."""
         if task_id not in self.l2_keys:
             return None
-        item = self.store.get(self._namespace, task_id)
+        item = self.store.get(self.namespace, task_id)
         return None if item is None else dict(item.value)
 
     # -- maintenance -------------------------------------------------------------------------
 
     @property
     def store(self) -> BaseStore:
-        """The L2 store (the default SQLite store is opened on first use)."""
+        """The L2 store (a process-local in-memory store when none was given)."""
         if self._store is None:
-            from collective.memory.store import open_default_store
+            from langgraph.store.memory import InMemoryStore
 
-            self._store = open_default_store()
+            self._store = InMemoryStore()
         return self._store
-
-    @property
-    def _namespace(self) -> tuple[str, ...]:
-        return ("collective", "memory", self.session_id)
 
     def _maintain(self) -> None:
         self._check_warnings()
@@ -579,7 +580,7 @@ class TieredMemory:
                 "text": episode.render(),
                 "archived_at": datetime.now(UTC).isoformat(),
             }
-            self.store.put(self._namespace, episode.id, value)
+            self.store.put(self.namespace, episode.id, value)
             self.episodes.remove(episode)
             self.l2_keys.append(episode.id)
             tokens -= count(episode.render())
@@ -742,8 +743,9 @@ class TieredMemory:
         counter: TokenCounter,
         store: BaseStore | None = None,
         summarizer: Summarizer | None = None,
+        namespace: tuple[str, ...] | None = None,
     ) -> TieredMemory:
-        """Rebuild a memory from `to_dict` output.
+        """Rebuild a memory from `to_dict` output (`namespace`: its L2 namespace now).
 
         Raises:
             MemoryStateError: If the data is not a memory state this version can read.
@@ -753,7 +755,12 @@ class TieredMemory:
                 "memory state is missing or from another version; start a new session"
             )
         memory = cls(
-            counter, store, session_id=data["session_id"], summarizer=summarizer, **data["config"]
+            counter,
+            store,
+            session_id=data["session_id"],
+            namespace=namespace,
+            summarizer=summarizer,
+            **data["config"],
         )
         memory.turns = [Turn(**t) for t in data["turns"]]
         memory.tasks = {t["id"]: TaskEntry(**t) for t in data["tasks"]}

@@ -34,6 +34,7 @@ async def remember(state: CouncilState, runtime: Runtime[CouncilContext]) -> dic
         question=state["question"],
         answer=state.get("answer", ""),
         summarizer=summarizer,
+        scope=ctx.memory(info.thread_id if info else None),
     )
     total = (time.time() - state["started_at"]) * 1000 if state.get("started_at") else 0.0
     return {"memory": memory.to_dict(), "timings": {"total_ms": total}}

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -16,7 +18,7 @@ from collective.graph.state import CouncilState
 from collective.kb.retrieval import RetrievalResult, Rewriter, backend_rewriter
 from collective.kb.retrieval import retrieve as run_retrieval
 from collective.kb.store import KnowledgeStore
-from collective.memory.conversation import conversation_summary
+from collective.memory.conversation import conversation_summary, long_term_recall
 from collective.nodes.model_call import NodeProgress, resolve_backend
 from collective.question import check_question
 
@@ -38,9 +40,13 @@ def open_knowledge(ctx: CouncilContext) -> KnowledgeStore:
 
 
 def _find(
-    ctx: CouncilContext, state: CouncilState, question: str, rewriter: Rewriter | None
+    ctx: CouncilContext,
+    state: CouncilState,
+    question: str,
+    rewriter: Rewriter | None,
+    recall: Callable[[], str] = str,
 ) -> tuple[str, RetrievalResult]:
-    conversation = conversation_summary(state.get("memory"))
+    conversation = conversation_summary(state.get("memory"), recall())
     result = run_retrieval(
         open_knowledge(ctx),
         question,
@@ -64,7 +70,10 @@ async def retrieve(state: CouncilState, runtime: Runtime[CouncilContext]) -> dic
     rewriter = None
     if ctx.rewriter is not None:
         rewriter = backend_rewriter(resolve_backend(ctx.rewriter), asyncio.get_running_loop())
-    conversation, result = await asyncio.to_thread(_find, ctx, state, question, rewriter)
+    info = runtime.execution_info
+    scope = ctx.memory(info.thread_id if info else None)  # L2: this user's, this thread's
+    recall = functools.partial(long_term_recall, runtime.store, scope, question)
+    conversation, result = await asyncio.to_thread(_find, ctx, state, question, rewriter, recall)
     elapsed = progress.done()
     # A thread keeps state between runs: the reducer fields start afresh for each question.
     return {

@@ -150,14 +150,15 @@ def test_l2_persists_in_a_sqlite_file(tmp_path):
         assert item is not None and item.value["id"] == key
 
 
-def test_default_store_is_a_sqlite_file(tmp_path, monkeypatch):
-    path = tmp_path / "default.sqlite"
-    monkeypatch.setenv("COLLECTIVE_MEMORY_DB", str(path))
+def test_no_store_writes_no_file(tmp_path, monkeypatch):
+    """Without a store L2 stays in the process: no SQLite file appears in the working dir."""
+    monkeypatch.chdir(tmp_path)
     memory = TieredMemory(COUNTER, l0_capacity=600, l1_capacity=500)
     rng = random.Random(6)
     for i in range(30):
         run_task(memory, rng, f"T{i}", decision=False)
-    assert memory.l2_keys and path.exists()
+    assert memory.l2_keys and memory.recall(memory.l2_keys[0]) is not None
+    assert list(tmp_path.rglob("*")) == []
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
