@@ -72,8 +72,15 @@ DEFAULT_CONFIG_FILE = "collective.toml"
 
 def _check_spec(spec: str) -> str:
     """Refuse a malformed backend spec early, without loading anything."""
-    if spec.strip() == "embedded":
-        return "embedded"
+    text = spec.strip()
+    if text == "embedded" or text.startswith("embedded:"):
+        from collective.models.embedded import embedded_model
+
+        try:
+            embedded_model(text)  # the name only: the model is assembled on first use
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return text
     from collective.models.registry import parse_spec
 
     try:
@@ -151,6 +158,17 @@ def _check_budget(ref: str | BudgetSections) -> str | BudgetSections:
     return ref
 
 
+def _location(key: str) -> Any:
+    """A validator: a file path or a postgresql:// URL for `key`."""
+
+    def check(value: str) -> str:
+        from collective.memory.store import check_location
+
+        return check_location(value, key)
+
+    return check
+
+
 BudgetRef = Annotated[str | BudgetSections, AfterValidator(_check_budget)]
 """A role's budget: a preset name (`specialist`, `judge`, `planner`) or explicit sections."""
 Role = Literal["planner", "specialist", "judge", "chat"]
@@ -169,7 +187,7 @@ class CollectiveConfig(BaseSettings):
         default_factory=lambda: [SpecialistGroup(backend="embedded", count=3)],
         description="Specialist groups (backend and count each), cycled to k members.",
     )
-    judge: str = Field(default="embedded", description="Backend of the judge.")
+    judge: str = Field(default="embedded:qwen2.5-coder-1.5b", description="Backend of the judge.")
     rewriter: str | None = Field(
         default=None, description="Backend that rewrites queries for deep retrieval."
     )
@@ -199,13 +217,23 @@ class CollectiveConfig(BaseSettings):
         default_factory=dict, description="Largest answer per role (tokens)."
     )
     agent_profiles: dict[str, str] = Field(default_factory=dict)
-    checkpoints: Path = Field(
-        default=Path(".collective/checkpoints.sqlite"),
-        description="LangGraph checkpoints (conversation threads).",
+    checkpoints: Annotated[str, AfterValidator(_location("checkpoints"))] = Field(
+        default=".collective/checkpoints.sqlite",
+        description="LangGraph checkpoints (threads): a SQLite file or a postgresql:// URL.",
     )
-    memory_db: Path = Field(
-        default=Path(".collective/memory.sqlite"), description="L2 long-term memory store."
+    store: Annotated[str, AfterValidator(_location("store"))] = Field(
+        default=".collective/memory.sqlite",
+        description="L2 long-term memory (LangGraph store): a SQLite file or a postgresql:// URL.",
     )
+    user_id: str | None = Field(
+        default=None, description="Whose long-term memory runs use; default: `default`."
+    )
+    memory_scope: Literal["thread", "user"] = Field(
+        default="thread",
+        description="Recall L2 memory of the thread only, or of every thread of the user.",
+    )
+    l0_capacity: int = Field(default=8_000, ge=100, description="L0 working memory (tokens).")
+    l1_capacity: int = Field(default=32_000, ge=100, description="L1 session memory (tokens).")
     usage_log: Path | None = Field(
         default=Path(".collective/usage.jsonl"), description="Budget usage log (JSON lines)."
     )
@@ -316,6 +344,10 @@ class CollectiveConfig(BaseSettings):
             agent_profiles=dict(self.agent_profiles),
             rewriter=self.rewriter,
             summarizer=self.summarizer,
+            user_id=self.user_id,
+            memory_scope=self.memory_scope,
+            l0_capacity=self.l0_capacity,
+            l1_capacity=self.l1_capacity,
         )
 
 

@@ -22,16 +22,25 @@ import functools
 import json
 import os
 import random
+import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collective.budget.counting import ChatMessage, TokenizerCounter
 from collective.errors import ConfigError, ContextOverflow, InvalidResponse
-from collective.models.base import Backend, ChatDelta, ChatResult, Health, Usage, collect
+from collective.models.base import (
+    Backend,
+    ChatDelta,
+    ChatResult,
+    Health,
+    ToolCall,
+    Usage,
+    collect,
+)
 
 if TYPE_CHECKING:
     from llama_cpp import Llama, LlamaGrammar
@@ -62,6 +71,91 @@ GEMMA_TEMPLATE = (resources.files("collective") / "data/templates/gemma.jinja").
 """Gemma's own turn format. The bundled gemma GGUF is the base model and ships no template;
 ChatML, llama.cpp's fallback, makes it answer with nothing, so the embedded default uses its
 family's format (and `ops/llama-server/launch.sh` passes the same file to llama-server)."""
+
+
+def _template_message(message: ChatMessage) -> dict[str, Any]:
+    """A message as templates expect it: tool-call arguments as objects, not JSON text.
+
+    OpenAI-shaped messages carry `arguments` as a JSON string; llama-server parses them before
+    rendering (Qwen's template applies `tojson` to them), and so do we.
+    """
+    out: dict[str, Any] = dict(message)
+    calls = out.get("tool_calls")
+    if calls:
+        fixed = []
+        for call in calls:
+            function = dict(call.get("function") or {})
+            if isinstance(function.get("arguments"), str):
+                try:
+                    function["arguments"] = json.loads(function["arguments"])
+                except json.JSONDecodeError:
+                    pass  # rendered as the text it is
+            fixed.append({**call, "function": function})
+        out["tool_calls"] = fixed
+    return out
+
+
+TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+"""A Hermes-style tool call in generated text (the closing tag may be cut by a stop)."""
+FENCED_CALL = re.compile(r"^\s*(?:```(?:json)?\s*)?(\{.*\})\s*(?:```)?\s*$", re.DOTALL)
+"""A bare or fenced JSON call, as small Qwen models often write it (llama.cpp's Hermes parser
+accepts it too): taken as a call only when its `name` is an offered tool."""
+
+
+def template_has_tools(template: str) -> bool:
+    """Whether a chat template renders tool schemas and Hermes-style `<tool_call>` turns."""
+    return "tools" in template and "<tool_call>" in template
+
+
+def _call_from_json(raw: str, model: str) -> tuple[str, dict[str, Any]]:
+    try:
+        data = json.loads(raw)
+        name, arguments = data["name"], data.get("arguments", {})
+        if isinstance(arguments, str):
+            arguments = json.loads(arguments)
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            raise TypeError("name must be a string and arguments an object")
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise InvalidResponse(
+            f"{model} wrote an unparseable tool call {raw[:200]!r}: {exc}"
+        ) from None
+    return name, arguments
+
+
+def parse_tool_calls(
+    text: str, model: str, names: Sequence[str] = ()
+) -> tuple[str, list[ToolCall]]:
+    """Split Hermes-style `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks off.
+
+    An answer that is nothing but one JSON object (bare or in a code fence) naming one of
+    `names` is a call too.
+
+    Returns:
+        The text outside the calls, and the calls in order (ids `call_0`, `call_1`, ...).
+
+    Raises:
+        InvalidResponse: A `<tool_call>` block is not a JSON object with a string `name` and
+            object `arguments`.
+    """
+    blocks = [m.group(1) for m in TOOL_CALL.finditer(text)]
+    if blocks:
+        calls = [_call_from_json(raw, model) for raw in blocks]
+        rest = TOOL_CALL.sub("", text).strip()
+    else:
+        fenced = FENCED_CALL.match(text)
+        try:
+            data = json.loads(fenced.group(1)) if fenced else None
+        except json.JSONDecodeError:
+            data = None
+        if not (isinstance(data, dict) and data.get("name") in names):
+            return text, []
+        calls, rest = [_call_from_json(fenced.group(1), model)], ""  # type: ignore[union-attr]
+    return rest, [ToolCall(f"call_{n}", name, args) for n, (name, args) in enumerate(calls)]
+
+
+_OPEN, _CLOSE = "\ue000", "\ue001"
+"""Private-use sentinels that mark message content in a render (see `GGUFChat._content_spans`)."""
+_SPAN = re.compile(f"{_OPEN}(.*?){_CLOSE}", re.DOTALL)
 
 
 class GGUFChat:
@@ -126,7 +220,7 @@ class GGUFChat:
         """
         try:
             result = self.formatter(
-                messages=[dict(m) for m in messages],  # type: ignore[misc]
+                messages=[_template_message(m) for m in messages],  # type: ignore[misc]
                 tools=list(tools) if tools else None,  # type: ignore[arg-type]
             )
         except Exception as exc:  # jinja2 errors and the template's raise_exception
@@ -151,6 +245,40 @@ class GGUFChat:
         if self.add_eos:
             ids.append(self.eos_id)
         return ids, stop
+
+
+_params_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _without_amx() -> Iterator[None]:
+    """Load models without llama.cpp's extra buffer types when the build has AMX.
+
+    A wheel built natively on an AMX CPU puts weights in AMX tiles; under hypervisors that
+    advertise AMX without saving tile state (Firecracker) the first matmul faults
+    (`ldtilecfg`, SIGSEGV). `Llama` does not expose `use_extra_bufts`, so its default model
+    params are swapped for the duration of one load (this costs the CPU repack speed-up; a
+    portable build, `CMAKE_ARGS=-DGGML_NATIVE=OFF`, needs none of this).
+    """
+    import llama_cpp
+    import llama_cpp.llama as module
+
+    if b"AMX_INT8 = 1" not in llama_cpp.llama_print_system_info():
+        yield
+        return
+    original = module.llama_cpp.llama_model_default_params
+
+    def params() -> Any:
+        out = original()
+        out.use_extra_bufts = False
+        return out
+
+    with _params_lock:
+        module.llama_cpp.llama_model_default_params = params
+        try:
+            yield
+        finally:
+            module.llama_cpp.llama_model_default_params = original
 
 
 class LlamaCppCounter(TokenizerCounter):
@@ -290,7 +418,6 @@ class LlamaCppBackend(Backend):
         chat_template: A Jinja chat template that overrides the GGUF's own.
     """
 
-    supports_tools = False  # no native tool-call parsing in process; say so honestly
     supports_json_schema = True  # via a grammar built from the schema
 
     def __init__(
@@ -316,6 +443,28 @@ class LlamaCppBackend(Backend):
         self._load_lock = threading.Lock()
         self._call_lock = threading.Lock()
         self._grammars: dict[str, LlamaGrammar] = {}
+        self._tools: bool | None = None
+
+    @property
+    def supports_tools(self) -> bool:
+        """Whether the chat template renders tools and Hermes-style `<tool_call>` turns.
+
+        Read from the template (the GGUF's own through a vocabulary-only load: no weights), so
+        a tool-calling model is known before it is loaded.
+        """
+        if self._tools is None:
+            template = self.chat_template or (self._chat.template if self._chat else None)
+            if template is None:
+                try:
+                    template = gguf_vocab_counter(str(self.path)).chat.template
+                except ConfigError:
+                    template = ""
+            self._tools = template_has_tools(template)
+        return self._tools
+
+    @supports_tools.setter
+    def supports_tools(self, value: bool) -> None:
+        self._tools = value
 
     @property
     def loaded(self) -> bool:
@@ -326,14 +475,15 @@ class LlamaCppBackend(Backend):
         from llama_cpp import Llama
 
         try:
-            return Llama(
-                model_path=str(self.path),
-                n_ctx=n_ctx,
-                n_batch=min(self.n_batch, n_ctx),
-                n_threads=self.n_threads,
-                n_threads_batch=self.n_threads,
-                verbose=False,
-            )
+            with _without_amx():
+                return Llama(
+                    model_path=str(self.path),
+                    n_ctx=n_ctx,
+                    n_batch=min(self.n_batch, n_ctx),
+                    n_threads=self.n_threads,
+                    n_threads_batch=self.n_threads,
+                    verbose=False,
+                )
         except (ValueError, RuntimeError, OSError) as exc:
             raise ConfigError(f"llama.cpp could not load {self.path}: {exc}") from exc
 
@@ -400,13 +550,14 @@ class LlamaCppBackend(Backend):
         temperature: float,
         stop: Sequence[str] | None,
         json_schema: dict[str, Any] | None,
+        tools: Sequence[dict[str, Any]] | None = None,
         on_text: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
     ) -> ChatResult:
         chat = self._load_sync()
         llama = self._llama
         assert llama is not None
-        ids, template_stop = chat.prompt_tokens(messages)
+        ids, template_stop = chat.prompt_tokens(messages, tools)
         n_ctx = llama.n_ctx()
         if len(ids) + max_tokens > n_ctx:
             raise ContextOverflow(
@@ -428,7 +579,7 @@ class LlamaCppBackend(Backend):
                 grammar=grammar,
                 on_text=on_text,
                 cancel=cancel,
-                hold=["<tool_call>"] if False else [],
+                hold=["<tool_call>"] if tools else [],
             )
             wall_ms = (time.perf_counter() - started) * 1000
         out: Any = {
@@ -438,11 +589,14 @@ class LlamaCppBackend(Backend):
         try:
             choice = out["choices"][0]
             usage = out["usage"]
+            names = [t.get("function", {}).get("name") for t in tools or []]
+            text, calls = parse_tool_calls(choice["text"], self.model, names) if tools else ("", [])
             result = ChatResult(
-                text=choice["text"],
+                text=text if tools else choice["text"],
+                tool_calls=calls,
                 usage=Usage(int(usage["prompt_tokens"]), int(usage["completion_tokens"])),
                 model=self.model,
-                finish_reason=choice.get("finish_reason"),
+                finish_reason="tool_calls" if calls else choice.get("finish_reason"),
                 timings={"wall_ms": wall_ms},
             )
         except (KeyError, IndexError, TypeError, ValueError) as exc:
@@ -468,14 +622,22 @@ class LlamaCppBackend(Backend):
 
         Closing the stream, or cancelling its consumer, stops the generation at the next token.
 
+        Tools are rendered by the chat template and Hermes-style `<tool_call>` blocks in the
+        answer become `tool_calls` (`tool_choice="none"` offers no tools); text is handed over
+        up to the first `<tool_call>`.
+
         Raises:
-            ConfigError: `tools` were given (not supported in process) or the template refused
-                the messages.
+            ConfigError: `tools` were given but the template cannot render them, or the
+                template refused the messages.
+            InvalidResponse: The model wrote a tool call that is not valid JSON.
         """
-        if tools:
+        if tool_choice == "none":
+            tools = None
+        if tools and not self.supports_tools:
             raise ConfigError(
-                f"{self.spec} does not support tools; route tool-using roles to llama-server "
-                "or Ollama"
+                f"the chat template of {self.model} has no tool calling; route tool-using roles "
+                "to a model whose template has (e.g. embedded:qwen2.5-coder-1.5b) or to "
+                "llama-server / Ollama"
             )
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -493,6 +655,7 @@ class LlamaCppBackend(Backend):
                     temperature,
                     stop,
                     json_schema,
+                    tools,
                     on_text=lambda text: put("text", text),
                     cancel=cancel,
                 )

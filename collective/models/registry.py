@@ -6,7 +6,8 @@ Valid forms (see `VALID_FORMS`):
 * `ollama:MODEL@http://127.0.0.1:11434`: a model on an Ollama server (`@URL` may be omitted:
   `$OLLAMA_HOST`, else `http://127.0.0.1:11434`);
 * `llamacpp:/path/model.gguf`: a GGUF loaded in this process;
-* `embedded`: the bundled Gemma 3 270M GGUF in this process (n_ctx 32,768).
+* `embedded:NAME`: a bundled GGUF in this process (n_ctx 32,768), NAME one of
+  `collective.models.embedded.EMBEDDED_MODELS`; `embedded` alone is the Qwen2.5-Coder 0.5B.
 
 Backends are cached by their normalised spec, so every role that names the same model shares
 one backend: K specialists and the judge on `embedded` share one loaded model (and its lock),
@@ -18,6 +19,7 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -40,6 +42,7 @@ VALID_FORMS = (
     "ollama:MODEL@http://HOST:PORT",
     "llamacpp:/path/to/model.gguf",
     "embedded",
+    "embedded:NAME (qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, gemma-3-270m)",
 )
 """The backend spec forms, as shown to users when a spec is refused."""
 
@@ -86,10 +89,10 @@ def parse_spec(spec: str) -> BackendSpec:
         ConfigError: The spec has none of the valid forms (the message lists them).
     """
     text = spec.strip()
-    if text == "embedded":
-        from collective.models.embedded import embedded_model_path
+    if text == "embedded" or text.startswith("embedded:"):
+        from collective.models.embedded import embedded_model, embedded_model_path
 
-        return BackendSpec("llamacpp", path=str(embedded_model_path()))
+        return BackendSpec("llamacpp", path=str(embedded_model_path(embedded_model(text).key)))
     kind, sep, rest = text.partition(":")
     if not sep or not rest:
         raise _refuse(spec, "expected KIND:TARGET or `embedded`")
@@ -140,18 +143,25 @@ def _create(parsed: BackendSpec) -> Backend:
         from collective.models.ollama_api import OllamaBackend
 
         return OllamaBackend(parsed.model, parsed.url)
-    from collective.models.embedded import EMBEDDED_MODEL_NAME
-    from collective.models.llamacpp_in_process import GEMMA_TEMPLATE, LlamaCppBackend
+    from collective.models.embedded import embedded_model_by_path
+    from collective.models.llamacpp_in_process import LlamaCppBackend
 
     if not Path(parsed.path).is_file():
         raise ConfigError(f"llamacpp: no GGUF file at {parsed.path}; check the path in config")
-    embedded = Path(parsed.path).name == "gemma-3-270m-q4_k_m.gguf"
-    return LlamaCppBackend(
+    # The one place the embedded model is recognised; its backend declares what it can do.
+    embedded = embedded_model_by_path(parsed.path)
+    template = None
+    if embedded and embedded.turn_template:
+        template = resources.files("collective") / "data/templates" / embedded.turn_template
+    backend = LlamaCppBackend(
         parsed.path,
         n_ctx=EMBEDDED_N_CTX,
-        name=EMBEDDED_MODEL_NAME if embedded else None,
-        chat_template=GEMMA_TEMPLATE if embedded else None,
+        name=embedded.name if embedded else None,
+        chat_template=template.read_text() if template else None,
     )
+    if embedded:
+        backend.output_cap = embedded.output_cap
+    return backend
 
 
 async def close_all() -> None:

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from collective.cli import app
 
 pytestmark = pytest.mark.integration
+KEEP_ENV = ("COLLECTIVE_CACHE", "COLLECTIVE_EMBEDDED_MODEL")  # model cache, fast test model
 
 REPO = Path(__file__).resolve().parents[2]
 QUESTION = "Which filament should I use for a part that sits in a hot car, and why?"
@@ -26,7 +27,7 @@ QUESTION = "Which filament should I use for a part that sits in a hot car, and w
 @pytest.fixture
 def workdir(tmp_path, monkeypatch, gguf_path):
     for name in list(os.environ):
-        if name.startswith("COLLECTIVE_") and name != "COLLECTIVE_CACHE":
+        if name.startswith("COLLECTIVE_") and name not in KEEP_ENV:
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "collective.toml").write_text(

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from collective.cli import app
 
 pytestmark = pytest.mark.integration
+KEEP_ENV = ("COLLECTIVE_CACHE", "COLLECTIVE_EMBEDDED_MODEL")  # model cache, fast test model
 
 OLLAMA_MODEL = "gemma3:270m"  # what the `ollama_server` fixture serves (conftest.py)
 
@@ -23,7 +24,7 @@ def free_port():
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):
     for name in list(os.environ):
-        if name.startswith("COLLECTIVE_") and name != "COLLECTIVE_CACHE":
+        if name.startswith("COLLECTIVE_") and name not in KEEP_ENV:
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
     return tmp_path

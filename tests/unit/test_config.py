@@ -51,9 +51,9 @@ def write(tmp_path, text, name="c.toml"):
 def test_no_file_is_the_embedded_default_with_every_source_default():
     effective = load_config(None)
     config = effective.config
-    assert config.planner == config.judge == "embedded"
+    assert config.planner == "embedded" and config.judge == "embedded:qwen2.5-coder-1.5b"
     assert config.members == 3 and config.specialist_backends == ["embedded"] * 3
-    assert config.chat_backend == "embedded"
+    assert config.chat_backend == config.judge
     assert {source for _, _, source in effective.rows()} == {"default"}
     ctx = config.council_context()
     assert ctx.k == 3 and ctx.kb_path is None and ctx.usage_log == ".collective/usage.jsonl"

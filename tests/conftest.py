@@ -1,0 +1,10 @@
+"""Test-wide settings.
+
+Every `embedded` spec runs the small gemma model here (`$COLLECTIVE_EMBEDDED_MODEL`): tests that
+need *a* real model stay fast. Tests of the real embedded council (instruction-tuned Qwen models,
+tool calls, the council evaluation smoke) unset it with `monkeypatch.delenv`.
+"""
+
+import os
+
+os.environ.setdefault("COLLECTIVE_EMBEDDED_MODEL", "gemma-3-270m")
