@@ -39,6 +39,7 @@ __all__ = [
     "configure_telemetry",
     "model_call_span",
     "record_budget_report",
+    "record_fallback",
     "record_retrieval",
     "retrieval_span",
     "record_tool_call",
@@ -216,3 +217,13 @@ def record_tool_call(
         span.set_attribute("tool.arguments", json.dumps(dict(arguments), sort_keys=True))
         span.set_attribute("tool.result_chars", result_chars)
         span.set_attribute("tool.result_tokens", tokens)
+
+
+def record_fallback(node: str, backend: str, error: BaseException) -> None:
+    """A span for a backend that failed a node which then tried its next backend."""
+    with tracer.start_as_current_span("collective.fallback") as span:
+        span.set_attribute("node", node)
+        span.set_attribute("backend", backend)
+        span.set_attribute("error.type", type(error).__name__)
+        span.set_attribute("error.message", str(error))
+        span.set_status(trace.Status(trace.StatusCode.ERROR, str(error)))

@@ -88,7 +88,8 @@ class CouncilContext:
     planner: BackendRef = "embedded"
     specialists: Sequence[BackendRef] = ("embedded",)
     """Backends of the specialists, cycled when fewer than `k` are given."""
-    judge: BackendRef = "embedded:qwen2.5-coder-1.5b"
+    judge: BackendRef | Sequence[BackendRef] = "embedded:qwen2.5-coder-1.5b"
+    """The judge's backend, or a list tried in order: each failure is in the output's `notes`."""
     quorum: int | None = None
     """Specialists that must answer for the judge to rule; default ceil(k/2)."""
     retrieval: str = "auto"

@@ -19,19 +19,19 @@ from collective.budget.assembly import (
 )
 from collective.budget.counting import ChatMessage, TokenCounter
 from collective.budget.trimming import Fitted, Scored, share_fairly
-from collective.errors import InvalidResponse
+from collective.errors import BackendError, BackendUnavailable, BudgetError, InvalidResponse
 from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState, Proposal
 from collective.kb.citations import check_citations, format_chunk, neutralise, shown_ids, tag
 from collective.kb.tools import VerificationTools
-from collective.models.base import ToolCall
+from collective.models.base import Backend, ToolCall
 from collective.nodes.chunks import chunk_from_dict, scored_chunks
 from collective.nodes.model_call import ModelCall, NodeProgress, call_model, emit, resolve_backend
 from collective.nodes.quorum import check_quorum
 from collective.nodes.retrieve import open_knowledge
 from collective.nodes.review import aggregate_rankings
 from collective.prompts import judge as prompt
-from collective.telemetry import record_tool_call
+from collective.telemetry import record_fallback, record_tool_call
 
 __all__ = ["judge"]
 
@@ -132,8 +132,6 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
     ctx = runtime.context
     answered = check_quorum(state.get("proposals", []), ctx)
     aggregate = aggregate_rankings(state.get("rankings", []), answered)
-    backend = resolve_backend(ctx.judge)
-    progress = NodeProgress(agents.JUDGE, backend.model)
     chunks = {c["id"]: chunk_from_dict(c) for c in state.get("chunks", [])}
     profile = state.get("retrieval", {}).get("applied", "balanced")
     ranking = "\n".join(
@@ -147,10 +145,54 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
         chunks_section("kb_chunks", scored_chunks(state.get("chunks", []))),
         labelled_section(
             "proposals",
-            [(f"### {p['member']} ({p['model']})", neutralise(p["text"])) for p in answered],
+            [(_proposal_label(p), neutralise(p["text"])) for p in answered],
         ),
         chunks_section("evidence", evidence(answered, chunks)),
     ]
+    refs = [ctx.judge] if isinstance(ctx.judge, str | Backend) else list(ctx.judge)
+    failures: list[str] = []
+    for n, ref in enumerate(refs, 1):
+        backend = resolve_backend(ref)
+        progress = NodeProgress(agents.JUDGE, backend.model)
+        try:
+            out = await _rule(state, ctx, backend, contents, chunks, profile, progress)
+        except (BackendError, BudgetError) as error:
+            if len(refs) == 1:
+                raise
+            failure = f"judge {backend.spec} failed ({type(error).__name__}): {error}"
+            failures.append(failure)
+            record_fallback(agents.JUDGE, backend.spec, error)
+            progress.done(status="failed", error=failure)
+            if n == len(refs):
+                raise BackendUnavailable(
+                    f"every judge failed: {'; '.join(failures)}. Start one of them or configure "
+                    "a working judge."
+                ) from error
+            continue
+        out["ranking_aggregate"] = aggregate
+        out["notes"] = [*state.get("notes", []), *failures, *out["notes"]]
+        return out
+    raise AssertionError("unreachable: refs is never empty")
+
+
+def _proposal_label(proposal: Proposal) -> str:
+    """A proposal's heading in the judge's prompt; a partial one says so."""
+    label = f"### {proposal['member']} ({proposal['model']})"
+    if proposal.get("partial"):
+        label += " [PARTIAL: the member ran out of time; its answer stops mid-way]"
+    return label
+
+
+async def _rule(
+    state: CouncilState,
+    ctx: CouncilContext,
+    backend: Backend,
+    contents: list[SectionContent],
+    chunks: Mapping[str, Any],
+    profile: str,
+    progress: NodeProgress,
+) -> dict[str, Any]:
+    """One judge backend's ruling: tool rounds, then the verdict with its citations checked."""
     notes: list[str] = []
     tools = None
     if ctx.judge_tools and backend.supports_tools:
@@ -216,7 +258,6 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
         "unknown_citations": unknown,
         "budgets": budgets,
         "timings": progress.timings(elapsed),
-        "ranking_aggregate": aggregate,
         "tool_calls": tool_log,
-        "notes": [*state.get("notes", []), *notes, *call.result.warnings],
+        "notes": [*notes, *call.result.warnings],
     }

@@ -8,6 +8,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from collective.budget.assembly import chunks_section, text_section
+from collective.budget.trimming import Scored
 from collective.errors import BackendError, BackendTimeout, BudgetError
 from collective.graph.context import CouncilContext
 from collective.graph.state import Proposal, SpecialistTask
@@ -30,6 +31,7 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
     backend = resolve_backend(ctx.member_backend(task["index"]))
     chunks = scored_chunks(task["chunks"], ctx.hidden_tags)
     progress = NodeProgress(member, backend.model)
+    written: list[str] = []  # what the member has streamed, kept if it runs out of time
     try:
         call = await asyncio.wait_for(
             call_model(
@@ -45,10 +47,13 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
                 compose=prompt.compose,
                 question=task["question"],
                 retrieval_profile=task["retrieval_profile"],
+                on_token=written.append,
             ),
             timeout=ctx.specialist_timeout_s,
         )
     except (BackendError, BudgetError, TimeoutError) as error:
+        if isinstance(error, TimeoutError) and "".join(written).strip():
+            return _partial(member, backend.model, "".join(written).strip(), chunks, progress)
         if isinstance(error, TimeoutError):
             error = BackendTimeout(
                 f"{member} ({backend.model}) gave no answer within {ctx.specialist_timeout_s:g} s; "
@@ -84,3 +89,21 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
         "budgets": [call.report_dict],
         "timings": progress.timings(elapsed),
     }
+
+
+def _partial(
+    member: str, model: str, text: str, chunks: list[Scored], progress: NodeProgress
+) -> dict[str, Any]:
+    """The proposal of a member that ran out of time: what it wrote, marked `partial`."""
+    cited, unknown = split_citations(text, [c.key for c in chunks])
+    elapsed = progress.done(status="done", partial=True)
+    proposal = Proposal(
+        member=member,
+        model=model,
+        text=text,
+        citations=cited,
+        unknown_citations=unknown,
+        error=None,
+        partial=True,
+    )
+    return {"proposals": [proposal], "timings": progress.timings(elapsed)}

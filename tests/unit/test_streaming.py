@@ -1,0 +1,104 @@
+"""Streaming through the council: LangGraph `messages` mode, partial proposals, judge fallback.
+
+The backends here are scripted (a stream paced word by word, for a member that runs out of
+time); the dead judge is a real refused connection. Real-model streaming is in
+tests/integration/test_streaming_real.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+
+from collective.graph import build_graph
+from collective.models.base import ChatDelta, ChatResult, Usage
+from tests.fakes import ScriptedBackend
+from tests.unit.test_graph_council import context
+
+VERDICT = "ASA keeps its shape in a hot car [KB#mem_asa], unlike PLA."
+
+
+class WordStreamer(ScriptedBackend):
+    """Streams its reply word by word, `pause_s` apart; records whether the stream was closed."""
+
+    def __init__(self, model: str, reply: str, *, pause_s: float = 0.0) -> None:
+        super().__init__(model, reply)
+        self.pause_s = pause_s
+        self.closed_early = False
+
+    async def stream(self, messages, *, max_tokens, **kwargs) -> AsyncIterator[ChatDelta]:  # type: ignore[override]
+        self.calls.append(list(messages))
+        words = str(self.reply).split(" ")
+        done = False
+        try:
+            for i, word in enumerate(words):
+                await asyncio.sleep(self.pause_s)
+                yield ChatDelta(word if i == 0 else " " + word)
+            done = True
+        finally:
+            self.closed_early = not done
+        text = str(self.reply)
+        usage = Usage(self._counter.count_messages(messages), self._counter.count(text))
+        yield ChatDelta(result=ChatResult(text=text, usage=usage, model=self.model))
+
+
+async def test_messages_mode_streams_the_verdict_with_node_metadata():
+    judge = WordStreamer("judge", VERDICT)
+    ctx = context(judge=judge)
+    pieces: dict[str, list[str]] = {}
+    async for chunk, meta in build_graph().astream(
+        {"question": "Which filament for a hot car?"}, context=ctx, stream_mode="messages"
+    ):
+        pieces.setdefault(meta["agent"], []).append(chunk.content)
+        assert meta["role"] in meta["tags"] and meta["agent"] in meta["tags"]
+    assert len(pieces["judge"]) == len(VERDICT.split(" ")) > 1
+    assert "".join(pieces["judge"]) == VERDICT
+    # Specialists' tokens are there too, told apart by their agent.
+    assert {"specialist-1", "specialist-2", "specialist-3"} <= set(pieces)
+    assert pieces["judge"] != pieces["specialist-1"]
+
+
+async def test_events_api_has_on_chat_model_stream_for_the_judge():
+    ctx = context(judge=WordStreamer("judge", VERDICT))
+    streamed = [
+        event["data"]["chunk"].content
+        async for event in build_graph().astream_events(
+            {"question": "Which filament for a hot car?"}, context=ctx, version="v2"
+        )
+        if event["event"] == "on_chat_model_stream" and event["metadata"].get("agent") == "judge"
+    ]
+    assert "".join(streamed) == VERDICT and len(streamed) > 1
+
+
+async def test_a_member_out_of_time_keeps_its_partial_answer_labelled_for_the_judge():
+    slow = WordStreamer("slow", "PETG " * 400, pause_s=0.02)  # about 8 s in all
+    judge = ScriptedBackend("judge", "ASA.")
+    ctx = context(
+        specialists=[slow, ScriptedBackend("fast", "Use ASA.")],
+        judge=judge,
+        specialist_timeout_s=1.0,
+    )
+    out = await build_graph().ainvoke({"question": "Which filament for a hot car?"}, context=ctx)
+    partial = [p for p in out["proposals"] if p.get("partial")]
+    assert partial and all(p["error"] is None for p in partial)
+    assert all(p["text"].startswith("PETG") for p in partial)
+    assert all(len(p["text"]) < len("PETG " * 400) - 1 for p in partial)
+    assert slow.closed_early  # the member's stream was closed, not left running
+    judge_prompt = judge.calls[-1][-1]["content"]
+    assert "[PARTIAL" in judge_prompt
+
+
+def _dead_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+async def test_judge_fallback_chain_names_the_dead_servers_error():
+    dead = f"llama-server:{_dead_url()}"
+    ctx = context(judge=[dead, ScriptedBackend("judge", "ASA [KB#mem_asa].")])
+    out = await build_graph().ainvoke({"question": "Which filament for a hot car?"}, context=ctx)
+    assert out["answer"] == "ASA [KB#mem_asa]."
+    note = next(n for n in out["notes"] if n.startswith("judge "))
+    assert dead in note and "BackendUnavailable" in note and "connection refused" in note
