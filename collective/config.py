@@ -187,7 +187,10 @@ class CollectiveConfig(BaseSettings):
         default_factory=lambda: [SpecialistGroup(backend="embedded", count=3)],
         description="Specialist groups (backend and count each), cycled to k members.",
     )
-    judge: str = Field(default="embedded:qwen2.5-coder-1.5b", description="Backend of the judge.")
+    judge: str | list[str] = Field(
+        default="embedded:qwen2.5-coder-1.5b",
+        description="Backend of the judge, or a list tried in order (failures go to notes).",
+    )
     rewriter: str | None = Field(
         default=None, description="Backend that rewrites queries for deep retrieval."
     )
@@ -253,8 +256,17 @@ class CollectiveConfig(BaseSettings):
 
     @field_validator("planner", "judge", "chat", "rewriter", "summarizer")
     @classmethod
-    def _spec(cls, value: str | None) -> str | None:
+    def _spec(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("give at least one judge backend")
+            return [_check_spec(v) for v in value]
         return None if value is None else _check_spec(value)
+
+    @property
+    def judges(self) -> list[str]:
+        """The judge's backends in the order they are tried."""
+        return [self.judge] if isinstance(self.judge, str) else list(self.judge)
 
     @field_validator("budgets")
     @classmethod
@@ -291,7 +303,7 @@ class CollectiveConfig(BaseSettings):
     @property
     def chat_backend(self) -> str:
         """The backend of `collective chat`."""
-        return self.chat or self.judge
+        return self.chat or self.judges[0]
 
     def budget_plan(self, role: str) -> ModelBudget:
         """The role's budget plan before fitting: its preset or its explicit sections."""
@@ -309,7 +321,7 @@ class CollectiveConfig(BaseSettings):
         return {
             "planner": [self.planner],
             "specialist": [members[i % len(members)] for i in range(self.members)],
-            "judge": [self.judge],
+            "judge": self.judges,
             "chat": [self.chat_backend],
         }
 
