@@ -189,7 +189,9 @@ async def budgeted_call(
         BackendError: Any other backend failure, unchanged.
     """
     emit = on_event or _drop
-    with model_call_span(agent, backend.model, budget_profile=retrieval_profile, role=role) as span:
+    with model_call_span(
+        agent, backend.model, budget_profile=retrieval_profile, role=role, backend=backend.spec
+    ) as span:
         call = await _fit_and_send(
             settings,
             role,
@@ -209,6 +211,8 @@ async def budgeted_call(
         usage = call.result.usage
         span.set_attribute("usage.prompt_tokens", usage.prompt_tokens)
         span.set_attribute("usage.completion_tokens", usage.completion_tokens)
+        if "ttft_ms" in call.result.timings:  # time to first token
+            span.set_attribute("ttft_ms", call.result.timings["ttft_ms"])
         for warning in call.result.warnings:
             span.add_event("backend.warning", {"message": warning})
 
