@@ -24,6 +24,7 @@ from collective.commands.options import ConfigOption
 if TYPE_CHECKING:
     from collective.config import CollectiveConfig
     from collective.models.base import Backend
+    from collective.models.ollama_api import OllamaBackend
 
 __all__ = ["Check", "run_checks", "smoke"]
 
@@ -67,15 +68,12 @@ async def _model_exists(backend: Backend) -> Check:
     return Check("model", target, "pass", f"{backend.model} (no model listing for this kind)")
 
 
-async def _ollama_model(backend: Any) -> Check:
-    import httpx
+async def _ollama_model(backend: OllamaBackend) -> Check:
+    from collective.errors import CollectiveError
 
     try:
-        async with httpx.AsyncClient(base_url=backend.base_url, timeout=10) as client:
-            response = await client.get("/api/tags")
-        response.raise_for_status()
-        names = [m.get("name") or m.get("model") for m in response.json().get("models", [])]
-    except (httpx.HTTPError, ValueError) as exc:
+        names = await backend.list_models()
+    except CollectiveError as exc:
         return Check("model", backend.spec, "fail", f"/api/tags failed: {exc}")
 
     def plain(name: str) -> str:

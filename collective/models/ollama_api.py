@@ -340,6 +340,14 @@ class OllamaBackend(Backend):
                 self.supports_tools = "tools" in self._info.capabilities
         return self._info
 
+    async def list_models(self) -> list[str]:
+        """The models the server has (`/api/tags`)."""
+        try:
+            listing = await self._clients.get().list()
+        except Exception as exc:
+            raise self._translate(exc) from exc
+        return [m.model for m in listing.models if m.model]
+
     async def context_window(self) -> int:
         """The `num_ctx` collective sends with every request (see `choose_num_ctx`)."""
         info = await self.discover()
