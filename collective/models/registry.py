@@ -82,6 +82,25 @@ def _url(spec: str, url: str) -> str:
     return url.rstrip("/")
 
 
+def ollama_host_url(host: str) -> str:
+    """The URL `$OLLAMA_HOST` names, read as Ollama reads it.
+
+    Empty: `DEFAULT_OLLAMA_URL`. Without a scheme, http and port 11434 unless given
+    (`127.0.0.1` -> `http://127.0.0.1:11434`); with one, the scheme's own default port.
+    """
+    host = host.strip()
+    if not host:
+        return DEFAULT_OLLAMA_URL
+    if "://" in host:
+        return host
+    url = f"http://{host}"
+    try:
+        port = urlsplit(url).port
+    except ValueError:
+        return url  # not a host[:port]: `_url` refuses it with the valid forms
+    return url if port is not None else f"{url.rstrip('/')}:11434"
+
+
 def parse_spec(spec: str) -> BackendSpec:
     """Parse a backend spec string.
 
@@ -101,9 +120,7 @@ def parse_spec(spec: str) -> BackendSpec:
     if kind == "ollama":
         model, at, url = rest.rpartition("@")
         if not at:
-            model, url = rest, os.environ.get("OLLAMA_HOST") or DEFAULT_OLLAMA_URL
-            if "://" not in url:
-                url = f"http://{url}"
+            model, url = rest, ollama_host_url(os.environ.get("OLLAMA_HOST", ""))
         if not model:
             raise _refuse(spec, "no model name before `@`")
         return BackendSpec("ollama", url=_url(spec, url), model=model)

@@ -30,6 +30,22 @@ def test_ollama_spec_without_url_uses_ollama_host(monkeypatch: pytest.MonkeyPatc
     assert parse_spec("ollama:judge").url == registry.DEFAULT_OLLAMA_URL
 
 
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("127.0.0.1", "http://127.0.0.1:11434"),  # was port 80
+        ("0.0.0.0:8080", "http://0.0.0.0:8080"),
+        ("ollama.internal", "http://ollama.internal:11434"),
+        ("https://ollama.example.com", "https://ollama.example.com"),
+    ],
+)
+def test_ollama_host_without_a_port_is_ollamas_default_port(
+    monkeypatch: pytest.MonkeyPatch, host: str, url: str
+) -> None:
+    monkeypatch.setenv("OLLAMA_HOST", host)
+    assert parse_spec("ollama:judge").url == url
+
+
 def test_llamacpp_spec_resolves_the_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert parse_spec("llamacpp:m.gguf").path == str(tmp_path / "m.gguf")
