@@ -14,17 +14,25 @@ against the agent's memory budget profile (threshold events, one usage-log line)
 Hook points, each in one place:
 
 * `on_token` (streaming): passed to `_send`, the single place a model is called.
-* `admission` (per-server admission control): `_send` reserves the prompt and output tokens
-  on the backend's server before sending and releases them after.
+* `admission` (per-server admission control, `collective.models.admission`): `_send`
+  reserves the prompt and output tokens on the backend's server pool before sending (waiting,
+  with a `waiting for KV room on <server>` progress event, while the pool is full) and releases
+  them after. Default: the process-wide `default_admission()`.
+
+A server whose shared KV pool ran out (`PoolExhausted`) is re-read and the call is sent once
+more through admission; an answer the server cut short for lack of room (see
+`cut_answer_warning`) is reported in the result's warnings, the budget report's notes and the
+call's span (backends re-read their server at most `POOL_TTL_S` seconds after).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -34,8 +42,9 @@ from collective.budget.monitor import BudgetEvent, UsageLog, record_model_call
 from collective.budget.plans import PRESETS, ModelBudget, check_role_sections
 from collective.budget.profiles import AgentBudget, ProfileAssignments, resolve_budget
 from collective.budget.report import BudgetReport
-from collective.errors import ConfigError, ContextOverflow
+from collective.errors import ConfigError, ContextOverflow, PoolExhausted
 from collective.kb.retrieval import kb_allocation_factor
+from collective.models.admission import cut_answer_warning, default_admission
 from collective.models.base import Backend, ChatDelta, ChatResult, collect
 from collective.telemetry import model_call_span, record_budget_report
 
@@ -49,6 +58,8 @@ __all__ = [
     "fit_plan",
 ]
 
+log = logging.getLogger(__name__)
+
 OnEvent = Callable[[dict[str, Any]], None]
 """Receives the call's progress events (`budget`, `budget_event`)."""
 
@@ -59,8 +70,22 @@ OnToken = Callable[[str], Awaitable[None] | None]
 class Admission(Protocol):
     """Per-server admission control: hold `tokens` of the backend's server while a call runs."""
 
-    def reserve(self, backend: Backend, tokens: int) -> AbstractAsyncContextManager[None]:
-        """Wait until the server can take `tokens` more, hold them, release on exit."""
+    def reserve(
+        self,
+        backend: Backend,
+        tokens: int,
+        *,
+        label: str = "",
+        on_wait: Callable[[str], None] | None = None,
+    ) -> AbstractAsyncContextManager[Any]:
+        """Wait until the server can take `tokens` more, hold them, release on exit.
+
+        `label` names the caller in logs; `on_wait` hears why the call waits, if it does.
+        """
+        ...
+
+    def exhausted(self, pool: Any) -> None:
+        """The server of `pool` ran out of KV pool: hold calls to it to a shared pool."""
         ...
 
 
@@ -279,9 +304,8 @@ async def _fit_and_send(
     """Fit, assemble, send; refit once on the server's overflow."""
     n_ctx = await backend.context_window()
     counter = await backend.token_counter()
-    # Tool schemas travel beside the messages; the backend says what they cost.
-    beside = await backend.count_tools(tools) if tools else 0
     overflow: ContextOverflow | None = None
+    exhausted: PoolExhausted | None = None
     while True:
         plan, notes = fit_plan(settings, role, backend, n_ctx, kb_factor, output_cap)
         prompt = await asyncio.to_thread(
@@ -293,7 +317,7 @@ async def _fit_and_send(
             node=agent,
             model=backend.model,
             notes=notes,
-            beside_messages=beside,
+            tools=tools,  # counted as the server's template renders them
         )
         emit({"type": "budget", "node": agent, "report": prompt.report.to_dict()})
         try:
@@ -306,7 +330,18 @@ async def _fit_and_send(
                 tools=tools,
                 on_token=on_token,
                 admission=admission,
+                agent=agent,
+                emit=emit,
             )
+        except PoolExhausted as error:
+            if exhausted is not None:
+                raise
+            # Every request on that pool failed: re-read the server, and let admission (now
+            # treating the pool as shared) wait for room before sending once more.
+            exhausted = error
+            (admission or default_admission()).exhausted(await backend.pool())
+            n_ctx = await backend.context_window()
+            continue
         except ContextOverflow as error:
             if overflow is not None:
                 raise
@@ -315,6 +350,13 @@ async def _fit_and_send(
             undercount = max(0, error.n_prompt_tokens - prompt.report.prompt_tokens)
             n_ctx = min(n_ctx, error.n_ctx) - undercount
             continue
+        cut = cut_answer_warning(
+            result, max_tokens=plan.output_budget, n_ctx=plan.n_ctx, server=backend.spec
+        )
+        if cut is not None:
+            log.warning("%s: %s", agent, cut)
+            result.warnings.append(cut)
+            prompt.report.notes.append(cut)
         return ModelCall(result, prompt.report, prompt, overflow)
 
 
@@ -328,10 +370,18 @@ async def _send(
     tools: Sequence[dict[str, Any]] | None,
     on_token: OnToken | None,
     admission: Admission | None,
+    agent: str = "",
+    emit: OnEvent | None = None,
 ) -> ChatResult:
     """The one place a model is called: admission around it, streaming through it."""
-    reserve = admission.reserve if admission else _admit_all
-    async with reserve(backend, prompt.report.prompt_tokens + max_tokens):
+
+    def on_wait(message: str) -> None:
+        if emit is not None:
+            emit({"type": "progress", "node": agent, "status": "waiting", "message": message})
+
+    reserve = (admission or default_admission()).reserve
+    tokens = prompt.report.prompt_tokens + max_tokens
+    async with reserve(backend, tokens, label=agent, on_wait=on_wait):
         started = time.perf_counter()
         stream = backend.stream(
             prompt.messages,
@@ -352,9 +402,3 @@ def _text_only(on_token: OnToken) -> Callable[[ChatDelta], Awaitable[None] | Non
         return on_token(delta.text) if delta.text else None
 
     return on_delta
-
-
-@asynccontextmanager
-async def _admit_all(backend: Backend, tokens: int) -> AsyncIterator[None]:
-    """No admission control: every call is sent at once."""
-    yield

@@ -16,6 +16,7 @@ __all__ = [
     "ConfigError",
     "ContextOverflow",
     "InvalidResponse",
+    "PoolExhausted",
     "QuorumError",
 ]
 
@@ -68,6 +69,15 @@ class ContextOverflow(BackendError):
         super().__init__(message)
         self.n_prompt_tokens = n_prompt_tokens
         self.n_ctx = n_ctx
+
+
+class PoolExhausted(BackendError):
+    """A server's shared KV pool ran out under concurrent requests; all of them failed.
+
+    llama-server answers HTTP 500 `Context size has been exceeded.` to every active slot. Not
+    transient in the retry sense: the same requests sent again fail again. The caller
+    re-reads the server's pool and sends once more through admission control.
+    """
 
 
 class QuorumError(CollectiveError):

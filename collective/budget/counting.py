@@ -19,12 +19,13 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import json
 import math
 import struct
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
-from typing import TYPE_CHECKING, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 if TYPE_CHECKING:
     import tiktoken
@@ -106,11 +107,17 @@ class TokenCounter(ABC):
             self._memo.update(zip(missing, self._count_many(missing), strict=True))
         return [self._memo[t] for t in texts]
 
-    def count_messages(self, messages: Sequence[ChatMessage]) -> int:
-        """Tokens of a whole chat prompt, template overhead included."""
-        return REPLY_OVERHEAD + sum(
-            MESSAGE_OVERHEAD + self.count(m["content"] or "") for m in messages
-        )
+    def count_messages(
+        self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None = None
+    ) -> int:
+        """Tokens of a whole chat prompt, template overhead included.
+
+        Tool schemas count as their JSON text here; counters that render the model's chat
+        template count them as the template renders them (which may be more, or nothing).
+        """
+        n = sum(MESSAGE_OVERHEAD + self.count(m["content"] or "") for m in messages)
+        n += REPLY_OVERHEAD
+        return n + (self.count(json.dumps(list(tools))) if tools else 0)
 
 
 class TokenizerCounter(TokenCounter):

@@ -15,10 +15,13 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from collective.budget.counting import ChatMessage, TokenCounter
 from collective.errors import InvalidResponse
+
+if TYPE_CHECKING:
+    from collective.models.admission import ServerPool
 
 __all__ = ["Backend", "ChatDelta", "ChatResult", "Health", "ToolCall", "Usage", "collect"]
 
@@ -181,6 +184,14 @@ class Backend(ABC):
         if result.text or result.reasoning:
             yield ChatDelta(result.text, result.reasoning or "")
         yield ChatDelta(result=result)
+
+    async def pool(self) -> ServerPool | None:
+        """The server's slots and the KV pool they share, read from the server.
+
+        Admission control reserves every call's prompt + output tokens against it (see
+        `collective.models.admission`). None (this default): unknown, calls are sent at once.
+        """
+        return None
 
     @abstractmethod
     async def health(self) -> Health:

@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from pathlib import PurePosixPath
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
@@ -36,8 +36,10 @@ from collective.errors import (
     BackendUnavailable,
     ContextOverflow,
     InvalidResponse,
+    PoolExhausted,
 )
 from collective.models._transport import LoopLocal, parse_json, translate_transport_error
+from collective.models.admission import KV_POOL_MODES, POOL_TTL_S, ServerPool, llama_server_pool
 from collective.models.base import (
     Backend,
     ChatDelta,
@@ -227,6 +229,11 @@ class LlamaServerCounter(TokenizerCounter):
         self.prompt_memo.put(key, n)
         return n
 
+    def forget(self) -> None:
+        """Drop memoised counts (the server now runs another model or template)."""
+        self._memo.clear()
+        self.prompt_memo.clear()
+
     def close(self) -> None:
         """Close the pooled connections."""
         self._client.close()
@@ -253,6 +260,15 @@ def _http_error(status: int, data: Any, url: str) -> BackendError:
                 n_prompt_tokens=n_prompt,
                 n_ctx=n_ctx,
             )
+    if status >= 500 and "Context size has been exceeded" in message:
+        # Not this request's prompt: the requests in flight together outgrew a shared KV pool,
+        # and llama.cpp failed every active slot. Sending the same again fails again.
+        return PoolExhausted(
+            f"{_SERVER} at {url} ran out of KV pool under concurrent requests ({message}); its "
+            "slots share one pool (unified KV: no -np, or --kv-unified). collective re-reads "
+            "the server and waits for room; if it recurs, give the server -np K (independent "
+            "slots) or a larger -c"
+        )
     if status == 503:
         return BackendUnavailable(
             f"{_SERVER} at {url} is not ready ({message or 'HTTP 503'}); it is loading the model "
@@ -413,6 +429,12 @@ class LlamaServerBackend(Backend):
             only after queueing it for a slot.
         count_mode: How the server counts prompts: `auto` (input-tokens endpoint, else
             `/apply-template` + `/tokenize`), `input_tokens` or `apply_template`.
+        kv_pool: How the slots share KV memory (`collective.models.admission.KV_POOL_MODES`);
+            default from the URL's `?kv=` (`llama-server:http://HOST:PORT?kv=per-slot`), else
+            `auto`.
+
+    `/props` (and `/slots`) are re-read at most every `POOL_TTL_S` seconds and at once after
+    a failed request, so a restarted server is planned for as it is now.
     """
 
     supports_tools = True  # refined from /props `chat_template_caps` at discovery
@@ -427,7 +449,14 @@ class LlamaServerBackend(Backend):
         load_wait: float = 120.0,
         precheck: bool = True,
         count_mode: str = "auto",
+        kv_pool: str | None = None,
     ) -> None:
+        parts = urlsplit(base_url)
+        kv = kv_pool or (parse_qs(parts.query).get("kv") or ["auto"])[-1]
+        if kv not in KV_POOL_MODES:
+            raise ValueError(f"kv={kv!r}: use one of {', '.join(KV_POOL_MODES)}")
+        self.kv_pool = kv
+        base_url = parts._replace(query="", fragment="").geturl()
         self.base_url = base_url.rstrip("/")
         self.spec = f"llama-server:{self.base_url}"
         self.model = _SERVER
@@ -442,6 +471,9 @@ class LlamaServerBackend(Backend):
             )
         )
         self._n_ctx: int | None = None
+        self._pool: ServerPool | None = None
+        self._read_at = 0.0
+        self._seen: tuple[Any, ...] | None = None
         self._counter: LlamaServerCounter | None = None
         self.prompt_memo = PromptMemo()
         """Exact prompt counts shared with `token_counter()` (see `PromptMemo`)."""
@@ -471,7 +503,7 @@ class LlamaServerBackend(Backend):
     def _refusal(self, status: int, data: Any) -> BackendError:
         """The collective error for a non-200 answer; an overflow forgets the cached window."""
         error = _http_error(status, data, self.base_url)
-        if isinstance(error, ContextOverflow):
+        if isinstance(error, ContextOverflow | PoolExhausted):
             # The server differs from what we planned for (restarted, other model?).
             self._n_ctx = None
             self.prompt_memo.clear()
@@ -517,18 +549,30 @@ class LlamaServerBackend(Backend):
         return data
 
     async def context_window(self) -> int:
-        """The per-slot context (tokens), read from `/props` and cached until an overflow.
+        """The per-slot context (tokens), from `/props` read at most `POOL_TTL_S` seconds ago.
 
-        Discovery also sets `model` and `supports_tools` (from the template's capabilities).
+        Discovery also sets `model` and `supports_tools` (from the template's capabilities)
+        and the server's `pool()`.
         """
-        if self._n_ctx is None:
+        if self._n_ctx is None or time.monotonic() - self._read_at > POOL_TTL_S:
             data = await self.props()
-            settings = data.get("default_generation_settings") or {}
-            n_ctx = settings.get("n_ctx", data.get("n_ctx"))
-            if not isinstance(n_ctx, int) or n_ctx <= 0:
-                raise InvalidResponse(
-                    f"{_SERVER} at {self.base_url}: /props reports no per-slot n_ctx"
-                )
+            slots = None
+            if data.get("endpoint_slots"):
+                status, listed = await self._request("GET", "/slots")
+                slots = listed if status == 200 and isinstance(listed, list) else None
+            try:
+                pool = llama_server_pool(data, slots, server=self.base_url, kv=self.kv_pool)
+            except ValueError as exc:
+                raise InvalidResponse(f"{_SERVER} at {self.base_url}: {exc}") from exc
+            n_ctx = pool.slot_ctx
+            seen = (n_ctx, pool.slots, data.get("model_path"), data.get("chat_template"))
+            if self._seen is not None and seen != self._seen:
+                # Restarted with other slots or another model: counts and plans start over.
+                log.warning("%s changed: now %s", self.spec, pool.describe())
+                self.prompt_memo.clear()
+                if self._counter is not None:
+                    self._counter.forget()
+            self._seen, self._pool, self._read_at = seen, pool, time.monotonic()
             caps = data.get("chat_template_caps")
             if isinstance(caps, dict) and "supports_tools" in caps:
                 # Tools are rendered by the model's chat template; without support they are
@@ -539,6 +583,16 @@ class LlamaServerBackend(Backend):
                 self.model = PurePosixPath(name).name.removesuffix(".gguf")
             self._n_ctx = n_ctx
         return self._n_ctx
+
+    async def pool(self) -> ServerPool:
+        """The server's slots and KV pool, from `/props` and `/slots` (see `context_window`)."""
+        await self.context_window()
+        assert self._pool is not None
+        return self._pool
+
+    def forget_server(self) -> None:
+        """Re-read the server before the next plan (after a failure that says it changed)."""
+        self._n_ctx = None
 
     async def token_counter(self) -> LlamaServerCounter:
         """The server's own tokenizer (`exact:llama-server`)."""

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from collective.budget.counting import ChatMessage, TokenizerCounter
 from collective.errors import ConfigError, ContextOverflow, InvalidResponse
+from collective.models.admission import ServerPool
 from collective.models.base import (
     Backend,
     ChatDelta,
@@ -514,6 +515,11 @@ class LlamaCppBackend(Backend):
         await self._loaded()
         assert self._llama is not None
         return self._llama.n_ctx()
+
+    async def pool(self) -> ServerPool:
+        """One model instance runs one request at a time, with its whole context."""
+        n_ctx = await self.context_window()
+        return ServerPool(f"in-process:{self.path.name}", 1, n_ctx, n_ctx, False, "in process")
 
     async def token_counter(self) -> LlamaCppCounter:
         """The model's own tokenizer and template (`exact:llama.cpp`)."""

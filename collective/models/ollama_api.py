@@ -15,8 +15,14 @@ backend:
 * counts the prompt before sending with the best counter it can build (tiktoken
   `o200k_harmony` for gpt-oss; the GGUF's own vocabulary when the blob is on this host; else
   the calibrated estimate) and refuses what does not fit (`ContextOverflow`, nothing sent);
+* sends `"truncate": false` and `"shift": false` (passed through: the official client 0.6
+  does not expose them), so a current Ollama answers an over-long prompt with HTTP 400 instead
+  of cutting it; that 400 becomes `ContextOverflow` (see `overflow_from_refusal`);
 * compares Ollama's `prompt_eval_count` with that count after the reply and reports a
-  truncation loudly (`ChatResult.warnings` and a log warning; see `truncation_warning`).
+  truncation loudly (`ChatResult.warnings` and a log warning; see `truncation_warning`): the
+  second line, for servers too old to honour `truncate`;
+* describes its pool from `/api/ps` (the `context_length` the model is loaded with) and
+  `OLLAMA_NUM_PARALLEL` (requests run at once per model; default 1).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
+import re
 import socket
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -49,6 +57,7 @@ from collective.errors import (
     InvalidResponse,
 )
 from collective.models._transport import LoopLocal, translate_transport_error
+from collective.models.admission import POOL_TTL_S, ServerPool, ollama_pool
 from collective.models.base import (
     Backend,
     ChatDelta,
@@ -58,6 +67,7 @@ from collective.models.base import (
     Usage,
     collect,
 )
+from collective.models.special_tokens import escape_messages
 
 __all__ = [
     "DEFAULT_NUM_CTX_CAP",
@@ -66,6 +76,7 @@ __all__ = [
     "OllamaBackend",
     "OllamaModelInfo",
     "choose_num_ctx",
+    "overflow_from_refusal",
     "parse_show",
     "truncation_warning",
     "usage_from_response",
@@ -228,6 +239,43 @@ def truncation_warning(
     return None
 
 
+def overflow_from_refusal(
+    status: int, message: str, *, counted: int, num_ctx: int, model: str, url: str
+) -> ContextOverflow | None:
+    """The `ContextOverflow` for Ollama's refusal of an over-long prompt (`truncate: false`).
+
+    Current Ollama answers HTTP 400 `the input length exceeds the context length`; numbers in
+    the message (`... (5000 tokens) ... (4096 tokens)`) are the server's own counts, else our
+    count and the `num_ctx` sent stand in. None when the refusal is about something else.
+    """
+    if status != 400 or "exceeds the context length" not in message:
+        return None
+    numbers = [int(n) for n in re.findall(r"(\d+) tokens", message)]
+    n_prompt, n_ctx = (numbers[0], numbers[1]) if len(numbers) >= 2 else (counted, num_ctx)
+    return ContextOverflow(
+        f"{_SERVER} at {url} refused the prompt for {model} ({message}): {n_prompt} tokens do "
+        f"not fit num_ctx {n_ctx}, and collective asked it not to truncate. Refit the prompt "
+        f"to n_ctx={n_ctx}.",
+        n_prompt_tokens=n_prompt,
+        n_ctx=n_ctx,
+    )
+
+
+async def post_chat(client: Any, *, stream: bool, **fields: Any) -> Any:
+    """`AsyncClient.chat` with `"truncate": false` and `"shift": false` passed through.
+
+    The official client 0.6 builds its request from a model without those fields, so the body
+    is built the same way and the two are added; the client's own request path (errors,
+    streaming) does the rest.
+    """
+    from ollama import ChatResponse
+    from ollama._types import ChatRequest
+
+    body = ChatRequest(stream=stream, **fields).model_dump(exclude_none=True)
+    body |= {"truncate": False, "shift": False}
+    return await client._request(ChatResponse, "POST", "/api/chat", json=body, stream=stream)
+
+
 def _is_local(url: str) -> bool:
     host = urlsplit(url).hostname or ""
     return host in ("127.0.0.1", "localhost", "::1", "0.0.0.0") or host == socket.gethostname()
@@ -245,6 +293,8 @@ class OllamaBackend(Backend):
         timeout: Seconds one chat may take.
         keep_alive: Passed through (e.g. `30m`).
         counter: Force a counter (default: the best available, see the module docstring).
+        num_parallel: Requests the server runs at once for this model; default
+            `$OLLAMA_NUM_PARALLEL` where set, else 1 (Ollama's default).
     """
 
     supports_tools = True  # refined from /api/show capabilities at discovery
@@ -256,6 +306,7 @@ class OllamaBackend(Backend):
         base_url: str = "http://127.0.0.1:11434",
         *,
         num_ctx: int | None = None,
+        num_parallel: int | None = None,
         think: bool | str | None = None,
         timeout: float = 600.0,
         keep_alive: str | float | None = None,
@@ -272,6 +323,9 @@ class OllamaBackend(Backend):
         self._clients = LoopLocal(lambda: AsyncClient(host=self.base_url, timeout=timeout))
         self._info: OllamaModelInfo | None = None
         self._counter = counter
+        self.num_parallel = num_parallel or int(os.environ.get("OLLAMA_NUM_PARALLEL") or 1)
+        self._pool: ServerPool | None = None
+        self._pool_at = 0.0
         self._template_exact = False
 
     @property
@@ -357,6 +411,28 @@ class OllamaBackend(Backend):
             context_length=info.context_length,
         )
 
+    async def pool(self) -> ServerPool:
+        """This model's pool: `num_parallel` requests of the `num_ctx` sent.
+
+        Read at most every `POOL_TTL_S` seconds, with what `/api/ps` says is loaded.
+        """
+        if self._pool is None or time.monotonic() - self._pool_at > POOL_TTL_S:
+            num_ctx = await self.context_window()
+            loaded = None
+            with contextlib.suppress(Exception):  # /api/ps is optional (old servers)
+                listing = await self._clients.get().ps()
+                for entry in listing.models:
+                    if self.model in (entry.model, entry.name):
+                        loaded = getattr(entry, "context_length", None)
+            self._pool = ollama_pool(
+                loaded,
+                server=f"{self.base_url} ({self.model})",
+                num_ctx=num_ctx,
+                num_parallel=self.num_parallel,
+            )
+            self._pool_at = time.monotonic()
+        return self._pool
+
     async def token_counter(self) -> TokenCounter:
         """The best counter: tiktoken for gpt-oss, else a local blob's vocabulary, else estimate."""
         if self._counter is None:
@@ -388,6 +464,7 @@ class OllamaBackend(Backend):
         """
         from collective.models.llamacpp_in_process import LlamaCppCounter
 
+        messages = escape_messages(messages)  # as `stream` sends them
         counter = await self.token_counter()
         if isinstance(counter, LlamaCppCounter):
             return await asyncio.to_thread(counter.count_messages, messages, tools)
@@ -417,6 +494,7 @@ class OllamaBackend(Backend):
         truncation check runs on it as for a whole answer. Closing the stream closes the
         connection.
         """
+        messages = escape_messages(messages)  # content is never special tokens (see there)
         num_ctx = await self.context_window()
         counter = await self.token_counter()
         counted = await self.count_prompt(messages, tools)
@@ -451,7 +529,8 @@ class OllamaBackend(Backend):
         calls: list[Any] = []
         final: dict[str, Any] | None = None
         try:
-            parts = await self._clients.get().chat(
+            parts = await post_chat(
+                self._clients.get(),
                 model=self.model,
                 messages=[dict(m) for m in messages],
                 stream=True,
@@ -473,7 +552,19 @@ class OllamaBackend(Backend):
         except BackendError:
             raise
         except Exception as exc:
-            raise self._translate(exc) from exc
+            from ollama import ResponseError
+
+            overflow = None
+            if isinstance(exc, ResponseError):
+                overflow = overflow_from_refusal(
+                    exc.status_code,
+                    str(exc.error),
+                    counted=counted,
+                    num_ctx=num_ctx,
+                    model=self.model,
+                    url=self.base_url,
+                )
+            raise (overflow or self._translate(exc)) from exc
         if final is None:
             raise InvalidResponse(
                 f"{_SERVER} at {self.base_url} ended the stream for {self.model} without its "

@@ -11,6 +11,11 @@ server, which reproduces the behaviour of Ollama that collective must survive:
   messages and the newest messages that fit (the last one always), then the runner cuts tokens
   after the first `num_keep` (default 4) so that `num_ctx` tokens remain;
 * `prompt_eval_count`/`eval_count` are reported after the fact (post-truncation);
+* like current Ollama, `"truncate": false` turns an over-long prompt into HTTP 400 `the input
+  length exceeds the context length` (here with both counts) instead of a silent cut, and
+  `"shift": false` stops generation at `num_ctx` (`done_reason` `length`) instead of shifting;
+  `--old-server` ignores both fields, as Ollama before them did;
+* `/api/ps` lists the loaded model with the `context_length` it was last loaded with;
 * the prompt is rendered with Ollama's own gemma3 Go template (not the GGUF's Jinja template),
   so a client's count from the GGUF vocabulary differs by a few template tokens, as it would;
 * `tools` and `think` are refused for this model (HTTP 400), as Ollama refuses them for models
@@ -18,6 +23,7 @@ server, which reproduces the behaviour of Ollama that collective must survive:
 
 Usage: python tests/integration/ollama_protocol_server.py --port N --model-name NAME
        --context-length N [--default-num-ctx 4096] [--modelfile-num-ctx N] [--blob PATH]
+       [--old-server]
 """
 
 from __future__ import annotations
@@ -142,6 +148,13 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"version": VERSION})
         elif self.path == "/api/tags":
             self._send_json(200, {"models": [self.server.model_entry()]})
+        elif self.path == "/api/ps":
+            loaded = self.server.loaded_num_ctx
+            entries = []
+            if loaded is not None:
+                extra = {"expires_at": _now(), "size_vram": 0, "context_length": loaded}
+                entries.append(self.server.model_entry() | extra)
+            self._send_json(200, {"models": entries})
         elif self.path == "/":
             data = b"Ollama is running"
             self.send_response(200)
@@ -193,10 +206,26 @@ class Handler(BaseHTTPRequestHandler):
         messages = body.get("messages") or []
         started = time.monotonic_ns()
         model = srv.model
+        # Current Ollama honours these; an old server ignores them (and truncates silently).
+        truncate = srv.old_server or body.get("truncate", True) is not False
+        shift = srv.old_server or body.get("shift", True) is not False
         with model.lock:
-            ids = model.chat_prompt(messages, num_ctx)
-            ids = model.runner_truncate(ids, num_ctx, int(options.get("num_keep", 4)))
-            room = num_ctx + GENERATION_HEADROOM - len(ids)
+            srv.loaded_num_ctx = num_ctx
+            if truncate:
+                ids = model.chat_prompt(messages, num_ctx)
+                ids = model.runner_truncate(ids, num_ctx, int(options.get("num_keep", 4)))
+            else:
+                ids = model.tokenize(render(messages))
+                if len(ids) > num_ctx:
+                    self._send_json(
+                        400,
+                        {
+                            "error": f"the input length ({len(ids)} tokens) exceeds the "
+                            f"context length ({num_ctx} tokens)"
+                        },
+                    )
+                    return
+            room = num_ctx - len(ids) + (GENERATION_HEADROOM if shift else 0)
             max_tokens = room if num_predict < 0 else min(num_predict, room)
             kwargs: dict[str, Any] = {
                 "prompt": ids,
@@ -307,6 +336,7 @@ class OllamaProtocolServer(ThreadingHTTPServer):
         default_num_ctx: int,
         modelfile_num_ctx: int | None,
         blob: str,
+        old_server: bool = False,
     ) -> None:
         super().__init__(("127.0.0.1", port), Handler)
         self.model_name = model_name
@@ -315,6 +345,9 @@ class OllamaProtocolServer(ThreadingHTTPServer):
         self.default_num_ctx = default_num_ctx
         self.modelfile_num_ctx = modelfile_num_ctx
         self.blob = blob
+        self.old_server = old_server
+        self.loaded_num_ctx: int | None = None
+        """`num_ctx` of the last request: what `/api/ps` reports as loaded."""
 
     def details(self) -> dict[str, Any]:
         return {
@@ -393,6 +426,11 @@ def main(argv: list[str] | None = None) -> None:
         help="the FROM path /api/show reports (default: the GGUF itself, i.e. "
         "a blob on this host; give a missing path to act as a remote host)",
     )
+    parser.add_argument(
+        "--old-server",
+        action="store_true",
+        help="ignore `truncate` and `shift` (Ollama before they existed: always truncates)",
+    )
     args = parser.parse_args(argv)
     if args.model is None:
         from collective.models.embedded import embedded_model_path
@@ -406,6 +444,7 @@ def main(argv: list[str] | None = None) -> None:
         default_num_ctx=args.default_num_ctx,
         modelfile_num_ctx=args.modelfile_num_ctx,
         blob=args.blob or args.model,
+        old_server=args.old_server,
     )
     print(
         f"ollama-protocol server on http://127.0.0.1:{args.port} serving {args.model_name}",

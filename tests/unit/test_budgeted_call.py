@@ -63,7 +63,7 @@ async def test_admission_reserves_prompt_and_output_tokens_around_the_call():
 
     class Pool:
         @asynccontextmanager
-        async def reserve(self, backend, tokens):
+        async def reserve(self, backend, tokens, **_):
             order.append(f"reserve {tokens}")
             yield
             order.append("release")

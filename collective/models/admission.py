@@ -1,0 +1,339 @@
+"""Admission control: a council fits each server's KV pool, not only each prompt.
+
+A council sends K requests at once, often to one server. Each prompt is planned to fit the slot
+the server reports, but the requests share what the server really has:
+
+* llama-server started without `-np` (its default) or with `--kv-unified` runs several slots
+  over ONE pool of `-c` tokens, and `/props` reports the whole `-c` as every slot's `n_ctx`.
+  When the requests in flight together outgrow the pool, llama.cpp fails *every* active slot
+  with HTTP 500 `Context size has been exceeded.` (`PoolExhausted`).
+* Ollama runs `OLLAMA_NUM_PARALLEL` requests per loaded model, each with the loaded
+  `context_length`; further requests queue in the server.
+* llama.cpp in this process runs one request at a time.
+
+Each backend describes its server as a `ServerPool` (`Backend.pool()`). `AdmissionControl`
+reserves every call's prompt + output tokens against its server's pool before the call is sent
+and releases them when it ends: a call that would not fit waits (its progress says `waiting for
+KV room on <server>`) instead of being sent, so the sum of in-flight reservations never exceeds
+the pool. Calls to independent slots, or to different servers, do not wait for each other.
+
+When `/props` cannot tell the two apart, several llama-server slots are read as one unified pool
+(the safe reading: `-c 8192 -np 4 --kv-unified` and `-c 32768 -np 4` both report 8,192 per
+slot). A server with independent slots says so in its spec: `llama-server:URL?kv=per-slot`.
+
+Pools are re-read from the server at most every `POOL_TTL_S` seconds, at once after a failed
+request or a pool exhaustion, and whenever the server's answer differs from what was planned
+for (a restart with other slots): never only after an overflow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collective.models.base import Backend, ChatResult
+
+__all__ = [
+    "KV_POOL_MODES",
+    "POOL_TTL_S",
+    "AdmissionControl",
+    "Reservation",
+    "ServerPool",
+    "cut_answer_warning",
+    "default_admission",
+    "llama_server_pool",
+    "ollama_pool",
+]
+
+log = logging.getLogger(__name__)
+
+POOL_TTL_S = 2.0
+"""Longest time (seconds) a backend trusts what it read about its server's slots and pool.
+
+Reading llama-server's `/props` or Ollama's `/api/ps` costs a millisecond on a local server, so
+each council run plans against what the server reports now: a server restarted with smaller
+slots is noticed before the next call is planned, not after an overflow or a cut answer."""
+
+KV_POOL_MODES = ("auto", "unified", "per-slot")
+"""How a llama-server's slots share KV memory: `auto` reads one slot as its own pool and
+several slots as one unified pool; `unified` and `per-slot` say it outright."""
+
+
+@dataclass(frozen=True)
+class ServerPool:
+    """How many requests a server runs at once and the KV tokens they share."""
+
+    server: str
+    """Which server (its URL, or `in-process:<model>`): the key reservations are held under."""
+    slots: int
+    """Requests the server runs at once."""
+    slot_ctx: int
+    """Tokens one request may use (prompt + output): the `n_ctx` each slot reports."""
+    tokens: int
+    """KV tokens shared by all requests in flight."""
+    unified: bool
+    """Whether the slots share one pool (each slot could take all of it)."""
+    source: str
+    """Where this was read (e.g. `/props`, `/api/ps`), and any assumption made."""
+
+    def describe(self) -> str:
+        """One line for reports, e.g. `4 slots sharing one 8,192-token KV pool (unified)`."""
+        if self.slots == 1:
+            shape = f"1 slot of {self.slot_ctx:,} tokens"
+        elif self.unified:
+            shape = (
+                f"{self.slots} slots sharing one {self.tokens:,}-token KV pool (unified; each "
+                f"request up to {self.slot_ctx:,})"
+            )
+        else:
+            shape = f"{self.slots} independent slots of {self.slot_ctx:,} tokens"
+        return f"{self.server}: {shape} [{self.source}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "server": self.server,
+            "slots": self.slots,
+            "slot_ctx": self.slot_ctx,
+            "tokens": self.tokens,
+            "unified": self.unified,
+            "source": self.source,
+        }
+
+
+def llama_server_pool(
+    props: Mapping[str, Any],
+    slots: list[Any] | None,
+    *,
+    server: str,
+    kv: str = "auto",
+) -> ServerPool:
+    """The pool of a llama-server from its `/props` (and `/slots` where enabled).
+
+    Args:
+        props: The `/props` body: `total_slots` and the per-slot
+            `default_generation_settings.n_ctx`.
+        slots: The `/slots` body (one entry per slot with its `n_ctx`), or None where the
+            server disables it.
+        server: The server's URL.
+        kv: One of `KV_POOL_MODES`.
+
+    Raises:
+        ValueError: `props` reports no usable per-slot `n_ctx`.
+    """
+    settings = props.get("default_generation_settings") or {}
+    slot_ctx = settings.get("n_ctx", props.get("n_ctx"))
+    if not isinstance(slot_ctx, int) or slot_ctx <= 0:
+        raise ValueError("/props reports no per-slot n_ctx")
+    n_slots = props.get("total_slots")
+    source = "/props"
+    if slots:
+        listed = [s.get("n_ctx") for s in slots if isinstance(s, dict)]
+        ctxs = [c for c in listed if isinstance(c, int) and c > 0]
+        if ctxs:
+            n_slots, slot_ctx, source = len(ctxs), min(ctxs), "/props+/slots"
+    n_slots = n_slots if isinstance(n_slots, int) and n_slots > 0 else 1
+    if n_slots == 1:
+        return ServerPool(server, 1, slot_ctx, slot_ctx, False, source)
+    if kv == "per-slot":
+        return ServerPool(server, n_slots, slot_ctx, n_slots * slot_ctx, False, source + ", ?kv")
+    why = ", ?kv" if kv == "unified" else ", several slots read as one unified pool"
+    return ServerPool(server, n_slots, slot_ctx, slot_ctx, True, source + why)
+
+
+def ollama_pool(
+    loaded_context: int | None, *, server: str, num_ctx: int, num_parallel: int
+) -> ServerPool:
+    """The pool of one model on Ollama.
+
+    Args:
+        loaded_context: `context_length` of the model in `/api/ps` (None: not loaded now).
+        server: The server's URL and model.
+        num_ctx: The window collective sends with every request.
+        num_parallel: Requests Ollama runs at once per model (`OLLAMA_NUM_PARALLEL`).
+    """
+    # Ollama reloads the model when a request asks for another num_ctx, so the window a
+    # request gets is the one it sends; /api/ps says what is loaded now.
+    slot_ctx = num_ctx
+    source = f"num_ctx sent, OLLAMA_NUM_PARALLEL={num_parallel}"
+    if loaded_context:
+        source = f"/api/ps context_length {loaded_context}, " + source
+    return ServerPool(server, num_parallel, slot_ctx, num_parallel * slot_ctx, False, source)
+
+
+def cut_answer_warning(
+    result: ChatResult, *, max_tokens: int, n_ctx: int, server: str
+) -> str | None:
+    """A loud warning when an answer was cut short by the context, not by its own budget.
+
+    `finish_reason == "length"` with fewer tokens than were reserved means the server ran out
+    of room for the answer: its slot is smaller than the plan assumed (a restarted server) or
+    the prompt was longer than counted. A response that reports a smaller `n_ctx` says so too.
+    """
+    done = result.usage.completion_tokens
+    reported = result.timings.get("n_ctx")
+    if reported is not None and 0 < reported < n_ctx:
+        return (
+            f"CUT ANSWER RISK on {server}: the server reports n_ctx {int(reported)}, the call "
+            f"was planned for {n_ctx}; re-read the server before the next call"
+        )
+    if result.finish_reason == "length" and done < max_tokens:
+        return (
+            f"CUT ANSWER on {server}: generation stopped after {done} of {max_tokens} reserved "
+            f"tokens (finish_reason length) with a prompt of {result.usage.prompt_tokens}; the "
+            f"server has less room than the n_ctx {n_ctx} planned for (restarted with smaller "
+            "slots?)"
+        )
+    return None
+
+
+@dataclass
+class Reservation:
+    """Tokens one call holds on a server while it runs."""
+
+    label: str
+    tokens: int
+    since: float
+
+
+@dataclass
+class _ServerState:
+    pool: ServerPool
+    cond: asyncio.Condition
+    held: dict[int, Reservation]
+    queue: collections.deque[int]
+
+    @property
+    def used(self) -> int:
+        return sum(r.tokens for r in self.held.values())
+
+    def fits(self, ticket: int, tokens: int) -> bool:
+        return (
+            self.queue[0] == ticket
+            and len(self.held) < self.pool.slots
+            and (not self.held or self.used + tokens <= self.pool.tokens)
+        )
+
+
+OnWait = Callable[[str], None]
+"""Receives `waiting for KV room on <server> ...` when a call has to wait."""
+
+
+class AdmissionControl:
+    """Per-server admission: calls reserve prompt + output tokens against their server's pool.
+
+    Waiting is first come, first served per server, so a large call is not starved by small
+    ones. `records` keeps the latest admissions (server, tokens in flight after admitting, pool
+    size) and `peak` the most tokens ever in flight per server, for logs and tests.
+    """
+
+    def __init__(self, history: int = 1000) -> None:
+        self._states: dict[tuple[int, str], _ServerState] = {}
+        self.records: collections.deque[tuple[str, int, int]] = collections.deque(maxlen=history)
+        self.peak: dict[str, int] = {}
+        self._shared: set[str] = set()
+
+    def exhausted(self, pool: ServerPool | None) -> None:
+        """Learn from a pool exhaustion that `pool`'s slots share one pool after all."""
+        if pool is not None and not pool.unified and pool.slots > 1:
+            log.warning("%s ran out of KV pool: its slots are treated as one pool", pool.server)
+            self._shared.add(pool.server)
+
+    def _state(self, pool: ServerPool) -> _ServerState:
+        # asyncio primitives belong to one event loop; each loop gets its own books.
+        loop = asyncio.get_running_loop()
+        key = (id(loop), pool.server)
+        state = self._states.get(key)
+        if state is None:
+            state = _ServerState(pool, asyncio.Condition(), {}, collections.deque())
+            self._states[key] = state
+        state.pool = pool  # the latest reading rules (a restarted server)
+        return state
+
+    def in_flight(self, server: str) -> int:
+        """Tokens held on `server` now (this event loop)."""
+        try:
+            loop_id = id(asyncio.get_running_loop())
+        except RuntimeError:
+            return 0
+        state = self._states.get((loop_id, server))
+        return state.used if state else 0
+
+    @asynccontextmanager
+    async def reserve(
+        self,
+        backend: Backend,
+        tokens: int,
+        *,
+        label: str = "",
+        on_wait: OnWait | None = None,
+    ) -> AsyncIterator[ServerPool | None]:
+        """Hold `tokens` of `backend`'s server pool while the body runs.
+
+        Yields the pool the reservation was made against (None: the backend reports none, and
+        the call is sent at once). A request larger than the whole pool waits until it runs
+        alone; the backend then refuses what cannot fit its slot.
+        """
+        pool = await backend.pool()
+        if pool is None:
+            yield None
+            return
+        if pool.server in self._shared and not pool.unified:
+            source = pool.source + ", shared: learnt from a pool exhaustion"
+            pool = replace(pool, tokens=pool.slot_ctx, unified=True, source=source)
+        state = self._state(pool)
+        need = min(tokens, pool.tokens)
+        ticket = id(object())
+        while ticket in state.held:
+            ticket += 1
+        async with state.cond:
+            state.queue.append(ticket)
+            try:
+                if not state.fits(ticket, need):
+                    message = (
+                        f"waiting for KV room on {pool.server}: {label or 'a call'} needs "
+                        f"{need:,} tokens, {state.used:,} of {pool.tokens:,} are in flight "
+                        f"({len(state.held)}/{pool.slots} slots busy)"
+                    )
+                    log.info("%s", message)
+                    if on_wait is not None:
+                        on_wait(message)
+                    await state.cond.wait_for(lambda: state.fits(ticket, need))
+            finally:
+                state.queue.remove(ticket)
+                state.cond.notify_all()
+            state.held[ticket] = Reservation(label, need, time.monotonic())
+            used = state.used
+        self.records.append((pool.server, used, pool.tokens))
+        self.peak[pool.server] = max(self.peak.get(pool.server, 0), used)
+        log.info(
+            "admitted %s: %d tokens on %s, %d of %d in flight (%d/%d slots)",
+            label or "a call",
+            need,
+            pool.server,
+            used,
+            pool.tokens,
+            len(state.held),
+            pool.slots,
+        )
+        try:
+            yield pool
+        finally:
+            state.held.pop(ticket, None)
+            async with state.cond:
+                state.cond.notify_all()
+
+
+_default = AdmissionControl()
+
+
+def default_admission() -> AdmissionControl:
+    """The process-wide admission control every budgeted call uses unless given another."""
+    return _default

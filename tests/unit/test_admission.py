@@ -1,0 +1,179 @@
+"""Admission control and server-pool reading, without a server (the real ones are in
+tests/integration/test_pool_llama_server.py and test_backends_ollama.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from collective.budget.counting import EstimateCounter
+from collective.errors import BackendUnavailable, ContextOverflow, PoolExhausted
+from collective.models.admission import (
+    AdmissionControl,
+    ServerPool,
+    cut_answer_warning,
+    llama_server_pool,
+    ollama_pool,
+)
+from collective.models.base import ChatResult, Usage
+from collective.models.llama_server import _http_error
+from collective.models.ollama_api import overflow_from_refusal
+from collective.nodes.retry import is_transient
+
+URL = "http://127.0.0.1:8083"
+
+
+def props(n_ctx: int, slots: int) -> dict:
+    return {"default_generation_settings": {"n_ctx": n_ctx}, "total_slots": slots}
+
+
+def test_one_slot_is_its_own_pool():
+    pool = llama_server_pool(props(4096, 1), None, server=URL)
+    assert (pool.slots, pool.slot_ctx, pool.tokens, pool.unified) == (1, 4096, 4096, False)
+
+
+def test_several_slots_are_read_as_one_unified_pool_unless_told_otherwise():
+    # `llama-server -c 8192` (no -np): 4 slots, each reporting the whole -c.
+    unified = llama_server_pool(props(8192, 4), None, server=URL)
+    assert (unified.slots, unified.tokens, unified.unified) == (4, 8192, True)
+    assert "unified" in unified.describe()
+    per_slot = llama_server_pool(props(4096, 2), None, server=URL, kv="per-slot")
+    assert (per_slot.tokens, per_slot.unified) == (8192, False)
+
+
+def test_slots_endpoint_refines_props():
+    slots = [{"id": i, "n_ctx": 2048} for i in range(3)]
+    pool = llama_server_pool(props(4096, 4), slots, server=URL, kv="per-slot")
+    assert (pool.slots, pool.slot_ctx, pool.tokens) == (3, 2048, 6144)
+    with pytest.raises(ValueError, match="n_ctx"):
+        llama_server_pool({"total_slots": 2}, None, server=URL)
+
+
+def test_ollama_pool_is_num_parallel_requests_of_the_num_ctx_sent():
+    pool = ollama_pool(3072, server="ollama", num_ctx=3072, num_parallel=2)
+    assert (pool.slots, pool.slot_ctx, pool.tokens, pool.unified) == (2, 3072, 6144, False)
+    assert "/api/ps context_length 3072" in pool.source
+
+
+class Server:
+    """Just enough of a backend for admission: its pool, and calls that can be held open."""
+
+    def __init__(self, pool: ServerPool | None) -> None:
+        self._pool = pool
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    async def pool(self) -> ServerPool | None:
+        return self._pool
+
+    async def call(self, admission: AdmissionControl, tokens: int, release: asyncio.Event, log):
+        async with admission.reserve(self, tokens, label=f"call-{tokens}", on_wait=log.append):
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            await release.wait()
+            self.in_flight -= 1
+
+
+async def run_calls(server: Server, sizes: list[int]) -> tuple[AdmissionControl, list[str]]:
+    admission, waits, release = AdmissionControl(), [], asyncio.Event()
+    tasks = [asyncio.create_task(server.call(admission, n, release, waits)) for n in sizes]
+    for _ in range(50):  # let every call reach the server or the queue
+        await asyncio.sleep(0)
+    release.set()
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
+    return admission, waits
+
+
+async def test_a_unified_pool_holds_the_sum_of_reservations_to_its_size():
+    pool = ServerPool(URL, 4, 1024, 1024, True, "test")
+    server = Server(pool)
+    admission, waits = await run_calls(server, [450, 450, 450])
+    assert server.max_in_flight == 2  # the third waited for room
+    assert admission.peak[URL] == 900 <= pool.tokens
+    assert all(used <= pool.tokens for _, used, _ in admission.records)
+    assert len(waits) == 1 and waits[0].startswith(f"waiting for KV room on {URL}")
+
+
+async def test_independent_slots_run_fully_in_parallel():
+    server = Server(ServerPool(URL, 3, 1024, 3072, False, "test"))
+    _, waits = await run_calls(server, [1000, 1000, 1000])
+    assert server.max_in_flight == 3 and waits == []
+
+
+async def test_no_pool_means_no_waiting_and_a_call_larger_than_the_pool_runs_alone():
+    free = Server(None)
+    _, waits = await run_calls(free, [10_000] * 4)
+    assert free.max_in_flight == 4 and waits == []
+    small = Server(ServerPool(URL, 4, 1024, 1024, True, "test"))
+    await run_calls(small, [5_000, 5_000])
+    assert small.max_in_flight == 1
+
+
+async def test_a_pool_exhaustion_makes_independent_slots_count_as_one_pool():
+    pool = ServerPool(URL, 2, 1024, 2048, False, "test")
+    server = Server(pool)
+    admission = AdmissionControl()
+    admission.exhausted(pool)
+    release, waits = asyncio.Event(), []
+    tasks = [asyncio.create_task(server.call(admission, 800, release, waits)) for _ in range(2)]
+    for _ in range(50):
+        await asyncio.sleep(0)
+    release.set()
+    await asyncio.gather(*tasks)
+    assert server.max_in_flight == 1 and len(waits) == 1
+
+
+def test_context_size_exceeded_is_pool_exhaustion_and_not_retried_blindly():
+    body = {"error": {"code": 500, "message": "Context size has been exceeded.", "type": "server"}}
+    error = _http_error(500, body, URL)
+    assert isinstance(error, PoolExhausted) and not isinstance(error, BackendUnavailable)
+    assert not is_transient(error)
+    assert "-np" in str(error)
+
+
+def answer(finish: str, completion: int, prompt: int = 1749) -> ChatResult:
+    return ChatResult("text", Usage(prompt, completion), "m", finish_reason=finish)
+
+
+def test_an_answer_cut_by_the_context_is_reported_loudly():
+    # The issue's case: 1,749 prompt + 384 reserved on a restarted 2,048 slot: 299 generated.
+    warning = cut_answer_warning(answer("length", 299), max_tokens=384, n_ctx=4096, server=URL)
+    assert warning and warning.startswith("CUT ANSWER") and "299 of 384" in warning
+    assert cut_answer_warning(answer("length", 384), max_tokens=384, n_ctx=4096, server=URL) is None
+    assert cut_answer_warning(answer("stop", 12), max_tokens=384, n_ctx=4096, server=URL) is None
+    smaller = answer("stop", 12)
+    smaller.timings["n_ctx"] = 2048
+    assert "n_ctx 2048" in (
+        cut_answer_warning(smaller, max_tokens=384, n_ctx=4096, server=URL) or ""
+    )
+
+
+def test_ollamas_refusal_becomes_context_overflow_with_its_counts():
+    message = "the input length (5000 tokens) exceeds the context length (4096 tokens)"
+    overflow = overflow_from_refusal(400, message, counted=4900, num_ctx=4096, model="m", url=URL)
+    assert isinstance(overflow, ContextOverflow)
+    assert (overflow.n_prompt_tokens, overflow.n_ctx) == (5000, 4096)
+    bare = overflow_from_refusal(
+        400,
+        "the input length exceeds the context length",
+        counted=4900,
+        num_ctx=4096,
+        model="m",
+        url=URL,
+    )
+    assert bare is not None and (bare.n_prompt_tokens, bare.n_ctx) == (4900, 4096)
+    assert (
+        overflow_from_refusal(400, "invalid options", counted=1, num_ctx=2, model="m", url=URL)
+        is None
+    )
+
+
+def test_a_counter_without_a_template_counts_tool_schemas_as_json():
+    counter = EstimateCounter()
+    messages = [{"role": "user", "content": "hi"}]
+    tools = [{"type": "function", "function": {"name": "kb_search", "parameters": {}}}]
+    assert counter.count_messages(messages, tools) == counter.count_messages(
+        messages
+    ) + counter.count(json.dumps(tools))
