@@ -398,7 +398,8 @@ async def run_council(
         session: From `open_session`.
         question: The question; None resumes the thread's unfinished run.
         thread_id: The conversation thread (checkpoints and memory live there).
-        on_event: Receives every custom stream event (progress, budget reports), and a
+        on_event: Receives every custom stream event (progress, budget reports), a `token`
+            event (`node`, `text`) per piece of a model's answer as it is written, and a
             `restored` progress event for each node a resume takes from the checkpoint.
         on_finished: `(node, error)` when a node's state update lands (specialists: their
             member name and error).
@@ -427,10 +428,17 @@ async def run_council(
         on_note(f"thread {thread_id} had an unfinished run for {previous!r}; starting afresh")
     final: dict[str, Any] = {}
     async for mode, chunk in session.graph.astream(
-        start.graph_input, config, context=ctx, stream_mode=["updates", "custom", "values"]
+        start.graph_input,
+        config,
+        context=ctx,
+        stream_mode=["updates", "custom", "values", "messages"],
     ):
         if mode == "custom":
             on_event(chunk)
+        elif mode == "messages":
+            message, meta = chunk  # a piece of a model's answer, as it is written
+            if message.type == "AIMessageChunk" and meta.get("agent") and message.content:
+                on_event({"type": "token", "node": meta["agent"], "text": message.text})
         elif mode == "values":
             final = dict(chunk)
         elif mode == "updates":
