@@ -49,6 +49,7 @@ from collective.models.base import (
     Usage,
     collect,
 )
+from collective.models.special_tokens import escape_messages, escape_specials
 
 __all__ = [
     "CountRoute",
@@ -74,7 +75,8 @@ def _how_to_start(base_url: str) -> str:
 def _chat_body(
     messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None
 ) -> dict[str, Any]:
-    body: dict[str, Any] = {"messages": [dict(m) for m in messages]}
+    # Content is untrusted: escaped so the server never parses it as special tokens.
+    body: dict[str, Any] = {"messages": escape_messages(messages)}
     if tools:
         body["tools"] = list(tools)
     return body
@@ -196,8 +198,9 @@ class LlamaServerCounter(TokenizerCounter):
         return data
 
     def _encode(self, text: str) -> list[int]:
-        # parse_special mirrors how the server tokenizes the rendered chat prompt.
-        data = self._post("/tokenize", {"content": text, "add_special": False})
+        # As the chat path sees content: escaped (special_tokens.py), specials parsed.
+        body = {"content": escape_specials(text), "add_special": False}
+        data = self._post("/tokenize", body)
         return _int_list(data, "tokens", self.base_url)
 
     def _decode(self, ids: Sequence[int]) -> str:

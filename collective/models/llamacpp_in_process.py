@@ -42,6 +42,7 @@ from collective.models.base import (
     Usage,
     collect,
 )
+from collective.models.special_tokens import escape_messages
 
 if TYPE_CHECKING:
     from llama_cpp import Llama, LlamaGrammar
@@ -159,6 +160,11 @@ _OPEN, _CLOSE = "\ue000", "\ue001"
 _SPAN = re.compile(f"{_OPEN}(.*?){_CLOSE}", re.DOTALL)
 
 
+_OPEN, _CLOSE = "\ue000", "\ue001"
+"""Private-use sentinels that mark message content in a render (see `GGUFChat._content_spans`)."""
+_SPAN = re.compile(f"{_OPEN}(.*?){_CLOSE}", re.DOTALL)
+
+
 class GGUFChat:
     """A GGUF's tokenizer and chat template, rendering prompts as `llama-server` does.
 
@@ -202,8 +208,8 @@ class GGUFChat:
         )
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of `text` inside a prompt (no BOS; special-token text parsed)."""
-        return self.model.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        """Token ids of `text` as message content (no BOS; special-token text is plain text)."""
+        return self.model.tokenize(text.encode("utf-8"), add_bos=False, special=False)
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of `ids` (an incomplete UTF-8 sequence at the end becomes U+FFFD)."""
@@ -240,12 +246,70 @@ class GGUFChat:
     def prompt_tokens(
         self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None = None
     ) -> tuple[list[int], list[str]]:
-        """The token ids the model evaluates for `messages`, and the template's stop strings."""
+        """The token ids the model evaluates for `messages`, and the template's stop strings.
+
+        Content is never read as special tokens (`collective.models.special_tokens`): when a
+        message holds special-token text, the template's text is tokenized with special tokens
+        and each content span as plain text; should the template transform content so that the
+        spans cannot be found, the content is escaped as over HTTP.
+        """
         prompt, stop = self.render(messages, tools)
-        ids = self.model.tokenize(prompt.encode("utf-8"), add_bos=self.add_bos, special=True)
+        if not any(self._holds_specials(m.get("content")) for m in messages):
+            ids = self.model.tokenize(prompt.encode("utf-8"), add_bos=self.add_bos, special=True)
+        else:
+            pieces = self._content_spans(messages, tools, prompt)
+            if pieces is None:
+                prompt, stop = self.render(escape_messages(messages), tools)
+                pieces = [(prompt, False)]
+            ids = [self.model.token_bos()] if self.add_bos else []
+            for text, content in pieces:
+                if text:
+                    data = text.encode("utf-8")
+                    ids += self.model.tokenize(data, add_bos=False, special=not content)
         if self.add_eos:
             ids.append(self.eos_id)
         return ids, stop
+
+    def _holds_specials(self, content: object) -> bool:
+        if not isinstance(content, str) or not content:
+            return False
+        data = content.encode("utf-8")
+        special = self.model.tokenize(data, add_bos=False, special=True)
+        return special != self.model.tokenize(data, add_bos=False, special=False)
+
+    def _content_spans(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[dict[str, Any]] | None,
+        prompt: str,
+    ) -> list[tuple[str, bool]] | None:
+        """`prompt` as (text, is_content) pieces, or None when the spans cannot be located.
+
+        Each content is rendered between private-use sentinels; the spans count only if the
+        marked render, sentinels removed, is exactly `prompt` (content as given, or stripped
+        for templates that `trim` it).
+        """
+        contents = [m.get("content") for m in messages]
+        if any(isinstance(c, str) and (_OPEN in c or _CLOSE in c) for c in contents):
+            return None
+        for shape in (str, str.strip):
+            marked = [
+                {**m, "content": f"{_OPEN}{shape(c)}{_CLOSE}"} if isinstance(c, str) and c else m
+                for m, c in zip(messages, contents, strict=True)
+            ]
+            try:
+                text, _ = self.render(marked, tools)  # type: ignore[arg-type]
+            except ConfigError:
+                return None
+            if text.replace(_OPEN, "").replace(_CLOSE, "") != prompt:
+                continue
+            pieces: list[tuple[str, bool]] = []
+            pos = 0
+            for match in _SPAN.finditer(text):
+                pieces += [(text[pos : match.start()], False), (match.group(1), True)]
+                pos = match.end()
+            return [*pieces, (text[pos:], False)]
+        return None
 
 
 _params_lock = threading.Lock()

@@ -67,6 +67,7 @@ from collective.models.base import (
     Usage,
     collect,
 )
+from collective.models.special_tokens import escape_messages
 
 __all__ = [
     "DEFAULT_NUM_CTX_CAP",
@@ -463,6 +464,7 @@ class OllamaBackend(Backend):
         """
         from collective.models.llamacpp_in_process import LlamaCppCounter
 
+        messages = escape_messages(messages)  # as `stream` sends them
         counter = await self.token_counter()
         if isinstance(counter, LlamaCppCounter):
             return await asyncio.to_thread(counter.count_messages, messages, tools)
@@ -492,6 +494,7 @@ class OllamaBackend(Backend):
         truncation check runs on it as for a whole answer. Closing the stream closes the
         connection.
         """
+        messages = escape_messages(messages)  # content is never special tokens (see there)
         num_ctx = await self.context_window()
         counter = await self.token_counter()
         counted = await self.count_prompt(messages, tools)
