@@ -171,7 +171,8 @@ class GGUFChat:
     The template is the GGUF's `tokenizer.chat_template`, else llama.cpp's ChatML fallback. As
     in llama.cpp's `common_chat_templates_apply`, a BOS (EOS) text the template emits is
     stripped when the vocabulary adds BOS (EOS) itself, and the prompt is tokenized with the
-    vocabulary's special tokens added and special-token text parsed.
+    vocabulary's special tokens added and special-token text parsed in the template's own text
+    only: message content is always plain text (`prompt_tokens`).
 
     Works on llama-cpp-python's `LlamaModel` (what `Llama._model` is, and what a
     vocabulary-only load gives), since tokenizing needs no context.
