@@ -78,6 +78,9 @@ class MemoryScope:
         )
 
 
+DECISION_LINE = re.compile(r"^\s*decision:\s*(\S.*)$", re.IGNORECASE | re.MULTILINE)
+"""A line of a verdict that states a decision (`Decision: ...`): the only text pinned in L1."""
+
 SUMMARY_TOKENS = 2_000
 """The largest conversation-summary allocation of any preset; nodes trim it to their own."""
 
@@ -153,7 +156,9 @@ def remember_turn(
     memory.add_turn("user", question)
     memory.add_turn("assistant", answer)
     verdict = answer.strip().split("\n", 1)[0][:300]
-    if verdict:
-        memory.record_decision(verdict)
+    # Only what the verdict states as a decision is pinned; the verdict itself is the task's
+    # outcome, compressed and archived with its episode like any other.
+    for decision in DECISION_LINE.findall(answer):
+        memory.record_decision(decision.strip()[:300])
     memory.complete_task(run_id, verdict or "no verdict")
     return memory

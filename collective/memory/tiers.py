@@ -38,6 +38,9 @@ from collective.memory.summarize import ExtractiveSummarizer, Summarizer
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
 
+DECISION_SHARE = 0.25
+"""The share of L1 pinned decisions may take; older decisions move to L2."""
+
 __all__ = [
     "CompressionRecord",
     "Episode",
@@ -314,8 +317,28 @@ class TieredMemory:
         self._maintain()
 
     def record_decision(self, text: str) -> None:
-        """Pin a key decision in L1; it stays in full through every compression."""
+        """Pin a key decision in L1 (once); it stays in full through every compression.
+
+        Pinned decisions take at most `DECISION_SHARE` of L1: past it, the oldest move to L2.
+        """
+        if text in self.decisions:
+            return
         self.decisions.append(text)
+        count = self.counter.count
+        while len(self.decisions) > 1 and (
+            sum(count(d) for d in self.decisions) > DECISION_SHARE * self.l1_capacity
+        ):
+            oldest = self.decisions.pop(0)
+            self.metrics.archived += 1
+            self.metrics.archived_tokens += count(oldest)
+            key = f"decision-{self.metrics.archived}"
+            value = {
+                "id": key,
+                "kind": "decision",
+                "text": oldest,
+                "archived_at": datetime.now(UTC).isoformat(),
+            }
+            self.store.put(self.namespace, key, value)
         self._maintain()
 
     def record_artifact(self, ref: str) -> None:

@@ -1,6 +1,6 @@
-"""The judge's six-section prompt, plus the evidence the specialists cited.
+"""The judge's prompt: seven parts, the evidence the specialists cited among them.
 
-Sections, in order: conversation context, task, planning context (in the task allocation),
+In order: conversation context, task, planning context (in the task allocation),
 knowledge base, specialist proposals, evidence, synthesis instructions.
 """
 
@@ -17,7 +17,9 @@ knowledge base and write the verdict: the single best answer to the question.
 - Cite the chunks your verdict relies on by tag exactly as shown, e.g. [KB#mem_0a1b2c3d].
 - Cite only tags shown in the knowledge base or evidence sections; never invent one."""
 
-SYNTHESIS = """Write the verdict now: a direct answer first, then the reasons, with citations."""
+SYNTHESIS = """Write the verdict now: a direct answer first, then the reasons, with citations. \
+If the verdict settles a choice later questions should build on, end with one line \
+`Decision: <the choice>`."""
 
 
 def task_text(question: str, plan: str, ranking: str = "") -> str:
