@@ -448,7 +448,11 @@ async def run_council(
                         on_finished(proposal["member"], proposal.get("error"))
                 elif node in _SHOWN:
                     on_finished(node, None)
-    result = {**CONTRACT_KEYS, **final}
+    # `values` carries every channel (chunks, memory, plan, ...): keep the output's keys only.
+    from collective.graph.state import CouncilOutput
+
+    keys = CouncilOutput.__required_keys__ | CouncilOutput.__optional_keys__
+    result = {**CONTRACT_KEYS, **{k: v for k, v in final.items() if k in keys}}
     result["thread_id"] = thread_id
     return result
 
