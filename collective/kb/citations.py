@@ -2,11 +2,13 @@
 
 A chunk is shown as `[KB#mem_3f2a] [Score: 0.85] Heading > Path: text`. Models cite it by tag.
 
-Look-alikes: all untrusted text is first normalised (`normalise`: invisible characters such as
-zero-width spaces, soft hyphens and tag characters are removed, then NFKC, which folds
-full-width `［ＫＢ＃x］` into `[KB#x]`), and the tag patterns also accept the Cyrillic and Greek
-letters that look like `K`, `B` (`КВ`) and the bracket look-alikes `【〔⟦〖`. Neutralising and
-parsing see the same text, so nothing that looks like a tag escapes either.
+Look-alikes: all untrusted text is first normalised (`normalise`): invisible characters such
+as zero-width spaces, soft hyphens and tag characters are removed, and every character whose
+NFKC form is a character of tag syntax is folded to it (full-width `［ＫＢ＃x］` becomes
+`[KB#x]`; the rest of the text keeps its characters, `m²` stays `m²`). The tag patterns also
+accept the Cyrillic and Greek letters that look like `K`, `B` (`КВ`) and the bracket
+look-alikes `【〔⟦〖`. Neutralising and parsing see the same text, so nothing that looks like a
+tag escapes either.
 
 Forgery: chunk text is untrusted (anyone can ingest a file), so before a chunk is shown,
 anything in it that the citation parser would read as a tag is rewritten: `[KB#x]` becomes
@@ -25,6 +27,7 @@ actually shown (kept after trimming, tag intact); every other tag-like string th
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -69,9 +72,22 @@ _ID = re.compile(r"^[A-Za-z0-9_.:\-]+$")
 
 
 def normalise(text: str) -> str:
-    """`text` without invisible characters, in NFKC (full-width and styled letters folded)."""
-    text = unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
-    return _INVISIBLE.sub("", text)  # NFKC can bring one back (rare): strip again
+    """`text` without invisible characters, look-alikes of tag syntax folded (see module doc)."""
+    return _NON_ASCII.sub(_fold, _INVISIBLE.sub("", text))
+
+
+_TAG_SYNTAX = frozenset("[]#:KkBbSsCcOoRrEe")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+@functools.lru_cache(maxsize=4096)
+def _fold_char(char: str) -> str:
+    folded = unicodedata.normalize("NFKC", char)
+    return folded if folded in _TAG_SYNTAX else char
+
+
+def _fold(match: re.Match[str]) -> str:
+    return _fold_char(match.group(0))
 
 
 def tag(chunk_id: str) -> str:

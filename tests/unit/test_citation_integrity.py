@@ -150,6 +150,12 @@ def test_look_alike_tags_in_chunk_text_are_neutralised() -> None:
         assert "[Score-ref:" in shown
 
 
+def test_normalising_folds_only_tag_syntax() -> None:
+    text = "m² of ﬁlm at 10⁻³ bar… ｶﾀｶﾅ ［ＫＢ＃mem_x］"
+    assert normalise(text) == "m² of ﬁlm at 10⁻³ bar… ｶﾀｶﾅ [KB#mem_x]"
+    assert normalise("a\u200bb\u00adc\U000e0041d") == "abcd"
+
+
 def test_cited_look_alikes_are_citations_or_reported() -> None:
     real = Chunk("mem_secret", "x", "s.md")
     for forged in LOOK_ALIKES:
