@@ -16,7 +16,13 @@ and `collective budget report` can recommend a larger profile.
 
 from __future__ import annotations
 
+import functools
+import os
 import re
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -130,64 +136,52 @@ class ComplexityAssessment(BaseModel):
     signals: list[str] = Field(default_factory=list)
 
 
-# Keyword signals per tier: (regex, description). Word-boundary regexes keep `design` from
-# matching `designation`-style noise while allowing stems (`integrat` -> integrate/integration).
-_SIGNALS: dict[Complexity, list[tuple[str, str]]] = {
-    "multi-system": [
-        (
-            r"\bacross (?:multiple |several |all |the )?"
-            r"(?:systems|services|teams|repos|components)",
-            "work across systems",
-        ),
-        (
-            r"\b(?:multiple|several|many) (?:systems|services|databases|clusters|teams|repos)",
-            "several systems",
-        ),
-        (r"\bmicroservices?\b", "microservices"),
-        (r"\bdistributed\b", "distributed system"),
-        (r"\bend[- ]to[- ]end\b", "end-to-end scope"),
-        (r"\bintegrat\w*\b.*\bwith\b", "integration with another system"),
-        (r"\bcross[- ](?:system|service|team|platform)", "cross-system work"),
-        (r"\bmigrat\w* (?:from|between)\b", "migration between systems"),
-    ],
-    "complex": [
-        (r"\barchitect\w*", "architecture"),
-        (r"\bdesign\w*\b", "design work"),
-        (r"\brefactor\w*", "refactoring"),
-        (r"\btrade[- ]?offs?\b", "trade-offs"),
-        (r"\bconcurren\w*|\brace condition", "concurrency"),
-        (r"\bsecurity\b|\bvulnerab\w*", "security"),
-        (r"\bperformance\b|\boptimi[sz]\w*|\bscal(?:e|ing|ability)\b", "performance/scaling"),
-        (r"\bdebug\w*|\broot cause\b|\bintermittent\w*", "debugging"),
-        (r"\bcompare\b|\bevaluat\w*|\banaly[sz]\w*", "analysis or comparison"),
-        (r"\bstep[- ]by[- ]step\b|\bmulti[- ]step\b", "multi-step work"),
-    ],
-    "simple": [
-        (r"^\s*(?:what|who|when|where) (?:is|are|was|were)\b", "factual lookup"),
-        (r"\bdefin(?:e|ition)\b", "definition"),
-        (r"\btypo\b|\brename\b|\bspelling\b", "trivial edit"),
-        (
-            r"\bquick(?:ly)?\b|\bsimple\b|\bbrief(?:ly)?\b|\bone[- ](?:line|word)\b",
-            "asked to be brief",
-        ),
-        (r"\blist\b|\bformat\b|\bconvert\b", "mechanical task"),
-    ],
-}
-_COMPILED = {
-    level: [(re.compile(rx, re.IGNORECASE), desc) for rx, desc in rules]
-    for level, rules in _SIGNALS.items()
-}
-_LONG_TASK_WORDS = 150
-"""A task text this long is complex whatever its words."""
-_SHORT_TASK_WORDS = 12
-"""A task text this short, with no harder signal, is simple."""
-_MANY_SYSTEMS = 3
-"""Naming this many distinct system kinds makes a task multi-system."""
-_SYSTEM_NOUNS = re.compile(
-    r"\b(database|api|queue|cache|frontend|backend|gateway|scheduler|storage|auth\w*|"
-    r"pipeline|cluster|broker|search index|mobile app|web app|firmware)s?\b",
-    re.IGNORECASE,
-)
+COMPLEXITY_SIGNALS_ENV = "COLLECTIVE_COMPLEXITY_SIGNALS"
+"""Names a TOML file of complexity signals that replaces `data/complexity_signals.toml`."""
+
+
+@dataclass(frozen=True)
+class ComplexitySignals:
+    """The signals `detect_complexity` looks for (domain data, in a TOML file)."""
+
+    rules: dict[str, list[tuple[re.Pattern[str], str]]]
+    """Per tier: (pattern, what it signals)."""
+    system_nouns: re.Pattern[str]
+    long_task_words: int
+    short_task_words: int
+    many_systems: int
+
+
+def complexity_signals() -> ComplexitySignals:
+    """The signals in force: `$COLLECTIVE_COMPLEXITY_SIGNALS`, else the packaged file.
+
+    Raises:
+        ConfigError: The file is missing or malformed.
+    """
+    return _load_signals(os.environ.get(COMPLEXITY_SIGNALS_ENV) or "")
+
+
+@functools.cache
+def _load_signals(path: str) -> ComplexitySignals:
+    source = Path(path) if path else resources.files("collective") / "data/complexity_signals.toml"
+    try:
+        data = tomllib.loads(source.read_text(encoding="utf-8"))
+        flags = re.IGNORECASE
+        return ComplexitySignals(
+            rules={
+                level: [(re.compile(r["pattern"], flags), r["signal"]) for r in data.get(level, [])]
+                for level in ("multi-system", "complex", "simple")
+            },
+            system_nouns=re.compile(data["system_nouns"], flags),
+            long_task_words=int(data["long_task_words"]),
+            short_task_words=int(data["short_task_words"]),
+            many_systems=int(data["many_systems"]),
+        )
+    except (OSError, KeyError, TypeError, ValueError, re.error) as exc:
+        raise ConfigError(
+            f"cannot read complexity signals from {source}: {exc!r}; fix the file or unset "
+            f"{COMPLEXITY_SIGNALS_ENV} (the format is collective/data/complexity_signals.toml)"
+        ) from exc
 
 
 def detect_complexity(task_text: str) -> ComplexityAssessment:
@@ -202,28 +196,29 @@ def detect_complexity(task_text: str) -> ComplexityAssessment:
     Returns:
         The assessment: level, a reason naming the deciding signals, and all matched signals.
     """
+    signals = complexity_signals()
     found: dict[Complexity, list[str]] = {level: [] for level in COMPLEXITY_ORDER}
-    for level, rules in _COMPILED.items():
-        found[level] = [desc for rx, desc in rules if rx.search(task_text)]
-    systems = sorted({m.lower() for m in _SYSTEM_NOUNS.findall(task_text)})
-    if len(systems) >= _MANY_SYSTEMS:
+    for level in COMPLEXITY_ORDER:
+        found[level] = [desc for rx, desc in signals.rules.get(level, []) if rx.search(task_text)]
+    systems = sorted({m.lower() for m in signals.system_nouns.findall(task_text)})
+    if len(systems) >= signals.many_systems:
         found["multi-system"].append(f"{len(systems)} systems named ({', '.join(systems)})")
     words = len(task_text.split())
-    if words > _LONG_TASK_WORDS:
+    if words > signals.long_task_words:
         found["complex"].append(f"long task ({words} words)")
-    elif 0 < words <= _SHORT_TASK_WORDS:
+    elif 0 < words <= signals.short_task_words:
         found["simple"].append(f"short task ({words} words)")
 
-    signals = [f"{level}: {desc}" for level in reversed(COMPLEXITY_ORDER) for desc in found[level]]
+    matched = [f"{level}: {desc}" for level in reversed(COMPLEXITY_ORDER) for desc in found[level]]
     for level in ("multi-system", "complex", "simple"):
         if found[level]:
             reason = f"{level}: matched " + ", ".join(found[level])
             overruled = [lv for lv in COMPLEXITY_ORDER if lv != level and found[lv]]
             if overruled:
                 reason += f" (outranks {', '.join(overruled)} signals)"
-            return ComplexityAssessment(level=level, reason=reason, signals=signals)
+            return ComplexityAssessment(level=level, reason=reason, signals=matched)
     return ComplexityAssessment(
-        level="medium", reason="medium: no complexity signal matched (default)", signals=signals
+        level="medium", reason="medium: no complexity signal matched (default)", signals=matched
     )
 
 

@@ -31,12 +31,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import math
+import os
 import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from collective.errors import ConfigError
@@ -117,41 +121,38 @@ FILLER = frozenset(
     should might may must able actually just well lot lots bit quite pretty sure""".split()
 )
 
-# General English paraphrases; each word maps to the others of its group.
-_SYNONYM_GROUPS = [
-    "hot heat temperature thermal warm",
-    "cold freezing frost",
-    "wet moisture humidity damp water",
-    "dry drying dried",
-    "strong strength tough toughness",
-    "stiff stiffness rigid rigidity",
-    "flexible flex bendy elastic",
-    "break breaks crack cracks fracture brittle snap",
-    "stick sticks adhesion adhere bond",
-    "glue adhesive",
-    "warp warping curl curling lift",
-    "cheap cost price inexpensive affordable",
-    "fast speed quick quickly rapid",
-    "outdoor outdoors outside weather sunlight uv",
-    "smell odor odour fumes",
-    "safe safety hazard toxic",
-    "food kitchen edible",
-    "rust corrosion corrode corrodes",
-    "wear abrasion abrasive",
-    "soft soften softens sag sags deform creep",
-    "melt melts melting",
-    "light lightweight density",
-    "hard hardness scratch",
-    "cut cutting machining machinability",
-    "join joining weld welding",
-    "shrink shrinks shrinkage",
-    "clog clogs jam blockage",
-]
-SYNONYMS: dict[str, tuple[str, ...]] = {}
-for _group in _SYNONYM_GROUPS:
-    _words = _group.split()
-    for _word in _words:
-        SYNONYMS[_word] = tuple(w for w in _words if w != _word)
+SYNONYMS_ENV = "COLLECTIVE_SYNONYMS"
+"""Names a synonym file that replaces the packaged `data/synonyms.txt` (same format)."""
+
+
+def synonyms() -> dict[str, tuple[str, ...]]:
+    """Word -> its synonyms, from `$COLLECTIVE_SYNONYMS` or the packaged file.
+
+    The file has one group of words a line (`#` starts a comment); each word of a group maps
+    to the others.
+
+    Raises:
+        ConfigError: The file cannot be read.
+    """
+    return _load_synonyms(os.environ.get(SYNONYMS_ENV) or "")
+
+
+@functools.cache
+def _load_synonyms(path: str) -> dict[str, tuple[str, ...]]:
+    source = Path(path) if path else resources.files("collective") / "data/synonyms.txt"
+    try:
+        text = source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"cannot read synonyms from {source}: {exc}; fix the path or unset {SYNONYMS_ENV}"
+        ) from exc
+    table: dict[str, tuple[str, ...]] = {}
+    for line in text.splitlines():
+        words = line.split("#", 1)[0].lower().split()
+        for word in words:
+            table[word] = tuple(w for w in words if w != word)
+    return table
+
 
 _COMPARISON = re.compile(
     r"\b(vs\.?|versus|compare[ds]?|comparison|difference|differences|between|better|worse|"
@@ -471,7 +472,8 @@ def _retrieve(
         elif step == "keywords":
             queries = [" ".join(keywords)]
         elif step == "expand":
-            expanded = [s for w in keywords for s in SYNONYMS.get(w, ()) if s not in keywords]
+            table = synonyms()
+            expanded = [s for w in keywords for s in table.get(w, ()) if s not in keywords]
             queries = [" ".join(keywords + list(dict.fromkeys(expanded)))] if expanded else []
             if not queries and applied == "balanced":
                 queries = [" ".join(keywords)]
