@@ -18,7 +18,7 @@ from collective.errors import ConfigError
 __all__ = ["MAX_QUESTION_CHARS", "InvalidQuestion", "check_question"]
 
 MAX_QUESTION_CHARS = 8_000
-"""About 2,000 tokens: the reference plans' task allocation (DESIGN.md)."""
+"""About 2,000 tokens: the reference plans' task allocation (docs/design.md)."""
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

@@ -1,9 +1,9 @@
 """Token budget plans: how one model call's context is divided, and how a plan meets reality.
 
 A `ModelBudget` divides a model's context into a reserved output and a prompt budget, and the
-prompt budget into named sections. The two reference presets are DESIGN.md's exactly. A preset is
-fitted to the context the server really reports (`fit_to_context`): on a smaller slot every figure
-shrinks in proportion, and the plan says it was scaled and why.
+prompt budget into named sections. The two reference presets are those of docs/design.md. A
+preset is fitted to the context the server really reports (`fit_to_context`): on a smaller slot
+every figure shrinks in proportion, and the plan says it was scaled and why.
 
 Slack flows in `SLACK_ORDER`: when prompt assembly finds a section using less than its allocation
 (no tools, a short task), the unused tokens go first to `kb_chunks`, then to `proposals`, then to
@@ -180,7 +180,7 @@ SPECIALIST_PRESET = ModelBudget(
         SAFETY_MARGIN: 2_000,
     },
 )
-"""Athene-V2-Agent on a 32K llama-server slot (DESIGN.md)."""
+"""Athene-V2-Agent on a 32K llama-server slot (docs/design.md)."""
 
 JUDGE_PRESET = ModelBudget(
     name="judge",
@@ -198,7 +198,7 @@ JUDGE_PRESET = ModelBudget(
         SAFETY_MARGIN: 7_000,
     },
 )
-"""GPT-OSS 120B on Ollama with num_ctx 131072 (DESIGN.md)."""
+"""GPT-OSS 120B on Ollama with num_ctx 131072 (docs/design.md)."""
 
 PLANNER_PRESET = ModelBudget(
     name="planner",

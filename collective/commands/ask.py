@@ -45,7 +45,7 @@ CONTRACT_KEYS: dict[str, Any] = {
     "retrieval": {},
     "timings": {},
 }
-"""The keys `--json` always carries (DESIGN.md), with their empty values."""
+"""The keys `--json` always carries (docs/design.md), with their empty values."""
 
 
 class RetrievalProfile(StrEnum):

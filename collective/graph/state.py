@@ -51,7 +51,7 @@ class CouncilInput(TypedDict):
 
 
 class CouncilOutput(TypedDict, total=False):
-    """What a run returns (the `--json` contract of DESIGN.md)."""
+    """What a run returns (the `--json` contract of docs/design.md)."""
 
     question: str
     answer: str

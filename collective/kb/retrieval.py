@@ -184,7 +184,7 @@ class RetrievalResult:
     latency_ms: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form: the DESIGN.md `retrieval` object plus detail."""
+        """JSON-ready form: the docs/design.md `retrieval` object plus detail."""
         return {
             "requested": self.requested,
             "applied": self.applied,
