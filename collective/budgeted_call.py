@@ -33,12 +33,18 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from collective.budget.assembly import AssembledPrompt, SectionContent, assemble
 from collective.budget.counting import ChatMessage
-from collective.budget.monitor import BudgetEvent, UsageLog, record_model_call
+from collective.budget.monitor import (
+    BudgetEvent,
+    UsageLog,
+    UsageRecord,
+    record_model_call,
+    scope_for_section,
+)
 from collective.budget.plans import PRESETS, ModelBudget, check_role_sections
 from collective.budget.profiles import AgentBudget, ProfileAssignments, resolve_budget
 from collective.budget.report import BudgetReport
@@ -141,11 +147,14 @@ def fit_plan(
     n_ctx: int,
     kb_factor: float = 1.0,
     output_cap: int | None = None,
+    memory: AgentBudget | None = None,
 ) -> tuple[ModelBudget, list[str]]:
     """The role's budget plan fitted to `n_ctx`, capped and with its KB allocation scaled.
 
     The answer cap is the smallest of the role's configured cap, the backend's own
-    (`Backend.output_cap`) and the call's `output_cap`.
+    (`Backend.output_cap`) and the call's `output_cap`. With the agent's `memory` budget, the
+    sections of its conversation memory (L1/L0 summary and L2 recall, the `agent_recent` scope)
+    get at most that scope's share of it.
 
     Raises:
         ConfigError: The role names an unknown preset.
@@ -167,6 +176,15 @@ def fit_plan(
         notes.append(
             f"kb_chunks {before} -> {plan.sections['kb_chunks']} (retrieval profile x{kb_factor:g})"
         )
+    if memory is not None:
+        share = memory.scope_budgets.get("agent_recent", 0)
+        for name, allocated in plan.sections.items():
+            if scope_for_section(name) == "agent_recent" and allocated > share:
+                plan = plan.resize(name, share / allocated)
+                notes.append(
+                    f"{name} {allocated} -> {plan.sections[name]} (memory budget: "
+                    f"{memory.profile.name} @ {memory.complexity}, agent_recent share {share})"
+                )
     return plan, notes
 
 
@@ -214,6 +232,7 @@ async def budgeted_call(
         BackendError: Any other backend failure, unchanged.
     """
     emit = on_event or _drop
+    memory = _agent_budget(tuple(sorted(settings.agent_profiles.items())), agent, question)
     with model_call_span(
         agent, backend.model, budget_profile=retrieval_profile, role=role, backend=backend.spec
     ) as span:
@@ -231,8 +250,8 @@ async def budgeted_call(
             emit,
             on_token,
             admission,
+            memory,
         )
-        record_budget_report(span, call.report_dict)
         usage = call.result.usage
         span.set_attribute("usage.prompt_tokens", usage.prompt_tokens)
         span.set_attribute("usage.completion_tokens", usage.completion_tokens)
@@ -252,11 +271,17 @@ async def budgeted_call(
                 }
             )
 
-        monitor = functools.partial(_monitor, settings, agent, question, call.report, on_threshold)
+        monitor = functools.partial(_monitor, settings, agent, memory, call.report, on_threshold)
         if settings.usage_log:  # appending to the log is file I/O: keep it off the event loop
-            await asyncio.to_thread(monitor)
+            record = await asyncio.to_thread(monitor)
         else:
-            monitor()
+            record = monitor()
+        tier: str = record.final_complexity
+        if record.final_complexity != record.complexity:  # a bump
+            tier = f"{record.complexity} -> {record.final_complexity}"
+        report = replace(call.report, memory_profile=record.profile, memory_tier=tier)
+        call = replace(call, report=report)
+        record_budget_report(span, call.report_dict)
         return call
 
 
@@ -267,14 +292,13 @@ def _drop(event: dict[str, Any]) -> None:
 def _monitor(
     settings: CallSettings,
     agent: str,
-    question: str,
+    budget: AgentBudget,
     report: BudgetReport,
     on_event: Callable[[BudgetEvent], None],
-) -> None:
-    """Check the call against the agent's memory budget profile and log its usage."""
-    budget = _agent_budget(tuple(sorted(settings.agent_profiles.items())), agent, question)
+) -> UsageRecord:
+    """Check the call against the agent's memory budget and log its usage."""
     log = UsageLog(settings.usage_log) if settings.usage_log else None
-    record_model_call(log, agent, budget, report, on_event=on_event)
+    return record_model_call(log, agent, budget, report, on_event=on_event)
 
 
 @functools.lru_cache(maxsize=256)
@@ -300,6 +324,7 @@ async def _fit_and_send(
     emit: OnEvent,
     on_token: OnToken | None,
     admission: Admission | None,
+    memory: AgentBudget,
 ) -> ModelCall:
     """Fit, assemble, send; refit once on the server's overflow."""
     n_ctx = await backend.context_window()
@@ -307,7 +332,7 @@ async def _fit_and_send(
     overflow: ContextOverflow | None = None
     exhausted: PoolExhausted | None = None
     while True:
-        plan, notes = fit_plan(settings, role, backend, n_ctx, kb_factor, output_cap)
+        plan, notes = fit_plan(settings, role, backend, n_ctx, kb_factor, output_cap, memory)
         prompt = await asyncio.to_thread(
             assemble,
             plan,

@@ -48,6 +48,10 @@ class BudgetReport:
     scaled: str = ""
     """Why the plan differs from its preset (e.g. scaled to a 4,096-token slot); empty if not."""
     notes: list[str] = field(default_factory=list)
+    memory_profile: str = ""
+    """The agent's memory budget profile (empty when the call was not monitored)."""
+    memory_tier: str = ""
+    """The complexity tier that set its memory budget (`simple -> medium` after a bump)."""
 
     @property
     def fits(self) -> bool:
@@ -60,6 +64,8 @@ class BudgetReport:
             f"{self.node} [{self.model}] prompt {self.prompt_tokens} + output "
             f"{self.max_output_tokens} <= n_ctx {self.n_ctx} ({self.token_counter})"
         )
+        if self.memory_profile:
+            head += f" memory {self.memory_profile} @ {self.memory_tier}"
         return [head, *(f"  {s.line()}" for s in self.sections)]
 
     def to_dict(self) -> dict[str, Any]:
@@ -76,4 +82,6 @@ class BudgetReport:
             "sections": [s.__dict__.copy() for s in self.sections],
             "scaled": self.scaled,
             "notes": list(self.notes),
+            "memory_profile": self.memory_profile,
+            "memory_tier": self.memory_tier,
         }

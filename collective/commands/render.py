@@ -209,7 +209,12 @@ def budget_table(reports: Sequence[Mapping[str, Any]], title: str = "budgets") -
         ]
         scaled = re.search(r"scaled x[\d.]+", str(report.get("scaled") or ""))
         table.add_row(
-            f"{report['node']}\n[dim]{report['model']}[/dim]",
+            f"{report['node']}\n[dim]{report['model']}[/dim]"
+            + (  # the agent's memory budget profile and the tier that applied
+                f"\n[dim]{report['memory_profile']} @ {report['memory_tier']}[/dim]"
+                if report.get("memory_profile")
+                else ""
+            ),
             f"{report['n_ctx']:,}\n{report['token_counter']}"
             + (f"\n[dim]{scaled.group(0)}[/dim]" if scaled else ""),
             f"{report['prompt_tokens']:,}+{report['max_output_tokens']:,}"
