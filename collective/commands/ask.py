@@ -183,7 +183,7 @@ def storage_error(exc: BaseException) -> Exception | None:
     return ConfigError(
         f"cannot write {where} ({exc.strerror}) in {Path.cwd()}: run from a writable "
         "directory or put the files elsewhere (COLLECTIVE_KB, COLLECTIVE_CHECKPOINTS, "
-        "COLLECTIVE_MEMORY_DB, COLLECTIVE_USAGE_LOG)"
+        "COLLECTIVE_STORE, COLLECTIVE_USAGE_LOG)"
     )
 
 
@@ -209,28 +209,19 @@ class CouncilSession:
 
 
 async def open_session(config: CollectiveConfig, stack: AsyncExitStack) -> CouncilSession:
-    """Open the SQLite checkpointer and L2 store, compile the graph; `stack` closes them all.
+    """Open the checkpointer and L2 store (SQLite files or PostgreSQL), compile the graph.
 
-    The backends (connections, models loaded in process) are closed with the stack too.
+    `stack` closes them all, and the backends (connections, models loaded in process) too.
     """
-    import asyncio
-
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
     from collective.graph import build_graph
-    from collective.memory.store import open_sqlite_store
+    from collective.memory.store import open_checkpointer, open_store
     from collective.models.registry import close_all
 
     stack.push_async_callback(close_all)
-    with _database(config.checkpoints, "checkpoints", "--checkpoints PATH"):
-        config.checkpoints.parent.mkdir(parents=True, exist_ok=True)
-        saver = await stack.enter_async_context(
-            AsyncSqliteSaver.from_conn_string(str(config.checkpoints))
-        )
-        await saver.setup()
-    with _database(config.memory_db, "memory_db", "COLLECTIVE_MEMORY_DB=PATH"):
-        store = await asyncio.to_thread(open_sqlite_store, config.memory_db)
-    stack.callback(store.conn.close)
+    with _database(Path(config.checkpoints), "checkpoints", "--checkpoints PATH"):
+        saver = await open_checkpointer(config.checkpoints, stack)
+    with _database(Path(config.store), "store", "COLLECTIVE_STORE=PATH"):
+        store = await open_store(config.store, stack)
     return CouncilSession(build_graph(checkpointer=saver, store=store), store, config)
 
 
@@ -296,7 +287,7 @@ _SHOWN = ("retrieve", "plan", "judge")
 SETTINGS_KEY = "collective_settings"
 """Checkpoint metadata key with the run's settings (JSON): a resume runs with them."""
 
-_LOCAL_KEYS = ("checkpoints", "memory_db", "usage_log", "telemetry")
+_LOCAL_KEYS = ("checkpoints", "store", "usage_log", "telemetry")
 """Settings of this machine, not of the run: a resume keeps the current ones."""
 
 _OPTIONS = {"k": "--k", "retrieval": "--retrieval", "kb": "--kb", "review": "--review"}
@@ -486,11 +477,11 @@ def ask(
         bool | None, typer.Option("--review/--no-review", help="Peer review before the judge.")
     ] = None,
     checkpoints: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--checkpoints",
-            help="Checkpoint database (default: .collective/checkpoints.sqlite).",
-            dir_okay=False,
+            help="Checkpoint database: a SQLite file (default: .collective/checkpoints.sqlite) "
+            "or a postgresql:// URL.",
         ),
     ] = None,
 ) -> None:

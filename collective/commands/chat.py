@@ -64,7 +64,8 @@ async def chat_turn(
     config = session.config
     graph_config = {"configurable": {"thread_id": thread_id}}
     snapshot = await session.graph.aget_state(graph_config)
-    memory = load_memory((snapshot.values or {}).get("memory"), session.store)
+    scope = config.council_context().memory(thread_id)  # the user's, this thread's L2
+    memory = load_memory((snapshot.values or {}).get("memory"), session.store, scope=scope)
     caps = {"chat": config.output_caps["chat"]} if "chat" in config.output_caps else {}
     settings = dataclasses.replace(
         config.council_context(), budgets={"chat": config.budget_plan("chat")}, output_caps=caps
@@ -248,7 +249,9 @@ class ChatSession:
         snapshot = self._runner.run(
             self._session.graph.aget_state({"configurable": {"thread_id": self.thread_id}})
         )
-        memory = load_memory((snapshot.values or {}).get("memory"), self._session.store)
+        scope = self._session.config.council_context().memory(self.thread_id)
+        data = (snapshot.values or {}).get("memory")
+        memory = load_memory(data, self._session.store, scope=scope)
         usage = memory.usage()
         table = Table(title="memory", title_justify="left")
         for column in ("tier", "tokens", "capacity", "used"):

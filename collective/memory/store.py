@@ -1,24 +1,70 @@
-"""The L2 long-term memory store: LangGraph's `BaseStore`, a SQLite file by default.
+"""Where threads (checkpoints) and L2 long-term memory (the store) live: SQLite or PostgreSQL.
 
-`langgraph-checkpoint-sqlite` ships `langgraph.store.sqlite.SqliteStore`; larger deployments
-pass any other LangGraph store (e.g. `langgraph.store.postgres.PostgresStore`) to
-`TieredMemory` or to the graph builder instead.
+A location is a file path (SQLite, the default: `.collective/checkpoints.sqlite` and
+`.collective/memory.sqlite`) or a `postgresql://` URL (LangGraph's Postgres checkpointer and
+store from `langgraph-checkpoint-postgres`: `pip install 'collective[postgres]'`). Many
+processes may share one database; its tables are created once, under an advisory lock.
+Anything else (`mysql://...`, `sqlite://...`) is refused with a `ConfigError`.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
+from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from collective.errors import ConfigError
 
 if TYPE_CHECKING:
     from langgraph.store.sqlite import SqliteStore
 
-__all__ = ["DEFAULT_MEMORY_DB", "open_default_store", "open_sqlite_store"]
+__all__ = [
+    "DEFAULT_MEMORY_DB",
+    "check_location",
+    "is_postgres",
+    "open_checkpointer",
+    "open_default_store",
+    "open_sqlite_store",
+    "open_store",
+    "redact",
+]
 
 DEFAULT_MEMORY_DB = ".collective/memory.sqlite"
-"""Where L2 lives unless `COLLECTIVE_MEMORY_DB` says otherwise."""
+"""Where L2 lives unless the `store` setting (`COLLECTIVE_STORE`) says otherwise."""
+
+_POSTGRES = ("postgresql://", "postgres://")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_SETUP_LOCK = 0x636F6C6C  # pg_advisory_lock key: one process creates the tables at a time
+
+
+def is_postgres(location: str | os.PathLike[str]) -> bool:
+    """Whether `location` is a PostgreSQL URL."""
+    return str(location).startswith(_POSTGRES)
+
+
+def redact(location: str | os.PathLike[str]) -> str:
+    """The location with any password hidden, for messages."""
+    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", str(location))
+
+
+def check_location(value: str | os.PathLike[str], key: str) -> str:
+    """A file path or a `postgresql://` URL, as a string.
+
+    Raises:
+        ValueError: Any other URL (or an empty value), with what to use instead.
+    """
+    text = str(value).strip()
+    if not text:
+        raise ValueError(f"{key} is empty; give a file path or a postgresql:// URL")
+    if _URL.match(text) and not is_postgres(text):
+        raise ValueError(
+            f"{redact(text)} is neither a file path nor a postgresql:// URL; use a path "
+            f"(SQLite) or postgresql://USER:PASSWORD@HOST:PORT/DB for `{key}`"
+        )
+    return text
 
 
 def open_sqlite_store(path: str | os.PathLike[str]) -> SqliteStore:
@@ -39,5 +85,86 @@ def open_sqlite_store(path: str | os.PathLike[str]) -> SqliteStore:
 
 
 def open_default_store() -> SqliteStore:
-    """The store at `$COLLECTIVE_MEMORY_DB`, else `.collective/memory.sqlite`."""
-    return open_sqlite_store(os.environ.get("COLLECTIVE_MEMORY_DB") or DEFAULT_MEMORY_DB)
+    """The SQLite store at `$COLLECTIVE_STORE`, else `.collective/memory.sqlite`."""
+    return open_sqlite_store(os.environ.get("COLLECTIVE_STORE") or DEFAULT_MEMORY_DB)
+
+
+def _postgres_modules(key: str) -> Any:
+    try:
+        import langgraph.checkpoint.postgres.aio as saver
+        import langgraph.store.postgres.aio as store
+    except ImportError:
+        raise ConfigError(
+            f"`{key}` is a postgresql:// URL but PostgreSQL support is not installed: "
+            "pip install 'collective[postgres]'"
+        ) from None
+    return saver, store
+
+
+async def _setup_once(location: str, setup: Any) -> None:
+    """Run a Postgres saver's or store's `setup()` while holding the advisory lock.
+
+    The lock is polled, not awaited in one statement: a waiting statement holds a snapshot,
+    which the store's `CREATE INDEX CONCURRENTLY` in the holder's setup would wait for.
+    """
+    import asyncio
+
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(location, autocommit=True) as conn:
+        while True:
+            cursor = await conn.execute("SELECT pg_try_advisory_lock(%s)", (_SETUP_LOCK,))
+            row = await cursor.fetchone()
+            if row and row[0]:
+                break
+            await asyncio.sleep(0.1)
+        try:
+            await setup()
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
+
+
+async def _open_postgres(location: str, key: str, kind: str, stack: AsyncExitStack) -> Any:
+    saver_module, store_module = _postgres_modules(key)
+    import psycopg
+
+    cls = saver_module.AsyncPostgresSaver if kind == "saver" else store_module.AsyncPostgresStore
+    try:
+        opened = await stack.enter_async_context(cls.from_conn_string(location))
+        await _setup_once(location, opened.setup)
+    except psycopg.Error as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise ConfigError(
+            f"cannot use PostgreSQL at {redact(location)} for `{key}` ({reason}); check that "
+            "the server runs and the URL, user and database are right"
+        ) from None
+    return opened
+
+
+async def open_checkpointer(location: str | os.PathLike[str], stack: AsyncExitStack) -> Any:
+    """An async LangGraph checkpointer at `location` (a path or URL); `stack` closes it."""
+    text = check_location(location, "checkpoints")
+    if is_postgres(text):
+        return await _open_postgres(text, "checkpoints", "saver", stack)
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    Path(text).parent.mkdir(parents=True, exist_ok=True)
+    saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(text))
+    await saver.setup()
+    return saver
+
+
+async def open_store(location: str | os.PathLike[str], stack: AsyncExitStack) -> Any:
+    """The L2 store at `location` (a path or URL); `stack` closes it.
+
+    Both kinds may be used from worker threads as well as from the event loop (the memory
+    tiers archive from a thread).
+    """
+    import asyncio
+
+    text = check_location(location, "store")
+    if is_postgres(text):
+        return await _open_postgres(text, "store", "store", stack)
+    store = await asyncio.to_thread(open_sqlite_store, text)
+    stack.callback(store.conn.close)
+    return store
