@@ -40,9 +40,27 @@ def open_default_store(path: str | Path | None = None) -> SqliteKnowledgeStore:
         The opened store.
     """
     target = Path(path) if path is not None else default_kb_path()
-    fresh = not target.exists()
-    store = SqliteKnowledgeStore(target)
-    if fresh:
+    if not target.exists():
+        _seed(target)
+    return SqliteKnowledgeStore(target)
+
+
+def _seed(target: Path) -> None:
+    """Build the demo KB at `target` once, however many processes start at the same time.
+
+    One process at a time holds `<target>.lock`; the first builds the KB in a temporary file
+    and moves it into place whole, so no run ever opens a partly seeded KB.
+    """
+    import fcntl
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_name(target.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if target.exists():
+            return
+        building = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        building.unlink(missing_ok=True)
         demo = demo_kb_path()
-        store.add_paths([demo], base=demo.parent)
-    return store
+        with SqliteKnowledgeStore(building) as store:
+            store.add_paths([demo], base=demo.parent)
+        os.replace(building, target)
