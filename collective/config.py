@@ -28,6 +28,7 @@ demo KB, which is what `make demo` runs.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tomllib
 from collections.abc import Mapping
@@ -334,33 +335,22 @@ class CollectiveConfig(BaseSettings):
         budgets = {
             r: ref if isinstance(ref, str) else self.budget_plan(r) for r, ref in council.items()
         }
-        return CouncilContext(
+        # One source of field names: a context field named like a setting takes its value;
+        # only the fields whose shape differs are spelled out.
+        names = {f.name for f in dataclasses.fields(CouncilContext)}
+        shared = names & type(self).model_fields.keys()
+        values: dict[str, Any] = {name: getattr(self, name) for name in shared}
+        values.update(
             k=self.members,
-            planner=self.planner,
             specialists=tuple(self.specialist_backends),
-            judge=self.judge,
-            quorum=self.quorum,
-            retrieval=self.retrieval,
-            max_inject=self.max_inject,
-            max_latency_ms=self.max_latency_ms,
-            kb_path=str(self.kb) if self.kb is not None else None,
+            kb=str(self.kb) if self.kb is not None else None,
             hidden_tags=tuple(self.hidden_tags),
-            budgets=budgets,  # type: ignore[arg-type]
+            budgets=budgets,
             output_caps={role: cap for role, cap in self.output_caps.items() if role != "chat"},
-            temperature=self.temperature,
-            specialist_timeout_s=self.specialist_timeout_s,
-            review=self.review,
-            judge_tools=self.judge_tools,
-            tool_rounds=self.tool_rounds,
             usage_log=str(self.usage_log) if self.usage_log is not None else None,
             agent_profiles=dict(self.agent_profiles),
-            rewriter=self.rewriter,
-            summarizer=self.summarizer,
-            user_id=self.user_id,
-            memory_scope=self.memory_scope,
-            l0_capacity=self.l0_capacity,
-            l1_capacity=self.l1_capacity,
         )
+        return CouncilContext(**values)
 
 
 class EffectiveConfig:

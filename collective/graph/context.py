@@ -100,10 +100,10 @@ class CouncilContext:
     """A model that rewrites queries for the deep retrieval profile (deterministic if None)."""
     summarizer: BackendRef | None = None
     """A model that writes memory compression summaries (extractive if None)."""
-    kb_path: str | None = None
+    kb: str | None = None
     """SQLite knowledge base; None uses the demo KB shipped with collective."""
     knowledge: Any = None
-    """A `KnowledgeStore` object (e.g. `RetrieverKnowledgeStore`); overrides `kb_path`."""
+    """A `KnowledgeStore` object (e.g. `RetrieverKnowledgeStore`); overrides `kb`."""
     hidden_tags: Sequence[str] = ("meta",)
     """Chunk tags that specialists do not see (the judge sees every chunk)."""
     budgets: Mapping[str, BudgetRef] = field(default_factory=dict)
@@ -125,7 +125,8 @@ class CouncilContext:
     usage_log: str | None = None
     """JSON-lines usage log of every model call; None disables it."""
     agent_profiles: Mapping[str, str] = field(default_factory=dict)
-    """Agent (planner, specialist-N, judge) -> memory budget profile name."""
+    """Agent (`plan`, `specialist-N`, `judge`) or role (`planner`, `specialist`) -> memory
+    budget profile name."""
     user_id: str | None = None
     """Whose memory this is: long-term memory (L2) lives under the user and the thread. None
     takes `configurable.user_id` from the run's config, else `default`."""

@@ -28,14 +28,14 @@ _stores: dict[str, KnowledgeStore] = {}
 
 
 def open_knowledge(ctx: CouncilContext) -> KnowledgeStore:
-    """The run's knowledge store: the one given, the SQLite KB at `kb_path`, or the demo KB."""
+    """The run's knowledge store: the one given, the SQLite KB at `kb`, or the demo KB."""
     if ctx.knowledge is not None:
         return ctx.knowledge
     from collective.kb.demo import open_default_store
 
-    key = ctx.kb_path or ""
+    key = ctx.kb or ""
     if key not in _stores:
-        _stores[key] = open_default_store(ctx.kb_path)
+        _stores[key] = open_default_store(ctx.kb)
     return _stores[key]
 
 

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.integration
 def ctx(tmp_path, gguf_path):
     return CouncilContext(
         k=2,
-        kb_path=str(tmp_path / "kb.sqlite"),
+        kb=str(tmp_path / "kb.sqlite"),
         output_caps={"planner": 48, "specialist": 96, "judge": 128},
         usage_log=str(tmp_path / "usage.jsonl"),
         temperature=0.0,  # greedy: the same answer every run

@@ -56,7 +56,7 @@ def test_no_file_is_the_embedded_default_with_every_source_default():
     assert config.chat_backend == config.judge
     assert {source for _, _, source in effective.rows()} == {"default"}
     ctx = config.council_context()
-    assert ctx.k == 3 and ctx.kb_path is None and ctx.usage_log == ".collective/usage.jsonl"
+    assert ctx.k == 3 and ctx.kb is None and ctx.usage_log == ".collective/usage.jsonl"
 
 
 def test_layers_override_in_order_and_each_value_names_its_source(tmp_path, monkeypatch):

@@ -19,7 +19,7 @@ async def test_deep_retrieval_uses_the_configured_rewriter(tmp_path):
     rewriter = ScriptedBackend("rewriter", "dashboard temperature\n- ASA heat resistance")
     out = await build_graph().ainvoke(
         {"question": "What survives a hot car?"},
-        context=context(rewriter=rewriter, retrieval="deep", kb_path=str(tmp_path / "kb.sqlite")),
+        context=context(rewriter=rewriter, retrieval="deep", kb=str(tmp_path / "kb.sqlite")),
     )
     assert len(rewriter.calls) == 1
     assert "What survives a hot car?" in rewriter.calls[0][-1]["content"]
@@ -34,7 +34,7 @@ async def test_memory_compression_uses_the_configured_summarizer(tmp_path):
         context=context(
             summarizer=summarizer,
             judge=ScriptedBackend("judge", long_verdict),
-            kb_path=str(tmp_path / "kb.sqlite"),
+            kb=str(tmp_path / "kb.sqlite"),
         ),
     )
     assert out["answer"]
