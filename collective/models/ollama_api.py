@@ -326,7 +326,6 @@ class OllamaBackend(Backend):
         self.num_parallel = num_parallel or int(os.environ.get("OLLAMA_NUM_PARALLEL") or 1)
         self._pool: ServerPool | None = None
         self._pool_at = 0.0
-        self._template_exact = False
 
     @property
     def _gpt_oss(self) -> bool:
@@ -445,7 +444,6 @@ class OllamaBackend(Backend):
 
                 try:
                     counter = await asyncio.to_thread(gguf_vocab_counter, info.blob)
-                    self._template_exact = False  # Ollama renders its own Go template
                 except ConfigError as exc:
                     log.warning("%s: cannot read the local blob's vocabulary: %s", self.spec, exc)
             self._counter = counter or EstimateCounter()
@@ -648,7 +646,7 @@ class OllamaBackend(Backend):
         warning = truncation_warning(
             counted=counted,
             counter=counter,
-            template_exact=self._template_exact,
+            template_exact=False,  # Ollama renders its own Go template; no count here does
             prompt_eval_count=reported,
             num_ctx=num_ctx,
             n_messages=len(messages),
