@@ -43,7 +43,7 @@ def fixed_context(k: int, kb_path: str, *, latency: bool, review: bool = False) 
         planner=backend("planner", 0.05),
         specialists=[backend(f"s{i}", s) for i, s in enumerate(specialist_latency)],
         judge=backend("judge", 0.2),
-        kb_path=kb_path,
+        kb=kb_path,
         retrieval="balanced",
         review=review,
     )
