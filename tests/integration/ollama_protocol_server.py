@@ -85,15 +85,18 @@ class Model:
     def __init__(self, path: str, context_length: int) -> None:
         from llama_cpp import Llama
 
+        from collective.models.llamacpp_in_process import _without_amx
+
         self.path = path
         self.context_length = context_length
-        self.llama = Llama(
-            model_path=path,
-            n_ctx=context_length + GENERATION_HEADROOM,
-            n_threads=os.cpu_count() or 1,
-            n_threads_batch=os.cpu_count() or 1,
-            verbose=False,
-        )
+        with _without_amx():  # AMX tiles fault under some hypervisors (see there)
+            self.llama = Llama(
+                model_path=path,
+                n_ctx=context_length + GENERATION_HEADROOM,
+                n_threads=os.cpu_count() or 1,
+                n_threads_batch=os.cpu_count() or 1,
+                verbose=False,
+            )
         self.lock = threading.Lock()
 
     def tokenize(self, text: str) -> list[int]:
