@@ -44,8 +44,12 @@ def _collective(
     import logging
 
     verbose = verbose or os.environ.get("COLLECTIVE_VERBOSE", "") not in ("", "0")
-    # llama-cpp-python prints every native log line unless its logger says otherwise.
-    logging.getLogger("llama-cpp-python").setLevel(logging.DEBUG if verbose else logging.ERROR)
+    # llama-cpp-python prints every native log line unless its logger says otherwise; its
+    # level table is older than ggml's (warnings arrive as ERROR), so quiet means CRITICAL.
+    logger = logging.getLogger("llama-cpp-python")
+    logging.Logger.setLevel(logger, logging.DEBUG if verbose else logging.CRITICAL)
+    # Every `Llama(verbose=False)` resets the level to ERROR; the command line's choice stands.
+    logger.setLevel = lambda level: None  # type: ignore[method-assign]
 
 
 def _no_flag_metavar() -> None:

@@ -146,3 +146,32 @@ def test_preflight_fails_fast_on_a_missing_judge_and_runs_nothing(workdir, llama
     )
     assert "collective smoke" in error["message"]
     assert usage_agents(workdir) == []  # not even the plan ran
+
+
+NATIVE_LOAD = """
+import sys
+import llama_cpp
+import llama_cpp._logger
+from llama_cpp._internals import LlamaContext, LlamaModel
+from collective.cli import main
+try:
+    main(sys.argv[2:] + ["config", "show", "--json"])
+except SystemExit:
+    pass
+model = LlamaModel(  # as the in-process backend loads it
+    path_model=sys.argv[1], params=llama_cpp.llama_model_default_params(), verbose=False
+)
+llama_cpp._logger.set_verbose(False)  # what every Llama(verbose=False) does
+params = llama_cpp.llama_context_default_params()
+params.n_ctx = 512
+LlamaContext(model=model, params=params, verbose=False)  # llama.cpp logs its KV cache here
+"""
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_native_llama_cpp_logs_only_with_verbose(tmp_path, gguf_path, verbose):
+    argv = [sys.executable, "-c", NATIVE_LOAD, str(gguf_path), *(["--verbose"] if verbose else [])]
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    native = [line for line in done.stderr.splitlines() if line.startswith(("llama_", "load"))]
+    assert bool(native) == verbose, done.stderr[-2000:]

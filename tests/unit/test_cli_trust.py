@@ -189,3 +189,20 @@ def test_a_quorum_failure_without_failed_members_says_why():
         check_quorum([answered], CouncilContext(k=3))
     assert "()" not in str(caught.value)
     assert "no specialist failed: 1 of 3 ran" in str(caught.value)
+
+
+def test_config_show_prints_effective_values_and_how_they_were_derived(tmp_path):
+    (tmp_path / "c.toml").write_text('[[specialists]]\nbackend = "embedded"\ncount = 5\n')
+    status, out, _ = run(["config", "show", "--config", "c.toml", "--json"])
+    assert status == 0
+    data = json.loads(out)
+    values, sources, notes = data["values"], data["sources"], data["notes"]
+    assert values["k"] == 5 and sources["k"] == "default" and "specialist counts" in notes["k"]
+    assert values["quorum"] == 3 and notes["quorum"] == "ceil(k/2)"
+    assert values["chat"] == values["judge"] and "judge" in notes["chat"]
+    assert values["kb"] == ".collective/kb.sqlite"
+    assert values["budgets.judge"] == "judge" and values["output_caps.planner"] > 0
+    assert None not in values.values()
+    status, out, _ = run(["config", "show", "--config", "c.toml"], env={"COLUMNS": "160"})
+    row = next(line for line in out.splitlines() if " quorum " in line)
+    assert " 3 " in row and "ceil(k/2)" in row and "null" not in out
