@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check unit integration bench llama-server clean
+.PHONY: demo test check unit integration bench eval llama-server clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,7 +32,12 @@ unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
 bench: $(STAMP)
-	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
+	for b in bench/*.py; do [ $$b = bench/council_eval.py ] || $(BIN)/python $$b || exit 1; done
+
+# Council vs one model on the 85-question KB-grounded QA set, all five arms (bench/README.md:
+# hours on two CPU cores). A subset: make eval EVAL_ARGS="--questions 12".
+eval: $(STAMP)
+	$(BIN)/python bench/council_eval.py --out bench/council_eval.json $(EVAL_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,399 @@
+"""Does the council help? Five ways to answer, on one KB-grounded QA set, in one run.
+
+Questions come from the fact tables behind `tests/data/eval_kb` (tests/data/generate_eval_kb.py),
+never from model output: direct lookups (density, nozzle temperature, Janka hardness),
+paraphrases (melting range, bed temperature, "how heavy"), and two-hop comparisons of two
+entities. Each has the numbers (or the entity) a correct answer states, and its gold chunk ids.
+
+Arms (collective.modes, the council's own nodes; K = 3; judge without KB tools so that arms 2-4
+make equal calls, K+1):
+
+1. `single`: the best model (the judge's, Qwen2.5-Coder 1.5B), one call;
+2. `self-consistency`: K+1 samples of it, the most consistent answer;
+3. `self-moa`: K samples of it + its judge;
+4. `council`: the default council (K Qwen 0.5B specialists at temperatures 0.2/0.5/0.8) + judge;
+5. `council-review`: 4 plus the peer-review round (2K+1 calls).
+
+Scoring: correct when the answer states every gold number (a comparison: names the right entity
+first); an answer that parrots the prompt or raw KB lines (`[Score: ...]`, section headers,
+the system prompt) is wrong. Accuracy gets a paired bootstrap 95% CI of its difference to arm 1;
+citations get precision / recall against the gold chunks; unknown citations, prompt and output
+tokens, model calls and wall time are per question.
+
+Run: .venv/bin/python bench/council_eval.py [--questions N] [--arms single,council] [--json]
+(`make eval` runs every question and arm: hours on two CPU cores; see bench/README.md.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "tests" / "data"
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(DATA))
+
+import generate_eval_kb as facts  # noqa: E402
+
+from collective.graph.context import CouncilContext  # noqa: E402
+from collective.kb.sqlite_store import SqliteKnowledgeStore  # noqa: E402
+from collective.models.registry import close_all  # noqa: E402
+from collective.modes import MODES, ModeResult, run_mode  # noqa: E402
+
+NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+PARROT = ("[Score:", "## Knowledge base", "## Task", "You are the judge", "You are specialist")
+
+
+@dataclass
+class Question:
+    """One question, what a correct answer states, and the chunks that hold it."""
+
+    id: str
+    kind: str  # direct, paraphrase, comparison
+    text: str
+    numbers: list[float] = field(default_factory=list)
+    """Every one must appear in a correct answer."""
+    winner: str = ""
+    loser: str = ""
+    """Comparisons: the answer must name `winner` before (or instead of) `loser`."""
+    gold: list[str] = field(default_factory=list)
+    """Gold chunk ids."""
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(n.replace(",", "")) for n in NUMBER.findall(text.replace("–", "-"))]
+
+
+def _rows(table: str, sections: list[tuple[str, str]], category: str) -> list[dict[str, Any]]:
+    out = []
+    for row in facts._table(table):
+        out.append({"name": row[0], "row": row, "file": f"{category}/{facts.slug(row[0])}.md"})
+    return out
+
+
+def build_questions(by_ref: dict[tuple[str, str], str]) -> list[Question]:
+    """The QA set from the fact tables (deterministic order: kinds interleaved)."""
+    metals = _rows(facts.METALS, facts.METAL_SECTIONS, "metal")
+    filaments = _rows(facts.FILAMENTS, facts.FILAMENT_SECTIONS, "filament")
+    woods = [w for w in _rows(facts.WOODS, facts.WOOD_SECTIONS, "wood") if "Janka" in w["row"][1]]
+    direct: list[Question] = []
+    para: list[Question] = []
+    comp: list[Question] = []
+
+    def gold(entity: dict[str, Any], section: str) -> str:
+        return by_ref[(entity["file"], section)]
+
+    for m in metals:
+        density = float(m["row"][1])
+        direct.append(
+            Question(
+                f"density-{facts.slug(m['name'])}",
+                "direct",
+                f"What is the density of {m['name']}?",
+                [density],
+                gold=[gold(m, "Density and melting range")],
+            )
+        )
+        para.append(
+            Question(
+                f"melting-{facts.slug(m['name'])}",
+                "paraphrase",
+                f"At roughly what temperature does {m['name']} turn liquid?",
+                _numbers(m["row"][2]),
+                gold=[gold(m, "Density and melting range")],
+            )
+        )
+    for f in filaments:
+        direct.append(
+            Question(
+                f"nozzle-{facts.slug(f['name'])}",
+                "direct",
+                f"What nozzle temperature does {f['name']} print at?",
+                _numbers(f["row"][1]),
+                gold=[gold(f, "Print temperatures")],
+            )
+        )
+        para.append(
+            Question(
+                f"bed-{facts.slug(f['name'])}",
+                "paraphrase",
+                f"How warm should the build plate be when printing {f['name']}?",
+                _numbers(f["row"][2]),
+                gold=[gold(f, "Print temperatures")],
+            )
+        )
+    for w in woods:
+        direct.append(
+            Question(
+                f"janka-{facts.slug(w['name'])}",
+                "direct",
+                f"What is the Janka hardness of {w['name']}?",
+                _numbers(w["row"][1].split("Janka")[1]),
+                gold=[gold(w, "Density and hardness")],
+            )
+        )
+
+    def pairs(
+        prefix: str, items: list[dict[str, Any]], value, section: str, template: str, n: int
+    ) -> None:
+        rng = random.Random(17)
+        seen = set()
+        while sum(q.id.startswith(prefix) for q in comp) < n:
+            a, b = rng.sample(items, 2)
+            key = frozenset((a["name"], b["name"]))
+            if key in seen or value(a) == value(b):
+                continue
+            seen.add(key)
+            win, lose = (a, b) if value(a) > value(b) else (b, a)
+            comp.append(
+                Question(
+                    f"{prefix}-{facts.slug(a['name'])}-vs-{facts.slug(b['name'])}",
+                    "comparison",
+                    template.format(a=a["name"], b=b["name"]),
+                    winner=win["name"],
+                    loser=lose["name"],
+                    gold=[gold(a, section), gold(b, section)],
+                )
+            )
+
+    def janka(e: dict[str, Any]) -> float:
+        return _numbers(e["row"][1].split("Janka")[1])[0]
+
+    pairs("denser", metals, lambda e: float(e["row"][1]), "Density and melting range",
+          "Which is denser, {a} or {b}?", 7)  # fmt: skip
+    pairs("harder", woods, janka, "Density and hardness",
+          "Which wood is harder on the Janka scale, {a} or {b}?", 6)  # fmt: skip
+    pairs("hotter", filaments, lambda e: _numbers(e["row"][1])[0], "Print temperatures",
+          "Which needs the hotter nozzle to print, {a} or {b}?", 7)  # fmt: skip
+    out: list[Question] = []
+    groups = [direct, para, comp]
+    while any(groups):
+        for group in groups:
+            if group:
+                out.append(group.pop(0))
+    return out
+
+
+def is_parrot(answer: str) -> bool:
+    """An answer that echoes the prompt or raw KB lines instead of answering."""
+    return any(marker in answer for marker in PARROT)
+
+
+def score(question: Question, answer: str) -> bool:
+    """Whether `answer` states what a correct answer states (and does not parrot)."""
+    if not answer.strip() or is_parrot(answer):
+        return False
+    if question.kind == "comparison":
+        low = answer.lower()
+        win, lose = low.find(question.winner.lower()), low.find(question.loser.lower())
+        return win >= 0 and (lose < 0 or win < lose)
+    stated = _numbers(answer)
+    return all(any(abs(n - gold) < 1e-9 for n in stated) for gold in question.numbers)
+
+
+def bootstrap_diff(a: list[bool], b: list[bool], rounds: int = 2000) -> tuple[float, float]:
+    """Paired bootstrap 95% CI of mean(a) - mean(b) over the same questions."""
+    rng = random.Random(0)
+    n = len(a)
+    diffs = []
+    for _ in range(rounds):
+        idx = [rng.randrange(n) for _ in range(n)]
+        diffs.append(sum(a[i] - b[i] for i in idx) / n)
+    diffs.sort()
+    return diffs[int(0.025 * rounds)], diffs[int(0.975 * rounds) - 1]
+
+
+def open_kb(tmp: Path) -> tuple[Path, dict[tuple[str, str], str]]:
+    """The eval KB ingested as the council will read it, and (file, section) -> chunk id."""
+    path = tmp / "eval.sqlite"
+    store = SqliteKnowledgeStore(path)
+    store.add_paths([DATA / "eval_kb"], base=DATA)
+    by_ref = {
+        (c.source.removeprefix("eval_kb/"), c.heading.split(" > ")[-1]): c.id for c in store.list()
+    }
+    store.close()
+    return path, by_ref
+
+
+def context(kb: Path, caps: dict[str, int], k: int) -> CouncilContext:
+    """The default council's settings (its judge is the best model) on the eval KB."""
+    return CouncilContext(
+        k=k,
+        kb=str(kb),
+        retrieval="balanced",
+        max_inject=4,
+        output_caps=caps,
+        usage_log=None,
+    )
+
+
+async def run(
+    questions: list[Question],
+    arms: list[str],
+    ctx: CouncilContext,
+    log=print,
+    rows_file: Path | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Every arm on every question (arms interleaved per question, so load hits all alike).
+
+    Each row is also appended to `rows_file` (JSON lines) as it is made: a long run that is cut
+    short can still be summarised (`--summarise`).
+    """
+    rows: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
+    for number, question in enumerate(questions, 1):
+        for arm in arms:
+            result: ModeResult = await run_mode(question.text, arm, ctx)  # type: ignore[arg-type]
+            cited = set(result.citations)
+            gold = set(question.gold)
+            row = {
+                "question": question.id,
+                "correct": score(question, result.answer),
+                "parrot": is_parrot(result.answer),
+                "precision": len(cited & gold) / len(cited) if cited else 0.0,
+                "recall": len(cited & gold) / len(gold),
+                "gold_supplied": bool(gold & set(result.supplied)),
+                "unknown": len(result.unknown_citations),
+                "calls": result.calls,
+                "prompt_tokens": result.prompt_tokens,
+                "output_tokens": result.output_tokens,
+                "wall_s": round(result.wall_s, 2),
+                "answer": result.answer,
+            }
+            rows[arm].append(row)
+            if rows_file is not None:
+                with rows_file.open("a", encoding="utf-8") as sink:
+                    sink.write(json.dumps({"arm": arm, **row}) + "\n")
+            log(
+                f"[{number}/{len(questions)}] {arm:16} {'ok ' if row['correct'] else 'BAD'} "
+                f"{row['wall_s']:6.1f}s {question.text} -> {result.answer[:80]!r}"
+            )
+    return rows
+
+
+def summarise(rows: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Per arm: accuracy, its CI against the first arm, citations, tokens, calls, time."""
+    first = next(iter(rows.values()))
+    out = {}
+    for arm, arm_rows in rows.items():
+        correct = [r["correct"] for r in arm_rows]
+        low, high = bootstrap_diff(correct, [r["correct"] for r in first])
+        out[arm] = {
+            "n": len(arm_rows),
+            "accuracy": sum(correct) / len(correct),
+            "diff_vs_first_ci95": [round(low, 3), round(high, 3)],
+            "citation_precision": statistics.mean(r["precision"] for r in arm_rows),
+            "citation_recall": statistics.mean(r["recall"] for r in arm_rows),
+            "unknown_citations": sum(r["unknown"] for r in arm_rows),
+            "parrots": sum(r["parrot"] for r in arm_rows),
+            "calls_per_q": statistics.mean(r["calls"] for r in arm_rows),
+            "prompt_tokens_per_q": statistics.mean(r["prompt_tokens"] for r in arm_rows),
+            "output_tokens_per_q": statistics.mean(r["output_tokens"] for r in arm_rows),
+            "wall_s_per_q": statistics.mean(r["wall_s"] for r in arm_rows),
+        }
+    return out
+
+
+def completed(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """Rows of a rows file, per arm, for the questions that every arm in it finished."""
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    arms = list(dict.fromkeys(row["arm"] for row in lines))
+    done = [
+        q
+        for q in dict.fromkeys(row["question"] for row in lines)
+        if all(any(r["arm"] == a and r["question"] == q for r in lines) for a in arms)
+    ]
+    return {
+        a: [r for q in done for r in lines if r["arm"] == a and r["question"] == q] for a in arms
+    }
+
+
+def table(summary: dict[str, dict[str, Any]]) -> str:
+    """The summary as a Markdown table."""
+    lines = [
+        "| arm | n | accuracy | diff vs single (95% CI) | cit. precision | cit. recall | "
+        "unknown cit. | calls/q | prompt tok/q | output tok/q | wall s/q |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for arm, s in summary.items():
+        low, high = s["diff_vs_first_ci95"]
+        lines.append(
+            f"| {arm} | {s['n']} | {s['accuracy']:.2f} | [{low:+.2f}, {high:+.2f}] | "
+            f"{s['citation_precision']:.2f} | {s['citation_recall']:.2f} | "
+            f"{s['unknown_citations']} | {s['calls_per_q']:.1f} | "
+            f"{s['prompt_tokens_per_q']:.0f} | {s['output_tokens_per_q']:.0f} | "
+            f"{s['wall_s_per_q']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def subset(questions: list[Question], n: int) -> list[Question]:
+    """`n` questions spread evenly over the interleaved set (every kind represented)."""
+    if n >= len(questions):
+        return questions
+    step = len(questions) / n
+    return [questions[int(i * step)] for i in range(n)]
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    caps = {"specialist": args.specialist_cap, "judge": args.judge_cap}
+    with tempfile.TemporaryDirectory() as tmp:
+        kb, by_ref = open_kb(Path(tmp))
+        questions = subset(build_questions(by_ref), args.questions)
+        ctx = context(kb, caps, args.k)
+        started = time.perf_counter()
+        try:
+            rows = await run(
+                questions, args.arms, ctx, lambda s: print(s, file=sys.stderr), args.rows
+            )
+        finally:
+            await close_all()
+        wall = time.perf_counter() - started
+    summary = summarise(rows)
+    return {"questions": len(questions), "wall_s": round(wall, 1), "summary": summary, "rows": rows}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=10_000, help="evenly spread subset")
+    parser.add_argument("--arms", type=lambda s: s.split(","), default=list(MODES))
+    parser.add_argument("--k", type=int, default=3)
+    parser.add_argument("--specialist-cap", type=int, default=128)
+    parser.add_argument("--judge-cap", type=int, default=192)
+    parser.add_argument("--json", action="store_true", help="print everything as JSON")
+    parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument("--rows", type=Path, help="append each row here as it is made (JSONL)")
+    parser.add_argument(
+        "--summarise", type=Path, help="only summarise a rows file (questions every arm finished)"
+    )
+    args = parser.parse_args(argv)
+    if args.summarise:
+        print(table(summarise(completed(args.summarise))))
+        return
+    unknown = [a for a in args.arms if a not in MODES]
+    if unknown:
+        parser.error(f"unknown arm(s) {unknown}; use {','.join(MODES)}")
+    result = asyncio.run(main_async(args))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return
+    print(f"{result['questions']} questions, {result['wall_s']} s in all")
+    print(table(result["summary"]))
+    best = max(result["summary"].items(), key=lambda kv: kv[1]["accuracy"])
+    print(f"most accurate: {best[0]} ({best[1]['accuracy']:.2f})")
+
+
+if __name__ == "__main__":
+    main()
