@@ -87,9 +87,33 @@ async def test_langgraph_dev_serves_the_council(dev_server, tmp_path):
             "k": 1,
             "output_caps": {"planner": 32, "specialist": 64, "judge": 64},
             "temperature": 0.0,
+            # An explicit budget table as plain JSON (it was `unhashable type: 'dict'`).
+            "budgets": {
+                "specialist": {
+                    "n_ctx": 8192,
+                    "output": 256,
+                    "sections": {"system": 800, "kb_chunks": 3000, "task": 600},
+                }
+            },
         },
     )
     log = (tmp_path / "dev.log").read_text()
     assert isinstance(out, dict) and out.get("answer"), f"no answer: {out}\n{log[-3000:]}"
     assert [b["node"] for b in out["budgets"]] == ["plan", "specialist-1", "judge"]
     assert all(b["token_counter"] == "exact:llama.cpp" for b in out["budgets"])
+    specialist = [b for b in out["budgets"] if b["node"] == "specialist-1"][0]
+    assert {s["name"] for s in specialist["sections"]} == {"system", "kb_chunks", "task"}
+
+
+async def test_langgraph_dev_serves_the_input_output_and_context_schemas(dev_server):
+    """Studio's input form and the SDK read these; they were empty on Python 3.11."""
+    client = get_client(url=dev_server)
+    (assistant,) = await client.assistants.search(graph_id="collective")
+    schemas = await client.assistants.get_schemas(assistant["assistant_id"])
+    assert schemas["input_schema"]["required"] == ["question"]
+    assert {"answer", "citations", "proposals", "budgets"} <= set(
+        schemas["output_schema"]["properties"]
+    )
+    context = schemas["context_schema"]["properties"]
+    assert {"k", "judge", "specialists", "budgets", "user_id", "memory_scope"} <= set(context)
+    assert context["planner"]["type"] == "string"

@@ -60,7 +60,7 @@ def test_json_schemas_of_input_output_and_context():
     assert {"answer", "citations", "proposals", "budgets"} <= set(output)
     schema = graph.get_context_jsonschema()
     props = schema["properties"]
-    assert props["judge"]["type"] == "string"
+    assert props["planner"]["type"] == "string"
     assert props["k"] == {"default": 3, "title": "K", "type": "integer"}
     assert props["memory_scope"]["enum"] == ["thread", "user"]
     assert "retry_attempts" not in props
