@@ -172,6 +172,16 @@ OLLAMA_MODELFILE_NUM_CTX = 3072
 @pytest.fixture(scope="module")
 def ollama_server(gguf_path: Path) -> Iterator[ServerProcess]:
     """The Ollama-protocol server backed by the real gemma model (blob on this host)."""
+    yield from _ollama_protocol_server(gguf_path)
+
+
+@pytest.fixture(scope="module")
+def old_ollama_server(gguf_path: Path) -> Iterator[ServerProcess]:
+    """As `ollama_server`, but an Ollama from before `truncate`/`shift`: it always truncates."""
+    yield from _ollama_protocol_server(gguf_path, "--old-server")
+
+
+def _ollama_protocol_server(gguf_path: Path, *extra: str) -> Iterator[ServerProcess]:
     need_llama_cpp()
     port = free_port()
     argv = [
@@ -189,6 +199,7 @@ def ollama_server(gguf_path: Path) -> Iterator[ServerProcess]:
         str(OLLAMA_MODELFILE_NUM_CTX),
         "--model",
         str(gguf_path),
+        *extra,
     ]
     server = ServerProcess(argv, port, "/api/version", name="ollama-protocol")
     server.start()

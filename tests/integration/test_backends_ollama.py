@@ -17,8 +17,12 @@ from conftest import (
 )
 from test_backends_contract import SHORT, BackendContract
 
+from collective.budget.assembly import text_section
 from collective.budget.counting import ChatMessage, EstimateCounter
+from collective.budget.plans import ModelBudget
+from collective.budgeted_call import budgeted_call
 from collective.errors import BackendUnavailable, ContextOverflow, InvalidResponse
+from collective.graph.context import CouncilContext
 from collective.models.ollama_api import OllamaBackend
 
 pytestmark = pytest.mark.integration
@@ -97,11 +101,13 @@ async def test_exact_count_refuses_before_sending(backend: OllamaBackend) -> Non
 
 
 async def test_truncation_by_the_runner_is_detected_loudly(
-    ollama_server: ServerProcess, caplog: pytest.LogCaptureFixture
+    old_ollama_server: ServerProcess, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A remote Ollama (no local blob) leaves only the estimate; dense text fools it, Ollama
-    cuts the prompt, and prompt_eval_count gives it away."""
-    b = OllamaBackend(OLLAMA_MODEL, ollama_server.url, num_ctx=SMALL_CTX, counter=EstimateCounter())
+    """A remote Ollama (no local blob) leaves only the estimate; dense text fools it, an Ollama
+    too old to honour `truncate: false` cuts the prompt, and prompt_eval_count gives it away."""
+    b = OllamaBackend(
+        OLLAMA_MODEL, old_ollama_server.url, num_ctx=SMALL_CTX, counter=EstimateCounter()
+    )
     content = digits(1500)
     try:
         counted = await b.count_prompt([{"role": "user", "content": content}])
@@ -115,8 +121,10 @@ async def test_truncation_by_the_runner_is_detected_loudly(
     assert "OLLAMA TRUNCATED THE PROMPT" in caplog.text
 
 
-async def test_dropped_old_messages_are_detected(ollama_server: ServerProcess) -> None:
-    b = OllamaBackend(OLLAMA_MODEL, ollama_server.url, num_ctx=SMALL_CTX, counter=EstimateCounter())
+async def test_dropped_old_messages_are_detected(old_ollama_server: ServerProcess) -> None:
+    b = OllamaBackend(
+        OLLAMA_MODEL, old_ollama_server.url, num_ctx=SMALL_CTX, counter=EstimateCounter()
+    )
     messages: list[ChatMessage] = [
         {"role": "system", "content": "You are terse."},
         {"role": "user", "content": "Remember these digits: " + digits(1500)},
@@ -130,6 +138,46 @@ async def test_dropped_old_messages_are_detected(ollama_server: ServerProcess) -
     # Ollama kept the system message and the last turns only.
     assert result.usage.prompt_tokens < 100
     assert any("dropped" in w for w in result.warnings)
+
+
+async def test_current_ollama_refuses_instead_of_truncating_and_collective_refits(
+    ollama_server: ServerProcess,
+) -> None:
+    """`truncate: false` is sent: the server answers 400 with both counts, which becomes
+    `ContextOverflow`, and the budgeted call refits to the server's numbers once."""
+    b = OllamaBackend(OLLAMA_MODEL, ollama_server.url, num_ctx=SMALL_CTX, counter=EstimateCounter())
+    content = digits(1500)  # the estimate believes it fits; it costs ~1,500 tokens
+    try:
+        with pytest.raises(ContextOverflow, match="asked it not to truncate") as info:
+            await b.chat([{"role": "user", "content": content}], max_tokens=8)
+        assert info.value.n_ctx == SMALL_CTX and info.value.n_prompt_tokens > SMALL_CTX
+        plan = ModelBudget(
+            name="chat",
+            n_ctx=SMALL_CTX,
+            prompt_budget=900,
+            output_budget=8,
+            sections={"system": 40, "task": 860},
+        )
+        call = await budgeted_call(
+            CouncilContext(budgets={"chat": plan}, temperature=0.0),
+            role="chat",
+            agent="chat",
+            backend=b,
+            contents=[text_section("system", "Be terse."), text_section("task", content)],
+            compose=lambda s: [
+                {"role": "system", "content": s["system"]},
+                {"role": "user", "content": s["task"]},
+            ],
+            question="digits",
+        )
+        pool = await b.pool()
+    finally:
+        await b.aclose()
+    assert call.overflow is not None  # refused once, refitted, answered
+    assert call.result.usage.prompt_tokens <= SMALL_CTX and not call.result.warnings
+    # /api/ps reports the context the model is loaded with.
+    assert f"/api/ps context_length {SMALL_CTX}" in pool.source
+    assert (pool.slots, pool.slot_ctx) == (1, SMALL_CTX)
 
 
 async def test_think_is_passed_through(ollama_server: ServerProcess) -> None:
