@@ -42,6 +42,17 @@ class _Row:
     tokens_out: int | None = None
     ms: float | None = None
     detail: str = ""
+    streamed: int = 0
+    """Pieces of the answer streamed so far (about one token each)."""
+    first_at: float | None = None
+    last_at: float | None = None
+
+    def rate(self) -> str:
+        """Tokens per second while the answer streams."""
+        if self.first_at is None or self.last_at is None or self.streamed < 2:
+            return ""
+        seconds = self.last_at - self.first_at
+        return f"{(self.streamed - 1) / seconds:.1f}" if seconds > 0 else ""
 
 
 @dataclass
@@ -57,6 +68,9 @@ class ProgressView:
     console: Console
     rows: dict[str, _Row] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    verdict: list[str] = field(default_factory=list)
+    """The judge's answer as it is written (shown under the table while the run lasts)."""
+    verdict_lines: int = 12
     _live: Live | None = None
 
     def __post_init__(self) -> None:
@@ -74,6 +88,7 @@ class ProgressView:
 
     def __exit__(self, *exc: object) -> None:
         if self._live is not None:
+            self.verdict_lines = 0  # the result printed next has the verdict
             self._live.update(self.render())
             self._live.__exit__(None, None, None)
             self._live = None
@@ -81,9 +96,23 @@ class ProgressView:
                 self.console.line()  # Live leaves its last frame without a newline
 
     def event(self, event: Mapping[str, Any]) -> None:
-        """Apply one custom stream event (`progress`, `budget_event`) and redraw."""
+        """Apply one event (`progress`, `budget_event`, `token`) and redraw.
+
+        A `token` event (`node`, `text`) is a piece of a node's answer as it is written: the
+        judge's is shown under the table, every node's count and rate in its row.
+        """
         kind = event.get("type")
-        if kind == "progress":
+        if kind == "token":
+            import time
+
+            node = str(event.get("node", "?"))
+            row = self.rows.setdefault(node, _Row())
+            row.streamed += 1
+            row.last_at = time.monotonic()
+            row.first_at = row.first_at or row.last_at
+            if node == agents.JUDGE:
+                self.verdict.append(str(event.get("text", "")))
+        elif kind == "progress":
             node = str(event.get("node", "?"))
             row = self.rows.setdefault(node, _Row())
             row.status = str(event.get("status", row.status))
@@ -116,8 +145,9 @@ class ProgressView:
         from rich.text import Text
 
         table = Table(title="council", title_justify="left", expand=False, box=None)
-        for column in ("node", "status", "model", "in", "out", "time"):
-            table.add_column(column, justify="right" if column in ("in", "out", "time") else "left")
+        for column in ("node", "status", "model", "in", "out", "tok/s", "time"):
+            numeric = column in ("in", "out", "tok/s", "time")
+            table.add_column(column, justify="right" if numeric else "left")
         table.add_column("detail", overflow="fold", max_width=60)
         for node, row in self.rows.items():
             table.add_row(
@@ -125,14 +155,26 @@ class ProgressView:
                 Text(row.status, style=_STYLE.get(row.status, "")),
                 row.model,
                 "" if row.tokens_in is None else str(row.tokens_in),
-                "" if row.tokens_out is None else str(row.tokens_out),
+                _out(row),
+                row.rate(),
                 "" if row.ms is None else format_ms(row.ms),
                 row.detail,
             )
-        if not self.warnings:
-            return table
-        notes = Text("\n".join(self.warnings[-3:]), style="yellow")
-        return Group(table, notes)
+        parts: list[RenderableType] = [table]
+        if self.warnings:
+            parts.append(Text("\n".join(self.warnings[-3:]), style="yellow"))
+        if self.verdict and self.verdict_lines:
+            lines = "".join(self.verdict).splitlines()[-self.verdict_lines :]
+            parts.append(Text("verdict (as it is written):", style="bold"))
+            parts.append(Text("\n".join(lines)))
+        return parts[0] if len(parts) == 1 else Group(*parts)
+
+
+def _out(row: _Row) -> str:
+    """Answer tokens: the server's count when done, else the pieces streamed so far."""
+    if row.tokens_out is not None:
+        return str(row.tokens_out)
+    return f"{row.streamed}..." if row.streamed else ""
 
 
 def section_summary(section: Mapping[str, Any]) -> str:
@@ -167,7 +209,12 @@ def budget_table(reports: Sequence[Mapping[str, Any]], title: str = "budgets") -
         ]
         scaled = re.search(r"scaled x[\d.]+", str(report.get("scaled") or ""))
         table.add_row(
-            f"{report['node']}\n[dim]{report['model']}[/dim]",
+            f"{report['node']}\n[dim]{report['model']}[/dim]"
+            + (  # the agent's memory budget profile and the tier that applied
+                f"\n[dim]{report['memory_profile']} @ {report['memory_tier']}[/dim]"
+                if report.get("memory_profile")
+                else ""
+            ),
             f"{report['n_ctx']:,}\n{report['token_counter']}"
             + (f"\n[dim]{scaled.group(0)}[/dim]" if scaled else ""),
             f"{report['prompt_tokens']:,}+{report['max_output_tokens']:,}"

@@ -102,3 +102,26 @@ async def test_judge_fallback_chain_names_the_dead_servers_error():
     assert out["answer"] == "ASA [KB#mem_asa]."
     note = next(n for n in out["notes"] if n.startswith("judge "))
     assert dead in note and "BackendUnavailable" in note and "connection refused" in note
+
+
+def test_progress_view_shows_the_verdict_as_it_is_written_and_specialist_rates():
+    from rich.console import Console
+
+    from collective.commands.render import ProgressView
+
+    console = Console(record=True, width=120, force_terminal=False)
+    view = ProgressView(2, console)
+    view.event({"type": "progress", "node": "specialist-1", "status": "running", "model": "m"})
+    for piece in ("PETG", " softens", " at"):
+        view.event({"type": "token", "node": "specialist-1", "text": piece})
+    for piece in ("ASA", " holds", " up."):
+        view.event({"type": "token", "node": "judge", "text": piece})
+    console.print(view.render())
+    shown = console.export_text()
+    assert "verdict (as it is written):" in shown and "ASA holds up." in shown
+    row = next(line for line in shown.splitlines() if line.strip().startswith("specialist-1"))
+    assert "3..." in row  # tokens so far
+    assert view.rows["specialist-1"].rate()  # tokens/s once two pieces arrived
+    view.verdict_lines = 0  # as when the live view closes: the result shows the verdict
+    console.print(view.render())
+    assert console.export_text().count("ASA holds up.") == 0
