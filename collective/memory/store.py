@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import time
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ __all__ = [
     "open_default_store",
     "open_sqlite_store",
     "open_store",
+    "prune_threads",
     "redact",
 ]
 
@@ -168,3 +170,44 @@ async def open_store(location: str | os.PathLike[str], stack: AsyncExitStack) ->
     store = await asyncio.to_thread(open_sqlite_store, text)
     stack.callback(store.conn.close)
     return store
+
+
+def _checkpoint_time(checkpoint_id: str) -> float:
+    """The Unix time in a LangGraph checkpoint id (a time-ordered UUIDv6)."""
+    from langgraph.checkpoint.base.id import UUID
+
+    return (UUID(checkpoint_id).time - 0x01B21DD213814000) / 1e7
+
+
+async def _latest_checkpoints(location: str, saver: Any) -> list[tuple[str, str]]:
+    """`(thread_id, newest checkpoint id)` for every thread."""
+    sql = "SELECT thread_id, max(checkpoint_id) FROM checkpoints GROUP BY thread_id"
+    if is_postgres(location):
+        import psycopg
+
+        async with await psycopg.AsyncConnection.connect(location) as conn:
+            cursor = await conn.execute(sql)
+            return [(str(t), str(c)) for t, c in await cursor.fetchall()]
+    async with saver.conn.execute(sql) as cursor:
+        return [(str(t), str(c)) for t, c in await cursor.fetchall()]
+
+
+async def prune_threads(
+    location: str | os.PathLike[str], older_than_s: float, *, dry_run: bool = False
+) -> list[str]:
+    """Delete every thread whose newest checkpoint is older than `older_than_s` seconds.
+
+    Works on SQLite and PostgreSQL checkpoints alike; the L2 long-term memory is kept (it is
+    meant to outlive threads). Returns the pruned thread ids, oldest first.
+    """
+    cutoff = time.time() - older_than_s
+    if not is_postgres(location) and not Path(location).exists():
+        return []  # no file, no threads (and no new empty database)
+    async with AsyncExitStack() as stack:
+        saver = await open_checkpointer(location, stack)
+        latest = await _latest_checkpoints(str(location), saver)
+        old = sorted((_checkpoint_time(c), t) for t, c in latest if _checkpoint_time(c) < cutoff)
+        if not dry_run:
+            for _, thread in old:
+                await saver.adelete_thread(thread)
+    return [thread for _, thread in old]

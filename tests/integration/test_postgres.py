@@ -124,3 +124,18 @@ def test_an_unreachable_database_is_a_clear_error(postgres, tmp_path, monkeypatc
     error = json.loads(done.stdout)["error"]
     assert "cannot use PostgreSQL" in error["message"] and "no_such_db" in error["message"]
     assert "Traceback" not in done.stderr
+
+
+def test_threads_prune_on_postgres(database):
+    result(council(database, "keep", "ask"))
+    from typer.testing import CliRunner
+
+    from collective.cli import app
+
+    argv = ["threads", "prune", "--checkpoints", database]
+    kept = CliRunner().invoke(app, [*argv, "--older-than", "1d"])
+    assert kept.exit_code == 0 and "pruned 0 threads" in kept.output, kept.output
+    pruned = CliRunner().invoke(app, [*argv, "--older-than", "0s"])
+    assert pruned.exit_code == 0 and "pruned 1 threads" in pruned.output, pruned.output
+    for table in ("checkpoints", "checkpoint_writes", "checkpoint_blobs"):
+        assert rows(database, f"SELECT count(*) FROM {table}")[0][0] == 0
