@@ -254,7 +254,7 @@ async def run(
     for number, question in enumerate(questions, 1):
         for arm in arms:
             result: ModeResult = await run_mode(question.text, arm, ctx)  # type: ignore[arg-type]
-            cited = set(result.citations)
+            cited = {c["id"] for c in result.citations}
             gold = set(question.gold)
             row = {
                 "question": question.id,

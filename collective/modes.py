@@ -45,8 +45,8 @@ class ModeResult:
 
     mode: str
     answer: str
-    citations: list[str]
-    """Cited ids that were among the chunks supplied."""
+    citations: list[dict[str, str]]
+    """Cited chunks that were supplied (`id`, `source`), first-appearance order."""
     unknown_citations: list[str]
     supplied: list[str]
     """Ids of the chunks retrieval supplied."""
@@ -139,13 +139,14 @@ async def run_mode(question: str, mode: Mode, ctx: CouncilContext) -> ModeResult
         cited = [c["id"] for c in verdict["citations"]]
         unknown = list(verdict["unknown_citations"])
         texts.append(answer)
-    supplied = [c["id"] for c in retrieved["chunks"]]
+    sources = {c["id"]: c.get("source", "") for c in retrieved["chunks"]}
+    supplied = list(sources)
     counter = await resolve_backend(top).token_counter()
     output = sum(await asyncio.to_thread(lambda: [counter.count(t) for t in texts]))
     return ModeResult(
         mode=mode,
         answer=answer,
-        citations=list(dict.fromkeys(cited)),
+        citations=[{"id": i, "source": sources.get(i, "")} for i in dict.fromkeys(cited)],
         unknown_citations=list(unknown),
         supplied=supplied,
         proposals=proposals,

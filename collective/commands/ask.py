@@ -48,6 +48,15 @@ CONTRACT_KEYS: dict[str, Any] = {
 """The keys `--json` always carries (docs/design.md), with their empty values."""
 
 
+class AnswerMode(StrEnum):
+    """How to answer (collective.modes; bench/README.md has which is most accurate)."""
+
+    council = "council"
+    single = "single"
+    self_consistency = "self-consistency"
+    self_moa = "self-moa"
+
+
 class RetrievalProfile(StrEnum):
     """The retrieval profiles a user may ask for."""
 
@@ -484,6 +493,14 @@ def ask(
             "or a postgresql:// URL.",
         ),
     ] = None,
+    mode: Annotated[
+        AnswerMode,
+        typer.Option(
+            "--mode",
+            help="council (the graph), or the judge's model alone: single (one call), "
+            "self-consistency (K+1 samples, the most consistent), self-moa (K samples + judge).",
+        ),
+    ] = AnswerMode.council,
 ) -> None:
     """Ask the council one question: live progress, then the verdict, citations and budgets."""
     with user_errors(json_out=json_out) as failure:
@@ -505,6 +522,12 @@ def ask(
         if config is not None:
             explicit["config"] = config
         effective = load_effective(config, {**overrides, "checkpoints": checkpoints})
+        if mode is not AnswerMode.council:
+            if question is None:
+                raise _usage(f"--mode {mode.value} answers a new question; --thread needs council")
+            result = _run_mode(effective.config, question, mode)
+            _print_result(result, json_out=json_out, quiet=quiet)
+            return
         thread_id = thread or uuid.uuid4().hex[:12]
         result = _run_with_progress(
             effective.config,
@@ -516,6 +539,32 @@ def ask(
             quiet=quiet,
         )
     _print_result(result, json_out=json_out, quiet=quiet)
+
+
+def _run_mode(config: CollectiveConfig, question: str, mode: AnswerMode) -> dict[str, Any]:
+    """One question in a non-council mode (no graph, no thread): the output's keys."""
+    import asyncio
+
+    from collective.models.registry import close_all
+    from collective.modes import run_mode
+
+    async def main() -> Any:
+        try:
+            ctx = config.council_context()
+            return await run_mode(question, mode.value, ctx)
+        finally:
+            await close_all()
+
+    result = asyncio.run(main())
+    return {
+        **CONTRACT_KEYS,
+        "answer": result.answer,
+        "citations": result.citations,
+        "unknown_citations": result.unknown_citations,
+        "proposals": result.proposals,
+        "timings": {"total_ms": result.wall_s * 1000},
+        "notes": [f"mode {mode.value}: {result.calls} model calls, no council graph"],
+    }
 
 
 def _usage(message: str) -> Exception:
