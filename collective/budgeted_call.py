@@ -382,7 +382,13 @@ async def _fit_and_send(
             log.warning("%s: %s", agent, cut)
             result.warnings.append(cut)
             prompt.report.notes.append(cut)
-        return ModelCall(result, prompt.report, prompt, overflow)
+        # How the answer ended travels with its report (`length`: cut; the CLI flags it).
+        report = replace(
+            prompt.report,
+            finish_reason=result.finish_reason,
+            output_tokens=result.usage.completion_tokens,
+        )
+        return ModelCall(result, report, prompt, overflow)
 
 
 async def _send(

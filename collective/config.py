@@ -207,6 +207,9 @@ class CollectiveConfig(BaseSettings):
     tool_rounds: int = Field(default=3, ge=0, le=20)
     temperature: float = Field(default=0.2, ge=0, le=2)
     specialist_timeout_s: float = Field(default=600.0, gt=0)
+    call_timeout_s: float = Field(
+        default=900.0, gt=0, description="Time limit of every other model call (plan, judge, ...)."
+    )
     retrieval: Profile = "auto"
     max_inject: int | None = Field(default=None, ge=1)
     max_latency_ms: float | None = Field(default=None, gt=0)

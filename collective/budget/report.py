@@ -52,6 +52,11 @@ class BudgetReport:
     """The agent's memory budget profile (empty when the call was not monitored)."""
     memory_tier: str = ""
     """The complexity tier that set its memory budget (`simple -> medium` after a bump)."""
+    finish_reason: str | None = None
+    """Why the answer ended (`stop`, `length`: cut at `max_output_tokens` or by the context,
+    `tool_calls`); None before the call or when the backend does not say."""
+    output_tokens: int | None = None
+    """Tokens the answer took (None before the call)."""
 
     @property
     def fits(self) -> bool:
@@ -84,4 +89,6 @@ class BudgetReport:
             "notes": list(self.notes),
             "memory_profile": self.memory_profile,
             "memory_tier": self.memory_tier,
+            "finish_reason": self.finish_reason,
+            "output_tokens": self.output_tokens,
         }

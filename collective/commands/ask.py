@@ -454,6 +454,24 @@ async def run_council(
     keys = CouncilOutput.__required_keys__ | CouncilOutput.__optional_keys__
     result = {**CONTRACT_KEYS, **{k: v for k, v in final.items() if k in keys}}
     result["thread_id"] = thread_id
+    return mark_cut_answers(result)
+
+
+def mark_cut_answers(result: dict[str, Any]) -> dict[str, Any]:
+    """Flag answers that stopped at their output cap (`finish_reason` `length`).
+
+    Adds `finish_reason` and `answer_cut` for the verdict (the judge's last call) and the same
+    two keys to each proposal, from the budget report of its call.
+    """
+    reports = {b["node"]: b for b in result.get("budgets") or []}  # the last call per node
+    judge = reports.get("judge") or {}
+    result["finish_reason"] = judge.get("finish_reason")
+    result["answer_cut"] = judge.get("finish_reason") == "length"
+    proposals = []
+    for proposal in result.get("proposals") or []:
+        reason = (reports.get(proposal["member"]) or {}).get("finish_reason")
+        proposals.append({**proposal, "finish_reason": reason, "answer_cut": reason == "length"})
+    result["proposals"] = proposals
     return result
 
 
@@ -556,15 +574,17 @@ def _run_mode(config: CollectiveConfig, question: str, mode: AnswerMode) -> dict
             await close_all()
 
     result = asyncio.run(main())
-    return {
-        **CONTRACT_KEYS,
-        "answer": result.answer,
-        "citations": result.citations,
-        "unknown_citations": result.unknown_citations,
-        "proposals": result.proposals,
-        "timings": {"total_ms": result.wall_s * 1000},
-        "notes": [f"mode {mode.value}: {result.calls} model calls, no council graph"],
-    }
+    return mark_cut_answers(
+        {
+            **CONTRACT_KEYS,
+            "answer": result.answer,
+            "citations": result.citations,
+            "unknown_citations": result.unknown_citations,
+            "proposals": result.proposals,
+            "timings": {"total_ms": result.wall_s * 1000},
+            "notes": [f"mode {mode.value}: {result.calls} model calls, no council graph"],
+        }
+    )
 
 
 def _usage(message: str) -> Exception:
@@ -725,4 +745,17 @@ def _print_result(result: dict[str, Any], *, json_out: bool, quiet: bool) -> Non
 
     from collective.commands.render import render_result
 
-    render_result(Console(), result, thread_id=result.get("thread_id"), quiet=quiet)
+    console = Console()
+    render_result(console, result, thread_id=result.get("thread_id"), quiet=quiet)
+    reports = {b["node"]: b for b in result.get("budgets") or []}
+    cuts = [("the verdict", "judge", "judge")] if result.get("answer_cut") else []
+    cuts += [
+        (p["member"], p["member"], "specialist") for p in result["proposals"] if p["answer_cut"]
+    ]
+    for who, node, role in cuts:
+        cap = (reports.get(node) or {}).get("max_output_tokens", "?")
+        console.print(
+            f"[bold yellow]✂ {who} was cut at its output cap ({cap} tokens, finish_reason "
+            f"length): it ends mid-sentence; raise output_caps.{role} in the config[/]",
+            highlight=False,
+        )

@@ -117,6 +117,8 @@ class CouncilContext:
     """Self-MoA sampling: specialist i (0-based) samples at `temperature + i * step` (at most
     1.0), so members on one model differ on purpose. Greedy runs (`temperature` 0) stay greedy."""
     specialist_timeout_s: float = 600.0
+    call_timeout_s: float = 900.0
+    """Time limit of every other model call (planner, reviewers, judge, rewriter)."""
     review: bool = False
     """Run the anonymous peer-review round between specialists and judge."""
     judge_tools: bool = True

@@ -6,6 +6,7 @@ custom stream (`emit`); `NodeProgress` reports a node's start, end and timing on
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from collective import agents
 from collective.budget.assembly import SectionContent
 from collective.budget.counting import ChatMessage
 from collective.budgeted_call import ModelCall, OnToken, budgeted_call
+from collective.errors import BackendTimeout
 from collective.models.base import Backend
 from collective.nodes.token_stream import ChatModelRun
 
@@ -109,27 +111,35 @@ async def call_model(
     mode and `astream_events`), and to `on_token` where given.
     """
     role = agents.role_of(node)
-    async with ChatModelRun(node, role, backend.model) as run:
+    # Specialists have their own limit (a failed member is not fatal); every call has one.
+    limit = None if role == "specialist" else ctx.call_timeout_s
+    try:
+        async with asyncio.timeout(limit), ChatModelRun(node, role, backend.model) as run:
 
-        async def token(text: str) -> None:
-            await run.token(text)
-            if on_token is not None and (done := on_token(text)) is not None:
-                await done
+            async def token(text: str) -> None:
+                await run.token(text)
+                if on_token is not None and (done := on_token(text)) is not None:
+                    await done
 
-        call = await budgeted_call(
-            ctx,
-            role=role,
-            agent=node,
-            backend=backend,
-            contents=contents,
-            compose=compose,
-            question=question,
-            retrieval_profile=retrieval_profile,
-            json_schema=json_schema,
-            tools=tools,
-            output_cap=output_cap,
-            on_event=emit,
-            on_token=token,
-        )
-        run.result = call.result
+            call = await budgeted_call(
+                ctx,
+                role=role,
+                agent=node,
+                backend=backend,
+                contents=contents,
+                compose=compose,
+                question=question,
+                retrieval_profile=retrieval_profile,
+                json_schema=json_schema,
+                tools=tools,
+                output_cap=output_cap,
+                on_event=emit,
+                on_token=token,
+            )
+            run.result = call.result
+    except TimeoutError:
+        raise BackendTimeout(
+            f"{node} ({backend.model} at {backend.spec}) gave no answer within {limit:g} s; "
+            "raise call_timeout_s or check the server"
+        ) from None
     return call

@@ -27,4 +27,6 @@ async def test_the_result_has_exactly_the_output_keys():
         "tool_calls",
         "notes",
         "thread_id",
+        "finish_reason",
+        "answer_cut",
     }  # no chunks, memory, plan, conversation or started_at

@@ -6,6 +6,8 @@ runs a model.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import hashlib
 import json
 import os
@@ -206,3 +208,57 @@ def test_config_show_prints_effective_values_and_how_they_were_derived(tmp_path)
     status, out, _ = run(["config", "show", "--config", "c.toml"], env={"COLUMNS": "160"})
     row = next(line for line in out.splitlines() if " quorum " in line)
     assert " 3 " in row and "ceil(k/2)" in row and "null" not in out
+
+
+async def test_answers_cut_at_the_output_cap_are_flagged_in_json_and_terminal(capsys):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from collective.commands.ask import CouncilSession, _print_result, run_council
+    from collective.config import CollectiveConfig
+    from collective.graph import build_graph
+    from collective.models.base import ChatResult
+    from tests.fakes import ScriptedBackend
+    from tests.unit.test_graph_council import context
+
+    class CutJudge(ScriptedBackend):
+        async def chat(self, messages, **kwargs) -> ChatResult:
+            result = await super().chat(messages, **kwargs)
+            return dataclasses.replace(result, finish_reason="length")
+
+    session = CouncilSession(build_graph(InMemorySaver()), None, CollectiveConfig())
+    ctx = context(judge=CutJudge("judge", "ASA, because [KB#mem_as"))
+    result = await run_council(session, "Which filament for a hot car?", "t1", context=ctx)
+    assert result["answer_cut"] is True and result["finish_reason"] == "length"
+    assert [p["answer_cut"] for p in result["proposals"]] == [False, False, False]
+    json_budgets = {b["node"]: b for b in result["budgets"]}
+    assert json_budgets["judge"]["finish_reason"] == "length"
+    _print_result(result, json_out=False, quiet=True)
+    out = capsys.readouterr().out
+    assert "✂ the verdict was cut at its output cap" in out and "output_caps.judge" in out
+    _print_result(result, json_out=True, quiet=False)
+    assert json.loads(capsys.readouterr().out)["answer_cut"] is True
+
+
+async def test_the_plan_and_the_judge_have_a_time_limit():
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from collective.commands.ask import CouncilSession, run_council
+    from collective.config import CollectiveConfig
+    from collective.errors import BackendTimeout
+    from collective.graph import build_graph
+    from tests.fakes import ScriptedBackend
+    from tests.unit.test_graph_council import context
+
+    session = CouncilSession(build_graph(InMemorySaver()), None, CollectiveConfig())
+    slow = ScriptedBackend("slow-planner", "Specialist 1: heat.", latency_s=30)
+    for ctx, node in [
+        (context(planner=slow, call_timeout_s=0.05), "plan"),
+        (
+            context(judge=ScriptedBackend("slow-judge", "ASA", latency_s=30), call_timeout_s=0.05),
+            "judge",
+        ),
+    ]:
+        with pytest.raises(BackendTimeout) as caught:
+            await asyncio.wait_for(run_council(session, "PETG or ASA?", node, context=ctx), 25)
+        assert f"{node} (slow-" in str(caught.value) and "within 0.05 s" in str(caught.value)
+        assert "call_timeout_s" in str(caught.value)
