@@ -79,7 +79,9 @@ async def test_langgraph_dev_serves_the_council(dev_server, tmp_path):
     assistants = await client.assistants.search(graph_id="collective")
     assert assistants, "langgraph dev did not register the collective graph"
     thread = await client.threads.create()
-    out = await client.runs.wait(
+    out: dict = {}
+    verdict: list[str] = []  # the judge's tokens, as LangGraph's messages-tuple mode sends them
+    async for part in client.runs.stream(
         thread["thread_id"],
         "collective",
         input={"question": "Is PLA a good choice for a part in a hot car?"},
@@ -96,9 +98,18 @@ async def test_langgraph_dev_serves_the_council(dev_server, tmp_path):
                 }
             },
         },
-    )
+        stream_mode=["values", "messages-tuple"],
+    ):
+        if part.event == "values":
+            out = part.data
+        elif part.event == "messages":
+            message, meta = part.data
+            if meta.get("agent") == "judge":
+                assert meta["langgraph_node"] == "judge" and "judge" in meta["tags"]
+                verdict.append(message["content"])
     log = (tmp_path / "dev.log").read_text()
     assert isinstance(out, dict) and out.get("answer"), f"no answer: {out}\n{log[-3000:]}"
+    assert len(verdict) > 1 and "".join(verdict).strip() == out["answer"], verdict
     assert [b["node"] for b in out["budgets"]] == ["plan", "specialist-1", "judge"]
     assert all(b["token_counter"] == "exact:llama.cpp" for b in out["budgets"])
     specialist = [b for b in out["budgets"] if b["node"] == "specialist-1"][0]
