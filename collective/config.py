@@ -206,6 +206,9 @@ class CollectiveConfig(BaseSettings):
     judge_tools: bool = Field(default=True, description="Judge may verify with KB tools.")
     tool_rounds: int = Field(default=3, ge=0, le=20)
     temperature: float = Field(default=0.2, ge=0, le=2)
+    member_temperature_step: float = Field(
+        default=0.3, ge=0, le=1, description="Specialist i samples at temperature + i * step."
+    )
     specialist_timeout_s: float = Field(default=600.0, gt=0)
     call_timeout_s: float = Field(
         default=900.0, gt=0, description="Time limit of every other model call (plan, judge, ...)."
