@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -239,6 +240,7 @@ class AdmissionControl:
         self.records: collections.deque[tuple[str, int, int]] = collections.deque(maxlen=history)
         self.peak: dict[str, int] = {}
         self._shared: set[str] = set()
+        self._tickets = itertools.count()
 
     def exhausted(self, pool: ServerPool | None) -> None:
         """Learn from a pool exhaustion that `pool`'s slots share one pool after all."""
@@ -290,9 +292,7 @@ class AdmissionControl:
             pool = replace(pool, tokens=pool.slot_ctx, unified=True, source=source)
         state = self._state(pool)
         need = min(tokens, pool.tokens)
-        ticket = id(object())
-        while ticket in state.held:
-            ticket += 1
+        ticket = next(self._tickets)  # unique: waiters are told apart by it
         async with state.cond:
             state.queue.append(ticket)
             try:

@@ -89,11 +89,12 @@ async def run_calls(server: Server, sizes: list[int]) -> tuple[AdmissionControl,
 async def test_a_unified_pool_holds_the_sum_of_reservations_to_its_size():
     pool = ServerPool(URL, 4, 1024, 1024, True, "test")
     server = Server(pool)
-    admission, waits = await run_calls(server, [450, 450, 450])
-    assert server.max_in_flight == 2  # the third waited for room
+    admission, waits = await run_calls(server, [450] * 12)
+    assert server.max_in_flight == 2  # never a third: it waits for room
     assert admission.peak[URL] == 900 <= pool.tokens
+    assert len(admission.records) == 12
     assert all(used <= pool.tokens for _, used, _ in admission.records)
-    assert len(waits) == 1 and waits[0].startswith(f"waiting for KV room on {URL}")
+    assert waits and all(w.startswith(f"waiting for KV room on {URL}") for w in waits)
 
 
 async def test_independent_slots_run_fully_in_parallel():
