@@ -7,7 +7,10 @@
 #   ops/llama-server/launch.sh [--ctx 8192] [--parallel 2] ...
 #       the raw form (the tests' 4,096-token slots: --ctx 8192 --parallel 2).
 #   Other options: --host ADDR, --unified (one KV cache shared by all slots, --kv-unified; a
-#   slot may then use up to the whole -c), --threads N, and `-- ARGS` passed to llama-server.
+#   slot may then use up to the whole -c, and concurrent requests share the -c tokens:
+#   collective's admission control then makes specialists take turns instead of overflowing
+#   the pool), --threads N, and `-- ARGS` passed to llama-server. Independent slots (no
+#   --unified) run K specialists fully in parallel: name them `llama-server:URL?kv=per-slot`.
 #
 # llama-server splits -c across the -np slots and caps each slot at the model's training
 # context; collective reads the real per-slot value from /props, and `collective smoke` warns
@@ -36,7 +39,7 @@ while [ $# -gt 0 ]; do
     --threads) threads="$2"; shift 2 ;;
     --unified) unified=1; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "launch.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
