@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from collective.budget.monitor import UsageReport
+    from collective.budget.monitor import Recommendation, UsageReport
 
-__all__ = ["app", "report"]
+__all__ = ["app", "apply_line", "report"]
 
 app = typer.Typer(help="Token budget usage: per-agent reports and profile recommendations.")
 
@@ -113,14 +113,35 @@ def _print(result: UsageReport, path: str) -> None:
         console.print("No recommendations: every profile fits its agents' usage.")
         return
     recs = Table(title="Recommendations")
-    for column in ("agent", "change", "suggestion", "confidence", "reason"):
+    for column in ("agent", "change", "apply", "confidence", "reason"):
         recs.add_column(column, justify="right" if column == "confidence" else "left")
     for r in result.recommendations:
-        if r.suggested_weights is not None:
-            suggestion = ", ".join(f"{s} {w:.2f}" for s, w in r.suggested_weights.items())
-        else:
-            suggestion = r.suggested_profile or "raise budgets"
         recs.add_row(
-            r.agent, f"{r.kind} ({r.profile})", suggestion, f"{r.confidence:.2f}", r.reason
+            r.agent, f"{r.kind} ({r.profile})", apply_line(r), f"{r.confidence:.2f}", r.reason
         )
     console.print(recs)
+    moves = {r.agent: r.suggested_profile for r in result.recommendations if r.suggested_profile}
+    if moves:
+        import json
+
+        lines = "\n".join(f'{agent} = "{profile}"' for agent, profile in moves.items())
+        console.print(
+            "To apply the profile changes, add to your config file (collective.toml):\n"
+            f"[agent_profiles]\n{lines}\n"
+            f"or for one shell: export COLLECTIVE_AGENT_PROFILES='{json.dumps(moves)}'",
+            markup=False,
+            highlight=False,
+        )
+
+
+def apply_line(rec: Recommendation) -> str:
+    """What the user changes to follow `rec`: a config line, or what to do instead."""
+    if rec.suggested_profile:
+        return f'[agent_profiles] {rec.agent} = "{rec.suggested_profile}"'
+    if rec.suggested_weights is not None:
+        weights = ", ".join(f"{s} {w:.2f}" for s, w in rec.suggested_weights.items())
+        return f"scope weights {weights} (no config key for weights yet)"
+    return (
+        f"{rec.agent} is at the largest profile: raise its model's budgets "
+        f"(budgets.<role> in the config) or its output cap"
+    )

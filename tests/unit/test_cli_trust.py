@@ -262,3 +262,26 @@ async def test_the_plan_and_the_judge_have_a_time_limit():
             await asyncio.wait_for(run_council(session, "PETG or ASA?", node, context=ctx), 25)
         assert f"{node} (slow-" in str(caught.value) and "within 0.05 s" in str(caught.value)
         assert "call_timeout_s" in str(caught.value)
+
+
+def test_budget_report_recommendations_are_config_lines_the_user_can_apply(tmp_path):
+    from collective.budget.monitor import BudgetMonitor, UsageLog
+    from collective.budget.profiles import DEFAULT_PROFILES, resolve_budget
+
+    log = UsageLog(tmp_path / "usage.jsonl")
+    narrow = resolve_budget(DEFAULT_PROFILES["specialist-narrow"], "", "medium")
+    for over in [False] * 7 + [True] * 3:  # 3 of 10 calls over budget: upgrade
+        monitor = BudgetMonitor("specialist-1", narrow)
+        monitor.load("agent_patterns", 22_000 if over else 12_000)
+        log.append(monitor.finish())
+    status, out, _ = run(["budget", "report", "--log", str(log.path)], env={"COLUMNS": "200"})
+    assert status == 0
+    assert "upgrade (specialist-narrow)" in out
+    block = out[out.index("To apply") :]
+    assert '[agent_profiles]\nspecialist-1 = "specialist-broad"' in block
+    assert """COLLECTIVE_AGENT_PROFILES='{"specialist-1": "specialist-broad"}'""" in block
+
+    # What it says to write is a valid config that assigns the profile.
+    (tmp_path / "c.toml").write_text('[agent_profiles]\nspecialist-1 = "specialist-broad"\n')
+    status, out, _ = run(["config", "show", "--config", str(tmp_path / "c.toml"), "--json"])
+    assert json.loads(out)["values"]["agent_profiles.specialist-1"] == "specialist-broad"
