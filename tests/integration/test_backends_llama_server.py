@@ -134,9 +134,14 @@ async def test_server_overflow_with_a_stale_window_is_refitted_to_the_servers_n_
         assert await b.context_window() == SLOT
         server.stop()
         server.start(llama_server_argv(llama_server_binary, gguf_path, port, 4096, 2))  # type: ignore[arg-type]
-        # The backend still believes 4,096 (cached); precheck passes, the server says 400.
+        # The window read before the restart (the backend re-reads /props only now and then).
+        async def stale_window() -> int:
+            return SLOT
+
+        b.context_window = stale_window  # type: ignore[method-assign]
         events: list[dict] = []
         call = await ask_notes(b, 16, events)
+        del b.context_window  # the backend's own reading again
         assert [e["report"]["n_ctx"] for e in events if e["type"] == "budget"] == [SLOT, 2048]
         assert call.report.n_ctx == 2048
         assert call.overflow is not None and call.overflow.n_ctx == 2048
