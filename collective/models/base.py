@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -116,16 +115,8 @@ class Backend(ABC):
         tools: Sequence[dict[str, Any]] | None = None,
     ) -> int:
         """Prompt tokens of `messages` (and `tools`) as the server will see them."""
-        n = await asyncio.to_thread((await self.token_counter()).count_messages, messages)
-        return n + (await self.count_tools(tools) if tools else 0)
-
-    async def count_tools(self, tools: Sequence[dict[str, Any]]) -> int:
-        """Tokens the tool schemas add beside the messages (default: their JSON, counted).
-
-        A backend that renders tools through its template overrides this.
-        """
         counter = await self.token_counter()
-        return await asyncio.to_thread(counter.count, json.dumps(list(tools)))
+        return await asyncio.to_thread(counter.count_messages, messages, tools)
 
     @abstractmethod
     async def chat(
