@@ -107,7 +107,6 @@ def assemble(
     node: str,
     model: str,
     notes: Sequence[str] = (),
-    beside_messages: int = 0,
     tools: Sequence[dict[str, Any]] | None = None,
 ) -> AssembledPrompt:
     """Fit `contents` into `plan` and compose the messages.
@@ -121,8 +120,6 @@ def assemble(
         node: The graph node making the call, for the report.
         model: The model name, for the report.
         notes: Extra lines for the report (e.g. why the KB allocation changed).
-        beside_messages: Tokens sent beside the messages (tool schemas); counted in the
-            prompt total, and by the section that holds them.
         tools: Tool schemas sent beside the messages: the prompt total counts them as the
             counter's template renders them (`TokenCounter.count_messages`), exactly where the
             counter renders the server's template (llama-server, llama.cpp in process).
@@ -137,7 +134,7 @@ def assemble(
     limits, fitted = _fit_all(plan, counter, offered)
     for _ in range(_MAX_REFITS):
         messages = compose({name: f.text for name, f in fitted.items()})
-        total = counter.count_messages(messages, tools) + beside_messages
+        total = counter.count_messages(messages, tools)
         excess = total + plan.output_budget - plan.n_ctx
         if excess <= 0:
             return AssembledPrompt(
