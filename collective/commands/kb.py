@@ -31,7 +31,8 @@ def fail(message: str, code: int = 2, *, as_json: bool = False) -> typer.Exit:
     if as_json:
         import json
 
-        error = {"type": "error", "message": message, "exit_code": code}
+        kind = "ConfigError" if code == 2 else "CollectiveError"
+        error = {"type": kind, "message": message, "exit_code": code}
         typer.echo(json.dumps({"error": error}))
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(code)

@@ -38,7 +38,11 @@ def recall(
     ] = "",
 ) -> None:
     """Retrieve KB chunks for QUERY under a budget profile and show them with diagnostics."""
-    from collective.commands.kb import fail
+    from functools import partial
+
+    from collective.commands import kb as kb_command
+
+    fail = partial(kb_command.fail, as_json=json_out)  # with --json, the error object too
 
     if not query.strip():
         raise fail('the query is empty; give a question, e.g. collective recall "PETG drying"')

@@ -55,6 +55,8 @@ def one_error_line(err):
         (["ask", "q", "--json", "--k"], 2, "requires an argument"),
         (["ask", "", "--json"], 2, "the question is empty"),
         (["kb", "list", "--kb", "none.sqlite", "--json"], 2, "no knowledge base at none.sqlite"),
+        (["recall", "q", "--kb", "none.sqlite", "--json"], 2, "no knowledge base at none.sqlite"),
+        (["budget", "report", "--since", "-1", "--json"], 2, "Invalid value for '--since'"),
     ],
 )
 def test_every_failure_with_json_prints_the_error_object(args, code, expected):
