@@ -47,7 +47,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from collective.errors import ConfigError
-from collective.kb.retrieval import Profile
+from collective.kb.profile_names import Profile
 
 if TYPE_CHECKING:
     from collective.budget.plans import ModelBudget

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from collective.commands.options import ConfigOption
+from collective.kb.profile_names import Profile
 
 if TYPE_CHECKING:
     from collective.config import CollectiveConfig, EffectiveConfig
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 __all__ = [
     "CONTRACT_KEYS",
     "CouncilSession",
-    "RetrievalProfile",
     "ask",
     "load_effective",
     "open_session",
@@ -55,15 +55,6 @@ class AnswerMode(StrEnum):
     single = "single"
     self_consistency = "self-consistency"
     self_moa = "self-moa"
-
-
-class RetrievalProfile(StrEnum):
-    """The retrieval profiles a user may ask for."""
-
-    lean = "lean"
-    balanced = "balanced"
-    deep = "deep"
-    auto = "auto"
 
 
 class Interrupted(Exception):
@@ -485,7 +476,7 @@ def ask(
     ] = None,
     config: ConfigOption = None,
     retrieval: Annotated[
-        RetrievalProfile | None, typer.Option("--retrieval", help="Retrieval profile.")
+        Profile | None, typer.Option("--retrieval", help="Retrieval profile.")
     ] = None,
     kb: Annotated[
         Path | None,
@@ -532,7 +523,7 @@ def ask(
             )
         overrides: dict[str, Any] = {
             "k": k,
-            "retrieval": retrieval.value if retrieval else None,
+            "retrieval": retrieval,
             "kb": str(kb) if kb else None,
             "review": review,
         }

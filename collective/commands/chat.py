@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from collective.commands.ask import RetrievalProfile
 from collective.commands.options import ConfigOption
+from collective.kb.profile_names import Profile
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -279,7 +279,7 @@ def chat(
         int | None, typer.Option("--k", min=1, max=64, help="Specialists for /collective.")
     ] = None,
     retrieval: Annotated[
-        RetrievalProfile | None, typer.Option("--retrieval", help="Retrieval profile.")
+        Profile | None, typer.Option("--retrieval", help="Retrieval profile.")
     ] = None,
     kb: Annotated[
         Path | None,
@@ -299,7 +299,7 @@ def chat(
             )
         overrides = {
             "k": k,
-            "retrieval": retrieval.value if retrieval else None,
+            "retrieval": retrieval,
             "kb": str(kb) if kb else None,
         }
         effective = load_effective(config, overrides)

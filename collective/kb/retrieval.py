@@ -41,9 +41,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from collective.errors import ConfigError
+from collective.kb.profile_names import AppliedProfile, Profile
 from collective.kb.sqlite_store import STOPWORDS, query_terms
 from collective.kb.store import Chunk, KnowledgeStore, rank_chunks
 from collective.telemetry import record_retrieval, retrieval_span
@@ -64,10 +65,6 @@ __all__ = [
     "retrieve",
 ]
 
-AppliedProfile = Literal["lean", "balanced", "deep"]
-"""The retrieval profiles: the one definition of their names (config and CLI use it)."""
-Profile = Literal[AppliedProfile, "auto"]
-"""A profile a user may ask for: one of the three, or `auto` (chosen per query)."""
 
 Rewriter = Callable[[str, str], Sequence[str]]
 """An extra query rewriter for deep: `(query, context) -> rewritten queries`."""
