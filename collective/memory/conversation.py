@@ -113,7 +113,9 @@ def long_term_recall(
 ) -> str:
     """Archived episodes of the scope that share words with the question, best first."""
     if store is None:
-        return ""
+        from collective.memory.store import process_store
+
+        store = process_store()
     words = set(re.findall(r"\w{4,}", question.lower()))
     items = store.search(scope.recall_prefix, limit=200)
     scored = []

@@ -9,6 +9,7 @@ Anything else (`mysql://...`, `sqlite://...`) is refused with a `ConfigError`.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sqlite3
@@ -30,6 +31,7 @@ __all__ = [
     "open_default_store",
     "open_sqlite_store",
     "open_store",
+    "process_store",
     "prune_threads",
     "redact",
 ]
@@ -67,6 +69,14 @@ def check_location(value: str | os.PathLike[str], key: str) -> str:
             f"(SQLite) or postgresql://USER:PASSWORD@HOST:PORT/DB for `{key}`"
         )
     return text
+
+
+@functools.cache
+def process_store() -> Any:
+    """The in-memory store L2 uses when none is given: one per process, never a file."""
+    from langgraph.store.memory import InMemoryStore
+
+    return InMemoryStore()
 
 
 def open_sqlite_store(path: str | os.PathLike[str]) -> SqliteStore:

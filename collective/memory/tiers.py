@@ -202,7 +202,7 @@ class TieredMemory:
 
     Args:
         counter: Counts tokens (the model's own counter wherever possible).
-        store: The L2 store; None keeps L2 in a process-local in-memory store (no files).
+        store: The L2 store; None keeps L2 in the process's in-memory store (no files).
         session_id: Names the L2 namespace `("collective", "memory", session_id)` unless
             `namespace` is given.
         namespace: The L2 namespace (e.g. `("collective", "memory", user_id, thread_id)`).
@@ -476,11 +476,11 @@ class TieredMemory:
 
     @property
     def store(self) -> BaseStore:
-        """The L2 store (a process-local in-memory store when none was given)."""
+        """The L2 store (the process's in-memory store when none was given)."""
         if self._store is None:
-            from langgraph.store.memory import InMemoryStore
+            from collective.memory.store import process_store
 
-            self._store = InMemoryStore()
+            self._store = process_store()
         return self._store
 
     def _maintain(self) -> None:
