@@ -84,6 +84,11 @@ def _chat_body(
 
 INPUT_TOKENS_PATH = "/v1/chat/completions/input_tokens"
 
+_LIMITS = httpx.Limits(max_keepalive_connections=16, keepalive_expiry=2.0)
+"""Idle connections are dropped after 2 s, before llama-server's own keep-alive timeout (5 s)
+closes them: a request sent on a connection the server is closing fails with 'Server
+disconnected' (calls waiting for KV room leave connections idle that long)."""
+
 
 class CountRoute:
     """Which way the server counts prompts; learnt once, shared by a backend and its counter.
@@ -177,7 +182,7 @@ class LlamaServerCounter(TokenizerCounter):
         route: CountRoute | None = None,
     ) -> None:
         self.base_url = base_url
-        self._client = httpx.Client(base_url=base_url, timeout=timeout)
+        self._client = httpx.Client(base_url=base_url, timeout=timeout, limits=_LIMITS)
         self.prompt_memo = memo or PromptMemo()
         self.route = route or CountRoute()
         super().__init__("exact:llama-server", self._encode, self._decode)
@@ -470,7 +475,7 @@ class LlamaServerBackend(Backend):
             lambda: httpx.AsyncClient(
                 base_url=self.base_url,
                 timeout=self._timeout,
-                limits=httpx.Limits(max_keepalive_connections=16),
+                limits=_LIMITS,
             )
         )
         self._n_ctx: int | None = None
