@@ -8,8 +8,11 @@ import json
 
 import pytest
 
+from collective.budget.assembly import text_section
 from collective.budget.counting import EstimateCounter
+from collective.budgeted_call import budgeted_call
 from collective.errors import BackendUnavailable, ContextOverflow, PoolExhausted
+from collective.graph.context import CouncilContext
 from collective.models.admission import (
     AdmissionControl,
     ServerPool,
@@ -21,6 +24,7 @@ from collective.models.base import ChatResult, Usage
 from collective.models.llama_server import _http_error
 from collective.models.ollama_api import overflow_from_refusal
 from collective.nodes.retry import is_transient
+from tests.fakes import ScriptedBackend
 
 URL = "http://127.0.0.1:8083"
 
@@ -178,3 +182,43 @@ def test_a_counter_without_a_template_counts_tool_schemas_as_json():
     assert counter.count_messages(messages, tools) == counter.count_messages(
         messages
     ) + counter.count(json.dumps(tools))
+
+
+class CutShort(ScriptedBackend):
+    """Answers with `finish_reason` length after 5 tokens, whatever was reserved."""
+
+    async def chat(self, messages, *, max_tokens, **kwargs):
+        result = await super().chat(messages, max_tokens=max_tokens, **kwargs)
+        usage = Usage(result.usage.prompt_tokens, 5)
+        return ChatResult("cut", usage, result.model, finish_reason="length")
+
+
+async def ask(backend, **kw):
+    return await budgeted_call(
+        CouncilContext(),
+        role="specialist",
+        agent="specialist-1",
+        backend=backend,
+        contents=[text_section("system", "Answer."), text_section("task", "why ASA?")],
+        compose=lambda s: [
+            {"role": "system", "content": s["system"]},
+            {"role": "user", "content": s["task"]},
+        ],
+        question="why ASA?",
+        **kw,
+    )
+
+
+async def test_a_cut_answer_is_in_the_warnings_and_the_budget_report():
+    call = await ask(CutShort())
+    assert any(w.startswith("CUT ANSWER") for w in call.result.warnings)
+    assert any(n.startswith("CUT ANSWER") for n in call.report_dict["notes"])
+
+
+async def test_pool_exhaustion_is_sent_once_more_then_stands():
+    exhausted = PoolExhausted("Context size has been exceeded.")
+    backend = ScriptedBackend(reply="ok", failures=[exhausted])
+    call = await ask(backend)
+    assert call.result.text == "ok" and len(backend.kwargs) == 2
+    with pytest.raises(PoolExhausted):
+        await ask(ScriptedBackend(failures=[exhausted, exhausted]))
