@@ -24,20 +24,15 @@ if TYPE_CHECKING:
     from langgraph.store.sqlite import SqliteStore
 
 __all__ = [
-    "DEFAULT_MEMORY_DB",
     "check_location",
     "is_postgres",
     "open_checkpointer",
-    "open_default_store",
     "open_sqlite_store",
     "open_store",
     "process_store",
     "prune_threads",
     "redact",
 ]
-
-DEFAULT_MEMORY_DB = ".collective/memory.sqlite"
-"""Where L2 lives unless the `store` setting (`COLLECTIVE_STORE`) says otherwise."""
 
 _POSTGRES = ("postgresql://", "postgres://")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -94,11 +89,6 @@ def open_sqlite_store(path: str | os.PathLike[str]) -> SqliteStore:
     store = SqliteStore(conn)
     store.setup()
     return store
-
-
-def open_default_store() -> SqliteStore:
-    """The SQLite store at `$COLLECTIVE_STORE`, else `.collective/memory.sqlite`."""
-    return open_sqlite_store(os.environ.get("COLLECTIVE_STORE") or DEFAULT_MEMORY_DB)
 
 
 def _postgres_modules(key: str) -> Any:
