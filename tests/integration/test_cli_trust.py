@@ -42,7 +42,7 @@ def workdir(tmp_path, monkeypatch, llama_server):
         f'planner = "llama-server:{url}"\njudge = "llama-server:{url}"\nk = 3\n'
         'judge_tools = false\nretrieval = "lean"\nmax_inject = 1\n'
         f'[[specialists]]\nbackend = "llama-server:{url}"\ncount = 1\n'
-        "[output_caps]\nplanner = 24\nspecialist = 64\njudge = 24\n"
+        "[output_caps]\nplanner = 24\nspecialist = 64\njudge = 8\n"
     )
     return tmp_path
 
@@ -72,6 +72,7 @@ def usage_agents(workdir):
     return [json.loads(line)["agent"] for line in log.read_text().splitlines()]
 
 
+@pytest.mark.timeout(900)  # four model calls on a 2-core machine shared by other work
 def test_a_resume_keeps_the_runs_settings_and_ctrl_c_says_stopping(workdir):
     argv = [sys.executable, "-m", "collective.cli", "ask", QUESTION, "--k", "1", "-t", "cc2"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -114,8 +115,11 @@ def test_a_resume_keeps_the_runs_settings_and_ctrl_c_says_stopping(workdir):
     assert "waiting" not in err.split("resuming")[-1]
     assert usage_agents(workdir).count("plan") == 1
     assert not pending_nodes(db, "cc2")
+    # An 8-token verdict stops at its cap: the terminal says so (finish_reason length).
+    assert "✂ the verdict was cut at its output cap (8 tokens" in out
 
 
+@pytest.mark.timeout(900)
 def test_a_failed_run_names_its_thread(workdir):
     text = (workdir / "collective.toml").read_text()
     (workdir / "collective.toml").write_text("specialist_timeout_s = 0.001\n" + text)
@@ -126,6 +130,15 @@ def test_a_failed_run_names_its_thread(workdir):
     lines = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "below the quorum" in lines[0]
     assert f"thread {error['thread_id']}" in lines[0]
+
+
+@pytest.mark.timeout(900)
+def test_chat_turns_are_in_the_usage_log(workdir):
+    result = CliRunner().invoke(app, ["chat", "--thread", "c1"], input="Is PLA food safe?\n/exit\n")
+    assert result.exit_code == 0, result.output
+    assert usage_agents(workdir) == ["chat"]
+    status, out, _ = invoke("budget", "report", "--json")
+    assert status == 0 and [a["agent"] for a in json.loads(out)["agents"]] == ["chat"]
 
 
 def test_preflight_fails_fast_on_a_missing_judge_and_runs_nothing(workdir, llama_server):
