@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -216,7 +217,9 @@ async def _rule(
                 node=agents.JUDGE,
                 backend=backend,
                 contents=[*contents, transcript.section()],
-                compose=transcript.compose(prompt.compose),
+                compose=transcript.compose(
+                    functools.partial(prompt.compose, verify=bool(offer) and not rounds)
+                ),
                 question=state["question"],
                 retrieval_profile=profile,
                 tools=offer.schemas if offer else None,

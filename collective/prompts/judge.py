@@ -21,6 +21,10 @@ SYNTHESIS = """Write the verdict now: a direct answer first, then the reasons, w
 If the verdict settles a choice later questions should build on, end with one line \
 `Decision: <the choice>`."""
 
+VERIFY = """You have knowledge-base tools. Before you rule, check the claim your verdict will \
+rest on: call kb_search (or kb_get for a tag you want in full) once, then write the verdict."""
+"""Asked in the first round when tools are offered: small models otherwise skip verifying."""
+
 
 def task_text(question: str, plan: str, ranking: str = "") -> str:
     """The task framing with the planning context (plan and peer rankings) after it.
@@ -34,8 +38,8 @@ def task_text(question: str, plan: str, ranking: str = "") -> str:
     return text
 
 
-def compose(sections: Mapping[str, str]) -> list[ChatMessage]:
-    """Messages from the fitted sections."""
+def compose(sections: Mapping[str, str], verify: bool = False) -> list[ChatMessage]:
+    """Messages from the fitted sections (`verify`: ask for a tool check before the verdict)."""
     user = [
         f"## Conversation context\n{sections.get('conversation_summary') or '(new conversation)'}",
         f"## Task\n{sections['task']}",
@@ -44,7 +48,7 @@ def compose(sections: Mapping[str, str]) -> list[ChatMessage]:
     ]
     if sections.get("evidence"):
         user.append(f"## Evidence cited by the specialists\n{sections['evidence']}")
-    user.append(f"## Synthesis instructions\n{SYNTHESIS}")
+    user.append(f"## Synthesis instructions\n{VERIFY if verify else SYNTHESIS}")
     # Tools travel beside the messages (the backend's native tool calling), never as text here.
     return [
         {"role": "system", "content": sections["system"]},

@@ -85,3 +85,11 @@ def test_an_unparseable_tool_call_is_invalid_response():
 def test_tool_templates_are_recognised_by_what_they_render():
     assert template_has_tools("{% if tools %}<tools></tools>{% endif %}<tool_call>")
     assert not template_has_tools("{{ '<start_of_turn>' + message.content }}")
+
+
+def test_the_judge_is_asked_to_verify_only_while_tools_are_offered():
+    from collective.prompts import judge as prompt
+
+    sections = {"system": "s", "task": "q"}
+    assert "call kb_search" in prompt.compose(sections, verify=True)[-1]["content"]
+    assert "kb_search" not in prompt.compose(sections)[-1]["content"]
