@@ -125,3 +125,56 @@ def test_progress_view_shows_the_verdict_as_it_is_written_and_specialist_rates()
     view.verdict_lines = 0  # as when the live view closes: the result shows the verdict
     console.print(view.render())
     assert console.export_text().count("ASA holds up.") == 0
+
+
+def test_llama_server_events_assemble_tool_calls_and_reasoning_from_fragments():
+    import json
+
+    from collective.models.llama_server import _StreamedReply, parse_chat_response
+
+    def event(delta=None, **extra):
+        choices = [] if delta is None else [{"index": 0, "delta": delta, **extra}]
+        return "data: " + json.dumps({"model": "qwen", "choices": choices})
+
+    lines = [
+        event({"role": "assistant", "content": None}),
+        event({"reasoning_content": "Check the "}),
+        event({"reasoning_content": "KB first."}),
+        event(
+            {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "kb_", "arguments": ""}}]}
+        ),
+        event(
+            {"tool_calls": [{"index": 0, "function": {"name": "search", "arguments": '{"q": '}}]}
+        ),
+        event({"tool_calls": [{"index": 0, "function": {"arguments": '"PETG"}'}}]}),
+        event({"tool_calls": [{"index": 1, "id": "c2", "function": {"name": "kb_get"}}]}),
+        event({"tool_calls": [{"index": 1, "function": {"arguments": '{"id": "mem_1"}'}}]}),
+        event({}, finish_reason="tool_calls"),
+        "",
+        'data: {"choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": 9}, '
+        '"timings": {"predicted_n": 9}}',
+        "data: [DONE]",
+    ]
+    reply = _StreamedReply("http://h:1")
+    pieces = [d for d in (reply.feed(line) for line in lines) if d is not None]
+    assert [p.reasoning for p in pieces] == ["Check the ", "KB first."]
+    result = parse_chat_response(reply.body(), url="http://h:1", wall_ms=1.0)
+    assert result.reasoning == "Check the KB first."
+    assert [(c.id, c.name, c.arguments) for c in result.tool_calls] == [
+        ("c1", "kb_search", {"q": "PETG"}),
+        ("c2", "kb_get", {"id": "mem_1"}),
+    ]
+    assert result.finish_reason == "tool_calls"
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (40, 9)
+    assert result.timings["predicted_n"] == 9.0
+
+
+def test_an_error_inside_the_event_stream_is_a_backend_error():
+    import pytest
+
+    from collective.errors import BackendUnavailable
+    from collective.models.llama_server import _StreamedReply
+
+    reply = _StreamedReply("http://h:1")
+    with pytest.raises(BackendUnavailable, match="the slot crashed"):
+        reply.feed('data: {"error": {"code": 500, "message": "the slot crashed"}}')
