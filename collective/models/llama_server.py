@@ -493,10 +493,17 @@ class LlamaServerBackend(Backend):
         self, method: str, path: str, body: dict[str, Any] | None = None
     ) -> tuple[int, Any]:
         client: httpx.AsyncClient = self._clients.get()
-        try:
-            response = await client.request(method, path, json=body)
-        except httpx.HTTPError as exc:
-            raise self._transport_error(exc) from exc
+        for attempt in (1, 2):
+            try:
+                response = await client.request(method, path, json=body)
+                break
+            except httpx.RemoteProtocolError as exc:
+                # The server closed a pooled keep-alive connection as the request went out:
+                # nothing was processed, so it is sent once more on a fresh connection.
+                if attempt == 2 or "without sending a response" not in str(exc):
+                    raise self._transport_error(exc) from exc
+            except httpx.HTTPError as exc:
+                raise self._transport_error(exc) from exc
         return response.status_code, parse_json(response, server=_SERVER, url=self.base_url)
 
     def _transport_error(self, exc: httpx.HTTPError) -> BackendError:
@@ -692,6 +699,13 @@ class LlamaServerBackend(Backend):
                         break
                     await response.aread()
                     data = parse_json(response, server=_SERVER, url=self.base_url)
+            except httpx.RemoteProtocolError as exc:
+                # A pooled connection closed by the server as the request went out (nothing
+                # was processed or streamed yet): once more on a fresh connection.
+                fresh = "without sending a response" in str(exc) and reply.finish_reason is None
+                if attempt == 2 or not fresh or any(reply.text):
+                    raise self._transport_error(exc) from exc
+                continue
             except httpx.HTTPError as exc:
                 raise self._transport_error(exc) from exc
             if response.status_code != 503 or attempt == 2:
