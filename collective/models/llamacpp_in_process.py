@@ -109,9 +109,23 @@ def template_has_tools(template: str) -> bool:
     return "tools" in template and "<tool_call>" in template
 
 
+def _json_object(raw: str) -> Any:
+    """`raw` as JSON, or `{{...}}` with one brace layer off.
+
+    Models copy the doubled braces from templates that show the call format that way
+    (Qwen2.5-Coder's GGUF template does).
+    """
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        if raw.startswith("{{") and raw.endswith("}}"):
+            return json.loads(raw[1:-1])
+        raise
+
+
 def _call_from_json(raw: str, model: str) -> tuple[str, dict[str, Any]]:
     try:
-        data = json.loads(raw)
+        data = _json_object(raw)
         name, arguments = data["name"], data.get("arguments", {})
         if isinstance(arguments, str):
             arguments = json.loads(arguments)
@@ -146,7 +160,7 @@ def parse_tool_calls(
     else:
         fenced = FENCED_CALL.match(text)
         try:
-            data = json.loads(fenced.group(1)) if fenced else None
+            data = _json_object(fenced.group(1)) if fenced else None
         except json.JSONDecodeError:
             data = None
         if not (isinstance(data, dict) and data.get("name") in names):

@@ -73,6 +73,8 @@ def test_fenced_json_is_a_call_only_for_an_offered_tool():
     fenced = '```json\n{"name": "kb_search", "arguments": {"query": "hot car"}}\n```'
     assert parse_tool_calls(fenced, "m", ["kb_search"])[1][0].name == "kb_search"
     assert parse_tool_calls(fenced, "m", ["kb_get"]) == (fenced, [])
+    doubled = '{{"name": "kb_search", "arguments": {"query": "PETG"}}}'  # copied from a template
+    assert parse_tool_calls(doubled, "m", ["kb_search"])[1][0].arguments == {"query": "PETG"}
     plain = "PETG softens near 80 C [KB#mem_1]."
     assert parse_tool_calls(plain, "m", ["kb_search"]) == (plain, [])
 
