@@ -134,6 +134,7 @@ async def test_server_overflow_with_a_stale_window_is_refitted_to_the_servers_n_
         assert await b.context_window() == SLOT
         server.stop()
         server.start(llama_server_argv(llama_server_binary, gguf_path, port, 4096, 2))  # type: ignore[arg-type]
+
         # The window read before the restart (the backend re-reads /props only now and then).
         async def stale_window() -> int:
             return SLOT
