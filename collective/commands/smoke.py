@@ -3,7 +3,9 @@
 For every configured server: it answers and is healthy; the configured model exists
 (llama-server `/props`, Ollama `/api/tags`, a GGUF file in process). For every role: the real
 context versus the role's budget preset, with a loud warning when a slot is smaller than the
-preset (a 32K specialist preset on a 4K slot is scaled to an eighth). Then one council run that
+preset (a 32K specialist preset on a 4K slot is scaled to an eighth). For every server: its KV
+pool (slots, pool size, unified or not), with a warning when the K specialists on it need more
+than the pool at once (admission control then makes them take turns). Then one council run that
 must finish with no HTTP 400/500, every specialist answering, and a budget report for every
 model call that fits its context. Exit code 0 only when nothing failed (`--strict`: and
 nothing warned).
@@ -129,6 +131,38 @@ async def _context(config: CollectiveConfig, role: str, backend: Backend) -> Che
     )
 
 
+async def _pool(config: CollectiveConfig, backend: Backend, members: int) -> Check:
+    """The server's KV pool; a warning when the specialists on it cannot all run at once."""
+    from collective.errors import CollectiveError
+
+    try:
+        pool = await backend.pool()
+    except CollectiveError as exc:
+        return Check("pool", backend.spec, "fail", str(exc))
+    if pool is None:
+        return Check("pool", backend.spec, "pass", "no pool reported: calls are sent at once")
+    detail = pool.describe()
+    if not members:
+        return Check("pool", backend.spec, "pass", detail)
+    plan = config.budget_plan("specialist").fit_to_context(pool.slot_ctx)
+    caps = [config.council_context().output_caps.get("specialist"), backend.output_cap]
+    per_call = plan.prompt_budget + min([plan.output_budget, *(c for c in caps if c)])
+    need = members * per_call
+    if need <= pool.tokens and members <= pool.slots:
+        return Check(
+            "pool", backend.spec, "pass", f"{detail}; {members} x {per_call:,} = {need:,} fit"
+        )
+    return Check(
+        "pool",
+        backend.spec,
+        "warn",
+        f"POOL SMALLER THAN THE COUNCIL: {detail}; {members} specialists x {per_call:,} tokens = "
+        f"{need:,}. Admission control makes them take turns (no HTTP 500), so they do not all "
+        f"run at once. For parallel specialists give each its own slot: llama-server -np "
+        f"{members} -c $(({pool.slot_ctx}*{members})) and the spec ...?kv=per-slot.",
+    )
+
+
 async def _council(config: CollectiveConfig, question: str) -> list[Check]:
     """One council run on a throwaway thread (in memory: the user's threads stay untouched)."""
     from dataclasses import replace
@@ -211,6 +245,10 @@ async def run_checks(
             for spec in dict.fromkeys(role_specs):
                 if spec in healthy:
                     checks.append(await _context(config, role, backends[spec]))
+        for spec in backends:
+            if spec in healthy:
+                members = roles.get("specialist", []).count(spec)
+                checks.append(await _pool(config, backends[spec], members))
         if council:
             if any(c.status == "fail" for c in checks):
                 checks.append(

@@ -30,14 +30,14 @@ def workdir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def config(tmp_path, llama_url, ollama_url, model=OLLAMA_MODEL):
+def config(tmp_path, llama_url, ollama_url, model=OLLAMA_MODEL, kv=""):
     path = tmp_path / "deploy.toml"
     path.write_text(
-        f'planner = "llama-server:{llama_url}"\n'
+        f'planner = "llama-server:{llama_url}{kv}"\n'
         f'judge = "ollama:{model}@{ollama_url}"\n'
         f'chat = "ollama:{model}@{ollama_url}"\n'
         "k = 2\n"
-        f'[[specialists]]\nbackend = "llama-server:{llama_url}"\ncount = 2\n'
+        f'[[specialists]]\nbackend = "llama-server:{llama_url}{kv}"\ncount = 2\n'
         "[output_caps]\nplanner = 16\nspecialist = 32\njudge = 32\nchat = 32\n"
     )
     return path
@@ -49,7 +49,8 @@ def smoke(*args):
 
 
 def test_smoke_passes_and_warns_loudly_about_small_slots(workdir, llama_server, ollama_server):
-    path = config(workdir, llama_server.url, ollama_server.url)
+    # -np 2 without --kv-unified: independent slots, said so in the spec.
+    path = config(workdir, llama_server.url, ollama_server.url, kv="?kv=per-slot")
     code, report, result = smoke("--config", str(path))
     assert code == 0, result.output
     checks = {(c["check"], c["target"]): c for c in report["checks"]}
@@ -63,12 +64,25 @@ def test_smoke_passes_and_warns_loudly_about_small_slots(workdir, llama_server, 
     assert slot["status"] == "warn"
     assert "SLOT SMALLER THAN PRESET: n_ctx 4,096 < specialist preset 32,768" in slot["detail"]
     assert "-c $((32768*K)) -np K" in slot["detail"]
+    pool = checks[("pool", f"llama-server:{llama_server.url}")]
+    assert pool["status"] == "pass" and "2 independent slots of 4,096 tokens" in pool["detail"]
+    assert checks[("pool", ollama_spec)]["status"] == "pass"  # no specialist there
     judge = checks[("context", f"judge @ {ollama_spec}")]
     assert judge["status"] == "warn" and "judge preset 131,072" in judge["detail"]
     assert checks[("council run", "k=2")]["status"] in ("pass", "warn")
     assert checks[("budget reports", "k=2")]["status"] == "pass"
     assert not [c for c in report["checks"] if c["status"] == "fail"]
     assert report["ok"] is True
+
+    # Unsaid, two slots are read as one pool of 4,096 tokens: two specialists of ~3,000 would
+    # take turns, and smoke says so.
+    path = config(workdir, llama_server.url, ollama_server.url)
+    _, report, _ = smoke("--config", str(path), "--no-council")
+    checks = {(c["check"], c["target"]): c for c in report["checks"]}
+    pool = checks[("pool", f"llama-server:{llama_server.url}")]
+    assert pool["status"] == "warn" and "POOL SMALLER THAN THE COUNCIL" in pool["detail"]
+    assert "2 slots sharing one 4,096-token KV pool" in pool["detail"]
+    assert "?kv=per-slot" in pool["detail"]
 
     strict = CliRunner().invoke(app, ["smoke", "--config", str(path), "--strict", "--no-council"])
     assert strict.exit_code == 1  # warnings fail under --strict
