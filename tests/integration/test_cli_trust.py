@@ -42,7 +42,7 @@ def workdir(tmp_path, monkeypatch, llama_server):
         f'planner = "llama-server:{url}"\njudge = "llama-server:{url}"\nk = 3\n'
         'judge_tools = false\nretrieval = "lean"\nmax_inject = 1\n'
         f'[[specialists]]\nbackend = "llama-server:{url}"\ncount = 1\n'
-        "[output_caps]\nplanner = 24\nspecialist = 64\njudge = 8\n"
+        "[output_caps]\nplanner = 24\nspecialist = 64\njudge = 8\nchat = 16\n"
     )
     return tmp_path
 
