@@ -195,7 +195,10 @@ def score(question: Question, answer: str) -> bool:
     if not answer.strip() or is_parrot(answer):
         return False
     if question.kind == "comparison":
-        low = answer.lower()
+        names = "|".join(re.escape(n.lower()) for n in (question.winner, question.loser))
+        # "between A and B", "A or B": a restated pair names no winner
+        pair = rf"(?:{names})\s*,?\s*(?:or|and|vs\.?|versus)\s*(?:{names})"
+        low = re.sub(pair, " ", answer.lower())
         win, lose = low.find(question.winner.lower()), low.find(question.loser.lower())
         return win >= 0 and (lose < 0 or win < lose)
     stated = _numbers(answer)
@@ -349,7 +352,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     caps = {"specialist": args.specialist_cap, "judge": args.judge_cap}
     with tempfile.TemporaryDirectory() as tmp:
         kb, by_ref = open_kb(Path(tmp))
-        questions = subset(build_questions(by_ref), args.questions)
+        questions = build_questions(by_ref)
+        if args.ids:
+            questions = [q for q in questions if q.id in args.ids]
+        questions = subset(questions, args.questions)
         ctx = context(kb, caps, args.k)
         started = time.perf_counter()
         try:
@@ -372,13 +378,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--judge-cap", type=int, default=192)
     parser.add_argument("--json", action="store_true", help="print everything as JSON")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument("--ids", type=lambda s: s.split(","), help="only these question ids")
     parser.add_argument("--rows", type=Path, help="append each row here as it is made (JSONL)")
     parser.add_argument(
         "--summarise", type=Path, help="only summarise a rows file (questions every arm finished)"
     )
     args = parser.parse_args(argv)
     if args.summarise:
-        print(table(summarise(completed(args.summarise))))
+        with tempfile.TemporaryDirectory() as tmp:
+            by_id = {q.id: q for q in build_questions(open_kb(Path(tmp))[1])}
+        rows = completed(args.summarise)
+        for arm_rows in rows.values():  # scored again: the scoring may have been fixed since
+            for row in arm_rows:
+                row["correct"] = score(by_id[row["question"]], row["answer"])
+        print(table(summarise(rows)))
         return
     unknown = [a for a in args.arms if a not in MODES]
     if unknown:

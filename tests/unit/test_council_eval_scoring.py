@@ -50,6 +50,9 @@ def test_comparisons_need_the_winner_named_first():
     assert ce.score(q, "c110 copper (8.96 g/cm3).")
     assert not ce.score(q, "O1 tool steel is lighter than C110 copper... ")
     assert not ce.score(q, "Neither.")
+    # restating the pair names no winner; the conclusion does
+    assert not ce.score(q, "Between C110 copper and O1 tool steel, O1 tool steel is denser.")
+    assert ce.score(q, "Comparing C110 copper or O1 tool steel: C110 copper is denser.")
 
 
 def test_paired_bootstrap_interval():
