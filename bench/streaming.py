@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -76,6 +77,9 @@ def main() -> None:
         review=False,
     )
     judge = ctx.judge if isinstance(ctx.judge, str) else ctx.judge[0]
+    override = os.environ.get("COLLECTIVE_EMBEDDED_MODEL")
+    if override:
+        judge += f", every embedded role on {override}"
     print(
         f"streaming: embedded default (judge {judge}), k={args.k}, judge cap {args.judge_cap} "
         f"tokens, {args.runs} runs (the first loads the models)"
