@@ -148,13 +148,16 @@ def fit_plan(
     kb_factor: float = 1.0,
     output_cap: int | None = None,
     memory: AgentBudget | None = None,
+    keep_tools: bool = False,
 ) -> tuple[ModelBudget, list[str]]:
     """The role's budget plan fitted to `n_ctx`, capped and with its KB allocation scaled.
 
     The answer cap is the smallest of the role's configured cap, the backend's own
     (`Backend.output_cap`) and the call's `output_cap`. With the agent's `memory` budget, the
     sections of its conversation memory (L1/L0 summary and L2 recall, the `agent_recent` scope)
-    get at most that scope's share of it.
+    get at most that scope's share of it. A larger KB allocation draws on the `tools` section
+    only when the call has no tool content (`keep_tools`): tool results must not be cut to
+    nothing to make room for chunks.
 
     Raises:
         ConfigError: The role names an unknown preset.
@@ -172,7 +175,7 @@ def fit_plan(
     notes = []
     if kb_factor != 1.0 and "kb_chunks" in plan.sections:
         before = plan.sections["kb_chunks"]
-        plan = plan.resize("kb_chunks", kb_factor)
+        plan = plan.resize("kb_chunks", kb_factor, donors=() if keep_tools else ("tools",))
         notes.append(
             f"kb_chunks {before} -> {plan.sections['kb_chunks']} (retrieval profile x{kb_factor:g})"
         )
@@ -332,7 +335,10 @@ async def _fit_and_send(
     overflow: ContextOverflow | None = None
     exhausted: PoolExhausted | None = None
     while True:
-        plan, notes = fit_plan(settings, role, backend, n_ctx, kb_factor, output_cap, memory)
+        keep_tools = any(c.name == "tools" for c in contents)
+        plan, notes = fit_plan(
+            settings, role, backend, n_ctx, kb_factor, output_cap, memory, keep_tools
+        )
         prompt = await asyncio.to_thread(
             assemble,
             plan,

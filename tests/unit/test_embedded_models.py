@@ -95,3 +95,20 @@ def test_the_judge_is_asked_to_verify_only_while_tools_are_offered():
     sections = {"system": "s", "task": "q"}
     assert "call kb_search" in prompt.compose(sections, verify=True)[-1]["content"]
     assert "kb_search" not in prompt.compose(sections)[-1]["content"]
+
+
+def test_a_deep_kb_allocation_never_takes_the_judges_tool_results():
+    # The demo's judge saw its kb_search result cut to nothing (tools 169/0): the deep profile's
+    # larger KB share had drawn the whole tools section.
+    from types import SimpleNamespace
+
+    from collective.budgeted_call import fit_plan
+    from collective.kb.retrieval import kb_allocation_factor
+
+    backend = SimpleNamespace(spec="embedded", output_cap=512)
+    factor = kb_allocation_factor("deep")
+    assert factor > 1
+    ctx = CouncilContext()
+    plain, _ = fit_plan(ctx, "judge", backend, 32_768, factor)  # type: ignore[arg-type]
+    kept, _ = fit_plan(ctx, "judge", backend, 32_768, factor, keep_tools=True)  # type: ignore[arg-type]
+    assert plain.sections["tools"] < kept.sections["tools"] == 2_500
