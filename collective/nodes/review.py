@@ -49,7 +49,7 @@ async def review(task: ReviewTask, runtime: Runtime[CouncilContext]) -> dict[str
             ],
             compose=prompt.compose,
             question=task["question"],
-            json_schema=prompt.PeerRanking.model_json_schema(),
+            json_schema=prompt.ranking_schema(list(shown)),
             output_cap=REVIEW_OUTPUT_CAP,
         )
         update["budgets"] = [call.report_dict]

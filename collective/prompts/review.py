@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -20,6 +21,22 @@ class PeerRanking(BaseModel):
 
     ranking: list[str] = Field(description="Every response label, best first.")
     reason: str = Field(default="", description="One sentence on the top choice.")
+
+
+def ranking_schema(shown: list[str]) -> dict[str, Any]:
+    """`PeerRanking`'s JSON schema with `ranking` held to the labels shown, each once in size.
+
+    Under a grammar built from it a small model ranks every response (an empty ranking, which
+    the plain schema allows, is what Qwen2.5-Coder 0.5B wrote).
+    """
+    schema = PeerRanking.model_json_schema()
+    schema["properties"]["ranking"] = {
+        **schema["properties"]["ranking"],
+        "items": {"type": "string", "enum": shown},
+        "minItems": len(shown),
+        "maxItems": len(shown),
+    }
+    return schema
 
 
 def labels(n: int) -> list[str]:

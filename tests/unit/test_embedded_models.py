@@ -112,3 +112,11 @@ def test_a_deep_kb_allocation_never_takes_the_judges_tool_results():
     plain, _ = fit_plan(ctx, "judge", backend, 32_768, factor)  # type: ignore[arg-type]
     kept, _ = fit_plan(ctx, "judge", backend, 32_768, factor, keep_tools=True)  # type: ignore[arg-type]
     assert plain.sections["tools"] < kept.sections["tools"] == 2_500
+
+
+def test_a_reviewer_must_rank_every_response_it_was_shown():
+    from collective.prompts.review import ranking_schema
+
+    ranking = ranking_schema(["Response A", "Response B"])["properties"]["ranking"]
+    assert ranking["items"]["enum"] == ["Response A", "Response B"]
+    assert ranking["minItems"] == ranking["maxItems"] == 2
