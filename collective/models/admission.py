@@ -95,7 +95,7 @@ class ServerPool:
             )
         else:
             shape = f"{self.slots} independent slots of {self.slot_ctx:,} tokens"
-        return f"{self.server}: {shape} [{self.source}]"
+        return f"{self.server}: {shape}; read from {self.source}"  # no [..]: rich markup
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -43,6 +43,7 @@ def test_several_slots_are_read_as_one_unified_pool_unless_told_otherwise():
     unified = llama_server_pool(props(8192, 4), None, server=URL)
     assert (unified.slots, unified.tokens, unified.unified) == (4, 8192, True)
     assert "unified" in unified.describe()
+    assert "[" not in unified.describe()  # the smoke table reads [..] as rich markup
     per_slot = llama_server_pool(props(4096, 2), None, server=URL, kv="per-slot")
     assert (per_slot.tokens, per_slot.unified) == (8192, False)
 
