@@ -271,7 +271,9 @@ def _table(checks: Sequence[Check]) -> Any:
         table.add_column(column)
     table.add_column("detail", overflow="fold")
     for c in checks:
-        table.add_row(c.check, c.target, Text(c.status.upper(), style=styles[c.status]), c.detail)
+        # Details quote servers' words ([/props+/slots ...]): plain text, never markup.
+        status = Text(c.status.upper(), style=styles[c.status])
+        table.add_row(c.check, Text(c.target), status, Text(c.detail))
     return table
 
 

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shlex
+import time
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,9 @@ def test_every_usage_command_runs(tmp_path, monkeypatch, llama_server):
     )
     for argv in usage_commands():
         args = ["Is PLA food safe?" if a == "..." else a for a in argv[1:]]
+        started = time.monotonic()
         status, out, err = run(args, stdin="/exit\n" if args[0] == "chat" else None)
+        print(f"{shlex.join(argv)}: exit {status} in {time.monotonic() - started:.0f} s")
         assert status == 0, f"{shlex.join(argv)} exited {status}: {err[-2000:]}"
         assert "Traceback" not in err
         if "--json" in args:
