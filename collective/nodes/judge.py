@@ -87,9 +87,22 @@ class ToolTranscript:
         return lambda sections: [*base(sections), *self.messages()]
 
     def messages(self) -> list[ChatMessage]:
-        """The assistant tool-call messages and tool results, round by round."""
+        """The assistant tool-call messages and tool results, round by round.
+
+        In the final round no tools are offered: the rounds are then told as plain text (one
+        assistant turn naming the calls, one user turn with the results), since a small model
+        shown tool-call turns keeps writing tool calls instead of the verdict.
+        """
         out: list[ChatMessage] = []
         fitted = iter(self.fitted)
+        if self.rounds and not self.schema_text:
+            made = [call for round_calls in self.rounds for call, _ in round_calls]
+            asked = "; ".join(f"{c.name}({json.dumps(c.arguments)})" for c in made)
+            results = "\n\n".join(f"{c.name} result:\n{next(fitted)}" for c in made)
+            return [
+                {"role": "assistant", "content": f"I checked the knowledge base: {asked}"},
+                {"role": "user", "content": f"{results}\n\nNow write the verdict (no tool call)."},
+            ]
         for calls in self.rounds:
             out.append(
                 {

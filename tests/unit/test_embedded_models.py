@@ -120,3 +120,17 @@ def test_a_reviewer_must_rank_every_response_it_was_shown():
     ranking = ranking_schema(["Response A", "Response B"])["properties"]["ranking"]
     assert ranking["items"]["enum"] == ["Response A", "Response B"]
     assert ranking["minItems"] == ranking["maxItems"] == 2
+
+
+def test_the_final_no_tool_round_tells_the_tool_rounds_as_text():
+    # Shown tool-call turns in the final round, the 1.5B judge kept writing kb_search calls as
+    # its verdict until the cap: without tools on offer the rounds are plain text.
+    from collective.models.base import ToolCall
+    from collective.nodes.judge import ToolTranscript
+
+    rounds = [[(ToolCall("call_0", "kb_search", {"query": "PETG"}), "[KB#mem_1] PETG ...")]]
+    offered = ToolTranscript(rounds, [{"type": "function"}]).messages()
+    assert offered[0]["tool_calls"] and offered[1]["role"] == "tool"
+    final = ToolTranscript(rounds, []).messages()
+    assert [m["role"] for m in final] == ["assistant", "user"]
+    assert "tool_calls" not in final[0] and "[KB#mem_1] PETG" in final[1]["content"]
