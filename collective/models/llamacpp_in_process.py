@@ -174,11 +174,6 @@ _OPEN, _CLOSE = "\ue000", "\ue001"
 _SPAN = re.compile(f"{_OPEN}(.*?){_CLOSE}", re.DOTALL)
 
 
-_OPEN, _CLOSE = "\ue000", "\ue001"
-"""Private-use sentinels that mark message content in a render (see `GGUFChat._content_spans`)."""
-_SPAN = re.compile(f"{_OPEN}(.*?){_CLOSE}", re.DOTALL)
-
-
 class GGUFChat:
     """A GGUF's tokenizer and chat template, rendering prompts as `llama-server` does.
 
