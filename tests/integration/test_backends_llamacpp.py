@@ -54,7 +54,7 @@ async def test_concurrent_chats_are_serialised_and_all_answered(
 async def test_tools_are_refused_honestly(shared_backend: LlamaCppBackend) -> None:
     assert not shared_backend.supports_tools
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
-    with pytest.raises(ConfigError, match="does not support tools"):
+    with pytest.raises(ConfigError, match="has no tool calling"):
         await shared_backend.chat(SHORT, max_tokens=4, tools=[tool])
 
 
