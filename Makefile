@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check unit integration bench eval llama-server clean
+.PHONY: demo test check unit integration bench eval real-council llama-server clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ bench: $(STAMP)
 
 # Council vs one model on the 85-question KB-grounded QA set, all five arms (bench/README.md:
 # hours on two CPU cores). A subset: make eval EVAL_ARGS="--questions 12".
+# The real embedded council end to end (Qwen 0.5B members, 1.5B judge): about 10 minutes.
+real-council: $(STAMP)
+	COLLECTIVE_REAL_COUNCIL=1 $(BIN)/pytest -q tests/integration/test_embedded_council.py
+
 eval: $(STAMP)
 	$(BIN)/python bench/council_eval.py --out bench/council_eval.json $(EVAL_ARGS)
 

@@ -5,12 +5,21 @@ tool call parsed in process, and the peer-review rankings are the 0.5B model's J
 capped small so the run takes a few minutes on two CPU cores.
 """
 
+import os
+
 import pytest
 
 from collective.graph import CouncilContext, build_graph
 from collective.models.registry import close_all
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    # About 10 minutes of two real models on two CPU cores: `make real-council`, not `make test`.
+    pytest.mark.skipif(
+        not os.environ.get("COLLECTIVE_REAL_COUNCIL"),
+        reason="the real Qwen council is slow; run it with make real-council",
+    ),
+]
 
 QUESTION = "Which filament should I use for a part that sits in a hot car, and why?"
 
