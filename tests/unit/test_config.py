@@ -173,7 +173,7 @@ def test_reference_deployment_config_is_valid():
     repo = Path(__file__).resolve().parents[2]
     config = load_config(repo / "ops" / "collective.toml").config
     assert config.members == 3
-    assert config.specialist_backends == ["llama-server:http://127.0.0.1:8083"] * 3
+    assert config.specialist_backends == ["llama-server:http://127.0.0.1:8083?kv=per-slot"] * 3
     assert config.judge == "ollama:gpt-oss-120b-judge@http://127.0.0.1:11434"
     assert config.budget_plan("specialist").n_ctx == 32768
     assert config.budget_plan("judge").n_ctx == 131072
