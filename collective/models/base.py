@@ -118,7 +118,6 @@ class Backend(ABC):
         counter = await self.token_counter()
         return await asyncio.to_thread(counter.count_messages, messages, tools)
 
-    @abstractmethod
     async def chat(
         self,
         messages: Sequence[ChatMessage],
@@ -130,7 +129,7 @@ class Backend(ABC):
         tools: Sequence[dict[str, Any]] | None = None,
         tool_choice: str | None = None,
     ) -> ChatResult:
-        """Complete a chat.
+        """Complete a chat: `stream`, drained (a backend overrides `stream`, or this).
 
         `tool_choice` (`auto`, `required`, `none`) is honoured where the server has it
         (llama-server); other backends leave the choice to the model.
@@ -141,6 +140,17 @@ class Backend(ABC):
             BackendTimeout: No answer in time.
             InvalidResponse: An answer collective cannot interpret.
         """
+        return await collect(
+            self.stream(
+                messages,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                stop=stop,
+                json_schema=json_schema,
+                tools=tools,
+                tool_choice=tool_choice,
+            )
+        )
 
     async def stream(
         self,

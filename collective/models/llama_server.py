@@ -47,7 +47,6 @@ from collective.models.base import (
     Health,
     ToolCall,
     Usage,
-    collect,
 )
 from collective.models.special_tokens import escape_messages, escape_specials
 
@@ -717,30 +716,6 @@ class LlamaServerBackend(Backend):
         if count_ms is not None:
             result.timings["count_ms"] = count_ms
         yield ChatDelta(result=result)
-
-    async def chat(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        max_tokens: int,
-        temperature: float = 0.2,
-        stop: Sequence[str] | None = None,
-        json_schema: dict[str, Any] | None = None,
-        tools: Sequence[dict[str, Any]] | None = None,
-        tool_choice: str | None = None,
-    ) -> ChatResult:
-        """Complete a chat through `/v1/chat/completions`: `stream`, drained."""
-        return await collect(
-            self.stream(
-                messages,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                stop=stop,
-                json_schema=json_schema,
-                tools=tools,
-                tool_choice=tool_choice,
-            )
-        )
 
     async def _check_fits(
         self,

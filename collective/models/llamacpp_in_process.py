@@ -40,7 +40,6 @@ from collective.models.base import (
     Health,
     ToolCall,
     Usage,
-    collect,
 )
 from collective.models.special_tokens import escape_messages
 
@@ -756,30 +755,6 @@ class LlamaCppBackend(Backend):
                 yield ChatDelta(value)
         finally:
             cancel.set()  # the consumer is gone (or done): the worker stops at its next token
-
-    async def chat(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        max_tokens: int,
-        temperature: float = 0.2,
-        stop: Sequence[str] | None = None,
-        json_schema: dict[str, Any] | None = None,
-        tools: Sequence[dict[str, Any]] | None = None,
-        tool_choice: str | None = None,
-    ) -> ChatResult:
-        """Complete a chat: `stream`, drained."""
-        return await collect(
-            self.stream(
-                messages,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                stop=stop,
-                json_schema=json_schema,
-                tools=tools,
-                tool_choice=tool_choice,
-            )
-        )
 
     async def health(self) -> Health:
         """Ready when the model is loaded or its file is present (loading is lazy)."""

@@ -65,7 +65,6 @@ from collective.models.base import (
     Health,
     ToolCall,
     Usage,
-    collect,
 )
 from collective.models.special_tokens import escape_messages
 
@@ -582,30 +581,6 @@ class OllamaBackend(Backend):
         )
         result = self._result(final, counted, content, counter, num_ctx, messages, wall_ms)
         yield ChatDelta(result=result)
-
-    async def chat(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        max_tokens: int,
-        temperature: float = 0.2,
-        stop: Sequence[str] | None = None,
-        json_schema: dict[str, Any] | None = None,
-        tools: Sequence[dict[str, Any]] | None = None,
-        tool_choice: str | None = None,
-    ) -> ChatResult:
-        """Complete a chat through `/api/chat`: `stream`, drained."""
-        return await collect(
-            self.stream(
-                messages,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                stop=stop,
-                json_schema=json_schema,
-                tools=tools,
-                tool_choice=tool_choice,
-            )
-        )
 
     def _result(
         self,
