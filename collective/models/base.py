@@ -208,8 +208,9 @@ async def collect(
     """Drain a `Backend.stream`, handing each piece to `on_delta`, and return its result.
 
     The stream is closed on the way out, also when the caller is cancelled, which stops the
-    generation. The result's `timings` gain `ttft_ms`: milliseconds from the first request for
-    a piece to the first answer or reasoning text (absent when nothing was written).
+    generation. The result's `timings` gain `ttft_ms`: milliseconds from sending the request
+    (the start of the backend's `wall_ms`, else the first request for a piece) to the first
+    answer or reasoning text (absent when nothing was written).
 
     Args:
         deltas: What `Backend.stream` returned.
@@ -225,7 +226,12 @@ async def collect(
         async for delta in pieces:
             if delta.result is not None:
                 if first is not None:
-                    delta.result.timings.setdefault("ttft_ms", (first - started) * 1000)
+                    # On the backend's clock where it reports one: its `wall_ms` starts when the
+                    # request is sent (after loading and counting), so ttft_ms <= wall_ms holds.
+                    wall_ms = delta.result.timings.get("wall_ms")
+                    sent = time.perf_counter() - wall_ms / 1000 if wall_ms else started
+                    ttft_ms = (first - max(started, sent)) * 1000
+                    delta.result.timings.setdefault("ttft_ms", max(0.0, ttft_ms))
                 return delta.result
             if first is None and (delta.text or delta.reasoning):
                 first = time.perf_counter()
