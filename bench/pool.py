@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,8 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from backends import _binary, _port  # noqa: E402  (same folder: llama-server set-up)
 
 from collective.budget.assembly import chunks_section, text_section  # noqa: E402
 from collective.budget.plans import ModelBudget  # noqa: E402
@@ -46,26 +47,6 @@ HUGE = " ".join(
     f"Aspirin note {i}: acetylsalicylic acid irreversibly inhibits the COX enzymes."
     for i in range(400)
 )
-
-
-def _binary() -> str:
-    binary = os.environ.get("COLLECTIVE_LLAMA_SERVER")
-    if binary:
-        return binary
-    out = subprocess.run(
-        ["bash", str(REPO / "ops/llama-server/build.sh")],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHON": sys.executable},
-    )
-    return out.stdout.strip().splitlines()[-1]
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _start(binary: str, *args: str) -> tuple[subprocess.Popen[bytes], str]:
