@@ -123,6 +123,11 @@ class CallSettings(Protocol):
         """Agent name -> memory budget profile name."""
         ...
 
+    @property
+    def budget_profiles(self) -> Mapping[str, Mapping[str, Any]]:
+        """Profiles of your own by name, added to the built-in ones."""
+        ...
+
 
 @dataclass(frozen=True)
 class ModelCall:
@@ -235,7 +240,8 @@ async def budgeted_call(
         BackendError: Any other backend failure, unchanged.
     """
     emit = on_event or _drop
-    memory = _agent_budget(tuple(sorted(settings.agent_profiles.items())), agent, question)
+    profile = ProfileAssignments.from_settings(settings).profile_for(agent)
+    memory = resolve_budget(profile, question)
     with model_call_span(
         agent, backend.model, budget_profile=retrieval_profile, role=role, backend=backend.spec
     ) as span:
@@ -302,15 +308,6 @@ def _monitor(
     """Check the call against the agent's memory budget and log its usage."""
     log = UsageLog(settings.usage_log) if settings.usage_log else None
     return record_model_call(log, agent, budget, report, on_event=on_event)
-
-
-@functools.lru_cache(maxsize=256)
-def _agent_budget(
-    assignments: tuple[tuple[str, str], ...], agent: str, question: str
-) -> AgentBudget:
-    """The agent's memory budget for this question (profiles and complexity parsed once)."""
-    profile = ProfileAssignments.from_config(dict(assignments)).profile_for(agent)
-    return resolve_budget(profile, question)
 
 
 async def _fit_and_send(

@@ -226,7 +226,13 @@ class CollectiveConfig(BaseSettings):
     output_caps: dict[Role, Annotated[int, Field(gt=0)]] = Field(
         default_factory=dict, description="Largest answer per role (tokens)."
     )
-    agent_profiles: dict[str, str] = Field(default_factory=dict)
+    agent_profiles: dict[str, str] = Field(
+        default_factory=dict, description="Memory budget profile per agent or role."
+    )
+    budget_profiles: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Your own memory budget profiles: base_budget, max_budget, scope_weights.",
+    )
     checkpoints: Annotated[str, AfterValidator(_location("checkpoints"))] = Field(
         default=".collective/checkpoints.sqlite",
         description="LangGraph checkpoints (threads): a SQLite file or a postgresql:// URL.",
@@ -288,6 +294,18 @@ class CollectiveConfig(BaseSettings):
             except ConfigError as exc:
                 raise ValueError(f"budgets.{role}: {exc}") from None
         return value
+
+    @model_validator(mode="after")
+    def _profiles_known(self) -> CollectiveConfig:
+        from collective.budget.profiles import ProfileAssignments
+
+        try:
+            ProfileAssignments.from_config(
+                {"assignments": self.agent_profiles, "profiles": self.budget_profiles}
+            )
+        except ConfigError as exc:
+            raise ValueError(f"agent_profiles / budget_profiles: {exc}") from None
+        return self
 
     @model_validator(mode="after")
     def _quorum_reachable(self) -> CollectiveConfig:
@@ -355,6 +373,7 @@ class CollectiveConfig(BaseSettings):
             output_caps={role: cap for role, cap in self.output_caps.items() if role != "chat"},
             usage_log=str(self.usage_log) if self.usage_log is not None else None,
             agent_profiles=dict(self.agent_profiles),
+            budget_profiles=dict(self.budget_profiles),
         )
         return CouncilContext(**values)
 

@@ -17,6 +17,7 @@ and `collective budget report` can recommend a larger profile.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import tomllib
@@ -378,6 +379,14 @@ class ProfileAssignments(BaseModel):
         except ValueError as exc:  # pydantic's ValidationError is a ValueError
             raise ConfigError(f"invalid budget profile configuration: {exc}") from exc
 
+    @classmethod
+    def from_settings(cls, settings: Any) -> ProfileAssignments:
+        """Assignments from a run's `agent_profiles` and `budget_profiles` settings."""
+        return _from_settings(
+            json.dumps(dict(settings.agent_profiles), sort_keys=True),
+            json.dumps(dict(getattr(settings, "budget_profiles", {})), sort_keys=True),
+        )
+
     def profile_for(self, agent: str) -> BudgetProfile:
         """The profile of `agent`: its own assignment, else its role's, else the default.
 
@@ -386,3 +395,11 @@ class ProfileAssignments(BaseModel):
         """
         name = self.assignments.get(agent) or self.assignments.get(role_of(agent))
         return self.profiles[name or self.default]
+
+
+@functools.lru_cache(maxsize=64)
+def _from_settings(assignments: str, profiles: str) -> ProfileAssignments:
+    """Parsed once per distinct configuration (the arguments are JSON, to be hashable)."""
+    return ProfileAssignments.from_config(
+        {"assignments": json.loads(assignments), "profiles": json.loads(profiles)}
+    )

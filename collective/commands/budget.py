@@ -7,14 +7,17 @@ happen inside the command so that `collective --help` stays fast.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from collective.commands.options import ConfigOption
+
 if TYPE_CHECKING:
     from collective.budget.monitor import Recommendation, UsageReport
+    from collective.budget.profiles import BudgetProfile
 
-__all__ = ["app", "apply_line", "report"]
+__all__ = ["app", "config_changes", "report"]
 
 app = typer.Typer(help="Token budget usage: per-agent reports and profile recommendations.")
 
@@ -43,14 +46,19 @@ def report(
     min_calls: Annotated[
         int, typer.Option(min=1, help="No recommendation for agents with fewer calls.")
     ] = 5,
+    config: ConfigOption = None,
 ) -> None:
     """Usage per agent and profile, exceedance rates and recommendations."""
     from collective.budget.monitor import UsageLog, analyze
+    from collective.budget.profiles import ProfileAssignments
+    from collective.config import load_config
 
+    profiles = ProfileAssignments.from_settings(load_config(config).config).profiles
     usage_log = UsageLog(log) if log is not None else UsageLog.default()
     records, corrupt = usage_log.read(since_days=since)
     result = analyze(
         records,
+        profiles=profiles,
         upgrade_threshold=upgrade_threshold,
         min_calls=min_calls,
         corrupt_lines=corrupt,
@@ -59,10 +67,10 @@ def report(
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
         return
-    _print(result, str(usage_log.path))
+    _print(result, str(usage_log.path), profiles)
 
 
-def _print(result: UsageReport, path: str) -> None:
+def _print(result: UsageReport, path: str, known: dict[str, BudgetProfile]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -112,36 +120,73 @@ def _print(result: UsageReport, path: str) -> None:
     if not result.recommendations:
         console.print("No recommendations: every profile fits its agents' usage.")
         return
+    moves, new_profiles = config_changes(result.recommendations, known)
     recs = Table(title="Recommendations")
     for column in ("agent", "change", "apply", "confidence", "reason"):
         recs.add_column(column, justify="right" if column == "confidence" else "left")
     for r in result.recommendations:
-        recs.add_row(
-            r.agent, f"{r.kind} ({r.profile})", apply_line(r), f"{r.confidence:.2f}", r.reason
-        )
+        profile = moves.get(r.agent)
+        if profile is None and r.suggested_weights is not None:
+            apply = f"give profile {r.profile} these scope_weights in [budget_profiles]"
+        elif profile is None:
+            apply = "raise the profile's budgets in [budget_profiles]"
+        else:
+            apply = f'[agent_profiles] {r.agent} = "{profile}"'
+            if profile in new_profiles:
+                apply += f" with [budget_profiles.{profile}] below"
+        recs.add_row(r.agent, f"{r.kind} ({r.profile})", apply, f"{r.confidence:.2f}", r.reason)
     console.print(recs)
-    moves = {r.agent: r.suggested_profile for r in result.recommendations if r.suggested_profile}
     if moves:
         import json
 
-        lines = "\n".join(f'{agent} = "{profile}"' for agent, profile in moves.items())
         console.print(
-            "To apply the profile changes, add to your config file (collective.toml):\n"
-            f"[agent_profiles]\n{lines}\n"
-            f"or for one shell: export COLLECTIVE_AGENT_PROFILES='{json.dumps(moves)}'",
+            "To apply, add to your config file (collective.toml):\n"
+            f"{_toml(moves, new_profiles)}\n"
+            "or for one shell: export "
+            f"COLLECTIVE_AGENT_PROFILES='{json.dumps(moves)}'"
+            + (f" COLLECTIVE_BUDGET_PROFILES='{json.dumps(new_profiles)}'" if new_profiles else ""),
             markup=False,
             highlight=False,
         )
 
 
-def apply_line(rec: Recommendation) -> str:
-    """What the user changes to follow `rec`: a config line, or what to do instead."""
-    if rec.suggested_profile:
-        return f'[agent_profiles] {rec.agent} = "{rec.suggested_profile}"'
-    if rec.suggested_weights is not None:
-        weights = ", ".join(f"{s} {w:.2f}" for s, w in rec.suggested_weights.items())
-        return f"scope weights {weights} (no config key for weights yet)"
-    return (
-        f"{rec.agent} is at the largest profile: raise its model's budgets "
-        f"(budgets.<role> in the config) or its output cap"
-    )
+def config_changes(
+    recommendations: list[Recommendation], known: dict[str, BudgetProfile]
+) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    """The config that follows `recommendations`: agent -> profile, and new profiles by name.
+
+    A profile change assigns the suggested profile; new scope weights become a profile of the
+    agent's own (`{agent}-weights`, the base and cap of the profile it ends up with), since
+    weights belong to a profile. An upgrade with no larger profile changes nothing here.
+    """
+    moves: dict[str, str] = {}
+    new: dict[str, dict[str, Any]] = {}
+    for rec in recommendations:
+        if rec.suggested_profile:
+            moves[rec.agent] = rec.suggested_profile
+    for rec in recommendations:
+        base = known.get(moves.get(rec.agent, rec.profile))
+        if rec.suggested_weights is None or base is None:
+            continue
+        name = f"{rec.agent}-weights"
+        new[name] = {
+            "base_budget": base.base_budget,
+            "max_budget": base.max_budget,
+            "scope_weights": dict(rec.suggested_weights),
+        }
+        moves[rec.agent] = name
+    return moves, new
+
+
+def _toml(moves: dict[str, str], profiles: dict[str, dict[str, Any]]) -> str:
+    lines = ["[agent_profiles]", *(f'{agent} = "{name}"' for agent, name in moves.items())]
+    for name, spec in profiles.items():
+        weights = ", ".join(f"{s} = {w:g}" for s, w in spec["scope_weights"].items())
+        lines += [
+            "",
+            f"[budget_profiles.{name}]",
+            f"base_budget = {spec['base_budget']}",
+            f"max_budget = {spec['max_budget']}",
+            f"scope_weights = {{ {weights} }}",
+        ]
+    return "\n".join(lines) + "\n"

@@ -129,6 +129,9 @@ class CouncilContext:
     agent_profiles: Mapping[str, str] = field(default_factory=dict)
     """Agent (`plan`, `specialist-N`, `judge`) or role (`planner`, `specialist`) -> memory
     budget profile name."""
+    budget_profiles: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Profiles of your own by name (`base_budget`, `max_budget`, `scope_weights`), added to
+    the built-in ones; `agent_profiles` may name them."""
     user_id: str | None = None
     """Whose memory this is: long-term memory (L2) lives under the user and the thread. None
     takes `configurable.user_id` from the run's config, else `default`."""
@@ -159,6 +162,9 @@ class CouncilContext:
         self.budgets = budgets
         self.specialists = tuple(self.specialists)
         self.hidden_tags = tuple(self.hidden_tags)
+        from collective.budget.profiles import ProfileAssignments
+
+        ProfileAssignments.from_settings(self)  # an unknown or invalid profile fails here
         if self.memory_scope not in ("thread", "user"):
             raise ConfigError(f"memory_scope {self.memory_scope!r}: use 'thread' or 'user'")
 

@@ -14,37 +14,10 @@ import os
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from collective.cli import main
+from tests.cli import one_error_line, run
 
-
-def run(args, env=None):
-    """Run `collective ARGS`; return (exit code, stdout, stderr)."""
-    runner = CliRunner(env=env)
-    with runner.isolation() as streams:
-        try:
-            main(args)
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        out, err = streams[0].getvalue().decode(), streams[1].getvalue().decode()
-    return code, out, err
-
-
-@pytest.fixture(autouse=True)
-def in_tmp(monkeypatch, tmp_path):
-    for name in list(os.environ):
-        if name.startswith("COLLECTIVE_") and name != "COLLECTIVE_CACHE":
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-
-
-def one_error_line(err):
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: ") and "Traceback" not in err
-    return lines[0]
+pytestmark = pytest.mark.usefixtures("clean_cwd")
 
 
 @pytest.mark.parametrize(
@@ -274,7 +247,9 @@ def test_budget_report_recommendations_are_config_lines_the_user_can_apply(tmp_p
     narrow = resolve_budget(DEFAULT_PROFILES["specialist-narrow"], "", "medium")
     for over in [False] * 7 + [True] * 3:  # 3 of 10 calls over budget: upgrade
         monitor = BudgetMonitor("specialist-1", narrow)
-        monitor.load("agent_patterns", 22_000 if over else 12_000)
+        total = 22_000 if over else 12_000
+        for scope, weight in narrow.profile.scope_weights.items():  # no drift: only the upgrade
+            monitor.load(scope, round(total * weight))
         log.append(monitor.finish())
     status, out, _ = run(["budget", "report", "--log", str(log.path)], env={"COLUMNS": "200"})
     assert status == 0
@@ -287,3 +262,51 @@ def test_budget_report_recommendations_are_config_lines_the_user_can_apply(tmp_p
     (tmp_path / "c.toml").write_text('[agent_profiles]\nspecialist-1 = "specialist-broad"\n')
     status, out, _ = run(["config", "show", "--config", str(tmp_path / "c.toml"), "--json"])
     assert json.loads(out)["values"]["agent_profiles.specialist-1"] == "specialist-broad"
+
+
+def test_budget_report_scope_weights_become_a_profile_the_run_then_uses(tmp_path):
+    from collective.budget.monitor import BudgetMonitor, UsageLog
+    from collective.budget.profiles import DEFAULT_PROFILES, ProfileAssignments, resolve_budget
+    from collective.config import load_config
+
+    log = UsageLog(tmp_path / "usage.jsonl")
+    broad = resolve_budget(DEFAULT_PROFILES["specialist-broad"], "", "medium")
+    for _ in range(8):  # global memory takes 80% of what it loads (weight 25%): drift
+        monitor = BudgetMonitor("specialist-2", broad)
+        monitor.load("global", 22_400)  # 28,000 of 35,000 loaded: no downgrade either
+        monitor.load("agent_patterns", 5_600)
+        log.append(monitor.finish())
+    status, out, _ = run(["budget", "report", "--log", str(log.path)], env={"COLUMNS": "240"})
+    assert status == 0 and "adjust_scope_weights (specialist-broad)" in out
+    assert "no config key" not in out
+    block = out[out.index("To apply") :].split("\n", 1)[1].split("or for one shell")[0]
+    assert 'specialist-2 = "specialist-2-weights"' in block
+    assert "[budget_profiles.specialist-2-weights]" in block
+
+    # The block is a config that loads and gives specialist-2 the suggested weights.
+    (tmp_path / "c.toml").write_text(block)
+    config = load_config(tmp_path / "c.toml").config
+    profile = ProfileAssignments.from_settings(config.council_context()).profile_for("specialist-2")
+    assert profile.name == "specialist-2-weights" and profile.scope_weights["global"] == 0.8
+    assert profile.base_budget == DEFAULT_PROFILES["specialist-broad"].base_budget
+    assert resolve_budget(profile, "", "medium").scope_budgets["global"] == 28_000
+
+    # The report run with that config knows the new profile's weights.
+    status, out, _ = run(
+        ["budget", "report", "--log", str(log.path), "--config", str(tmp_path / "c.toml")],
+        env={"COLUMNS": "240"},
+    )
+    assert status == 0
+
+
+def test_a_profile_that_does_not_exist_is_refused_when_the_config_loads(tmp_path):
+    (tmp_path / "c.toml").write_text('[agent_profiles]\nspecialist-1 = "specialist-wide"\n')
+    status, out, err = run(["config", "show", "--config", str(tmp_path / "c.toml")])
+    assert status == 2
+    assert "specialist-wide" in err and "known profiles" in err and "Traceback" not in err
+    (tmp_path / "c.toml").write_text(
+        "[budget_profiles.mine]\nbase_budget = 100\nmax_budget = 50\n"
+        "scope_weights = { global = 1.0 }\n"
+    )
+    status, out, err = run(["config", "show", "--config", str(tmp_path / "c.toml")])
+    assert status == 2 and "max_budget 50 is below base_budget 100" in err
