@@ -8,3 +8,5 @@ tool calls, the council evaluation smoke) unset it with `monkeypatch.delenv`.
 import os
 
 os.environ.setdefault("COLLECTIVE_EMBEDDED_MODEL", "gemma-3-270m")
+
+from tests.cli import clean_cwd  # noqa: E402, F401  (a fixture for tests of the command line)

@@ -7,7 +7,6 @@ passed config validation and then raised `KeyError` inside a node.
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 from typer.testing import CliRunner
@@ -20,14 +19,7 @@ from collective.graph import CouncilContext, build_graph
 from collective.kb.store import Chunk
 from tests.fakes import ScriptedBackend
 
-
-@pytest.fixture(autouse=True)
-def in_tmp(monkeypatch, tmp_path):
-    for name in list(os.environ):
-        if name.startswith("COLLECTIVE_") and name != "COLLECTIVE_CACHE":
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-
+pytestmark = pytest.mark.usefixtures("clean_cwd")
 
 REFUSED = [
     ('[budgets]\njudge = "specialist"', "budgets.judge", "'proposals'"),

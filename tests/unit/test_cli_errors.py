@@ -10,24 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from collective.cli import main
+from tests.cli import one_error_line, run
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def run(args, input=None):
-    """Run `collective ARGS`; return (exit code, stdout, stderr)."""
-    runner = CliRunner()
-    with runner.isolation(input=input) as streams:
-        try:
-            main(args)
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        out, err = streams[0].getvalue().decode(), streams[1].getvalue().decode()
-    return code, out, err
 
 
 def closed_port():
@@ -36,22 +22,7 @@ def closed_port():
         return s.getsockname()[1]
 
 
-@pytest.fixture(autouse=True)
-def in_tmp(monkeypatch, tmp_path):
-    import os
-
-    for name in list(os.environ):
-        if name.startswith("COLLECTIVE_") and name != "COLLECTIVE_CACHE":
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-
-
-def one_error_line(err):
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: ")
-    assert "Traceback" not in err
-    return lines[0]
+pytestmark = pytest.mark.usefixtures("clean_cwd")
 
 
 @pytest.mark.parametrize(
