@@ -13,8 +13,8 @@ against the agent's memory budget profile (threshold events, one usage-log line)
 
 Hook points, each in one place:
 
-* `on_token` (streaming): passed to `_send`, the single place a model is called.
-* `admission` (per-server admission control, `collective.models.admission`): `_send`
+* `on_token` (streaming): passed to `_Call.send`, the single place a model is called.
+* `admission` (per-server admission control, `collective.models.admission`): `send`
   reserves the prompt and output tokens on the backend's server pool before sending (waiting,
   with a `waiting for KV room on <server>` progress event, while the pool is full) and releases
   them after. Default: the process-wide `default_admission()`.
@@ -34,7 +34,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, Required, TypedDict, Unpack
 
 from collective.budget.assembly import AssembledPrompt, SectionContent, assemble
 from collective.budget.counting import ChatMessage
@@ -60,6 +60,7 @@ __all__ = [
     "ModelCall",
     "OnEvent",
     "OnToken",
+    "Request",
     "budgeted_call",
     "fit_plan",
 ]
@@ -127,6 +128,25 @@ class CallSettings(Protocol):
     def budget_profiles(self) -> Mapping[str, Mapping[str, Any]]:
         """Profiles of your own by name, added to the built-in ones."""
         ...
+
+
+class Request(TypedDict, total=False):
+    """What one call asks of the model, beside who calls which backend (`budgeted_call`)."""
+
+    contents: Required[Sequence[SectionContent]]
+    """Content per budget section."""
+    compose: Required[Callable[[Mapping[str, str]], list[ChatMessage]]]
+    """Turns the fitted section texts into messages."""
+    question: Required[str]
+    """The task (its complexity sets the agent's memory budget)."""
+    retrieval_profile: str
+    """The applied retrieval profile (default `balanced`): it scales the KB allocation."""
+    json_schema: dict[str, Any] | None
+    """Constrain the answer to this schema where the backend can."""
+    tools: Sequence[dict[str, Any]] | None
+    """Tool schemas offered (OpenAI shape), already accounted for in the `tools` section."""
+    output_cap: int | None
+    """The largest answer this call needs (below the plan's output budget)."""
 
 
 @dataclass(frozen=True)
@@ -202,18 +222,12 @@ async def budgeted_call(
     role: str,
     agent: str,
     backend: Backend,
-    contents: Sequence[SectionContent],
-    compose: Callable[[Mapping[str, str]], list[ChatMessage]],
-    question: str,
-    retrieval_profile: str = "balanced",
-    json_schema: dict[str, Any] | None = None,
-    tools: Sequence[dict[str, Any]] | None = None,
-    output_cap: int | None = None,
     on_event: OnEvent | None = None,
     on_token: OnToken | None = None,
     admission: Admission | None = None,
+    **request: Unpack[Request],
 ) -> ModelCall:
-    """Assemble `contents` under the role's budget and call `backend`.
+    """Assemble the request's `contents` under the role's budget and call `backend`.
 
     Args:
         settings: The run's settings (budgets, caps, temperature, usage log, profiles).
@@ -222,17 +236,10 @@ async def budgeted_call(
         agent: Who calls (`plan`, `specialist-2`, `chat`, ...): the budget report's node, the
             memory budget profile's agent and the usage log's name.
         backend: The model to call.
-        contents: Content per budget section.
-        compose: Turns fitted section texts into messages.
-        question: The task (its complexity sets the agent's memory budget).
-        retrieval_profile: The applied retrieval profile: it scales the KB allocation.
-        json_schema: Constrain the answer to this schema where the backend can.
-        tools: Tool schemas offered to the model (OpenAI shape); they must already be
-            accounted for in `contents` (the `tools` section).
-        output_cap: The largest answer this call needs (below the plan's output budget).
         on_event: Receives progress events; None drops them.
         on_token: Receives answer text as it is generated, where the backend streams.
-        admission: Reserves the call's tokens on the backend's server; None sends at once.
+        admission: Reserves the call's tokens on the backend's server; None: the process's.
+        **request: The sections, how to compose them, the question and options (`Request`).
 
     Raises:
         ContextOverflow: The refitted prompt overflowed too.
@@ -241,26 +248,15 @@ async def budgeted_call(
     """
     emit = on_event or _drop
     profile = ProfileAssignments.from_settings(settings).profile_for(agent)
-    memory = resolve_budget(profile, question)
+    memory = resolve_budget(profile, request["question"])
+    retrieval_profile = request.get("retrieval_profile", "balanced")
     with model_call_span(
         agent, backend.model, budget_profile=retrieval_profile, role=role, backend=backend.spec
     ) as span:
-        call = await _fit_and_send(
-            settings,
-            role,
-            agent,
-            backend,
-            contents,
-            compose,
-            kb_allocation_factor(retrieval_profile),
-            json_schema,
-            tools,
-            output_cap,
-            emit,
-            on_token,
-            admission,
-            memory,
-        )
+        admission = admission or default_admission()
+        call = await _Call(
+            settings, role, agent, backend, request, memory, emit, on_token, admission
+        ).fit_and_send()
         usage = call.result.usage
         span.set_attribute("usage.prompt_tokens", usage.prompt_tokens)
         span.set_attribute("usage.completion_tokens", usage.completion_tokens)
@@ -310,123 +306,109 @@ def _monitor(
     return record_model_call(log, agent, budget, report, on_event=on_event)
 
 
-async def _fit_and_send(
-    settings: CallSettings,
-    role: str,
-    agent: str,
-    backend: Backend,
-    contents: Sequence[SectionContent],
-    compose: Callable[[Mapping[str, str]], list[ChatMessage]],
-    kb_factor: float,
-    json_schema: dict[str, Any] | None,
-    tools: Sequence[dict[str, Any]] | None,
-    output_cap: int | None,
-    emit: OnEvent,
-    on_token: OnToken | None,
-    admission: Admission | None,
-    memory: AgentBudget,
-) -> ModelCall:
-    """Fit, assemble, send; refit once on the server's overflow."""
-    n_ctx = await backend.context_window()
-    counter = await backend.token_counter()
-    overflow: ContextOverflow | None = None
-    exhausted: PoolExhausted | None = None
-    while True:
+@dataclass(frozen=True)
+class _Call:
+    """One budgeted call in progress: who calls which backend with what."""
+
+    settings: CallSettings
+    role: str
+    agent: str
+    backend: Backend
+    request: Request
+    memory: AgentBudget
+    emit: OnEvent
+    on_token: OnToken | None
+    admission: Admission
+
+    async def fit_and_send(self) -> ModelCall:
+        """Fit, assemble, send; refit once on the server's overflow."""
+        backend, request = self.backend, self.request
+        contents = request["contents"]
+        kb_factor = kb_allocation_factor(request.get("retrieval_profile", "balanced"))
         keep_tools = any(c.name == "tools" for c in contents)
-        plan, notes = fit_plan(
-            settings, role, backend, n_ctx, kb_factor, output_cap, memory, keep_tools
-        )
-        prompt = await asyncio.to_thread(
-            assemble,
-            plan,
-            counter,
-            contents,
-            compose,
-            node=agent,
-            model=backend.model,
-            notes=notes,
-            tools=tools,  # counted as the server's template renders them
-        )
-        emit({"type": "budget", "node": agent, "report": prompt.report.to_dict()})
-        try:
-            result = await _send(
+        n_ctx = await backend.context_window()
+        counter = await backend.token_counter()
+        overflow: ContextOverflow | None = None
+        exhausted: PoolExhausted | None = None
+        while True:
+            plan, notes = fit_plan(
+                self.settings,
+                self.role,
                 backend,
-                prompt,
-                max_tokens=plan.output_budget,
-                temperature=settings.temperature,
-                json_schema=json_schema,
-                tools=tools,
-                on_token=on_token,
-                admission=admission,
-                agent=agent,
-                emit=emit,
+                n_ctx,
+                kb_factor,
+                request.get("output_cap"),
+                self.memory,
+                keep_tools,
             )
-        except PoolExhausted as error:
-            if exhausted is not None:
-                raise
-            # Every request on that pool failed: re-read the server, and let admission (now
-            # treating the pool as shared) wait for room before sending once more.
-            exhausted = error
-            (admission or default_admission()).exhausted(await backend.pool())
-            n_ctx = await backend.context_window()
-            continue
-        except ContextOverflow as error:
-            if overflow is not None:
-                raise
-            # The server knows better: refit to its n_ctx, less whatever we undercounted, once.
-            overflow = error
-            undercount = max(0, error.n_prompt_tokens - prompt.report.prompt_tokens)
-            n_ctx = min(n_ctx, error.n_ctx) - undercount
-            continue
-        cut = cut_answer_warning(
-            result, max_tokens=plan.output_budget, n_ctx=plan.n_ctx, server=backend.spec
-        )
-        if cut is not None:
-            log.warning("%s: %s", agent, cut)
-            result.warnings.append(cut)
-            prompt.report.notes.append(cut)
-        # How the answer ended travels with its report (`length`: cut; the CLI flags it).
-        report = replace(
-            prompt.report,
-            finish_reason=result.finish_reason,
-            output_tokens=result.usage.completion_tokens,
-        )
-        return ModelCall(result, report, prompt, overflow)
+            prompt = await asyncio.to_thread(
+                assemble,
+                plan,
+                counter,
+                contents,
+                request["compose"],
+                node=self.agent,
+                model=backend.model,
+                notes=notes,
+                tools=request.get("tools"),  # counted as the server's template renders them
+            )
+            self.emit({"type": "budget", "node": self.agent, "report": prompt.report.to_dict()})
+            try:
+                result = await self.send(prompt, plan.output_budget)
+            except PoolExhausted as error:
+                if exhausted is not None:
+                    raise
+                # Every request on that pool failed: re-read the server, and let admission
+                # (now treating the pool as shared) wait for room before sending once more.
+                exhausted = error
+                self.admission.exhausted(await backend.pool())
+                n_ctx = await backend.context_window()
+                continue
+            except ContextOverflow as error:
+                if overflow is not None:
+                    raise
+                # The server knows better: refit to its n_ctx, less what we undercounted, once.
+                overflow = error
+                undercount = max(0, error.n_prompt_tokens - prompt.report.prompt_tokens)
+                n_ctx = min(n_ctx, error.n_ctx) - undercount
+                continue
+            cut = cut_answer_warning(
+                result, max_tokens=plan.output_budget, n_ctx=plan.n_ctx, server=backend.spec
+            )
+            if cut is not None:
+                log.warning("%s: %s", self.agent, cut)
+                result.warnings.append(cut)
+                prompt.report.notes.append(cut)
+            # How the answer ended travels with its report (`length`: cut; the CLI flags it).
+            report = replace(
+                prompt.report,
+                finish_reason=result.finish_reason,
+                output_tokens=result.usage.completion_tokens,
+            )
+            return ModelCall(result, report, prompt, overflow)
 
+    async def send(self, prompt: AssembledPrompt, max_tokens: int) -> ChatResult:
+        """The one place a model is called: admission around it, streaming through it."""
 
-async def _send(
-    backend: Backend,
-    prompt: AssembledPrompt,
-    *,
-    max_tokens: int,
-    temperature: float,
-    json_schema: dict[str, Any] | None,
-    tools: Sequence[dict[str, Any]] | None,
-    on_token: OnToken | None,
-    admission: Admission | None,
-    agent: str = "",
-    emit: OnEvent | None = None,
-) -> ChatResult:
-    """The one place a model is called: admission around it, streaming through it."""
+        def on_wait(message: str) -> None:
+            self.emit(
+                {"type": "progress", "node": self.agent, "status": "waiting", "message": message}
+            )
 
-    def on_wait(message: str) -> None:
-        if emit is not None:
-            emit({"type": "progress", "node": agent, "status": "waiting", "message": message})
-
-    reserve = (admission or default_admission()).reserve
-    tokens = prompt.report.prompt_tokens + max_tokens
-    async with reserve(backend, tokens, label=agent, on_wait=on_wait):
-        started = time.perf_counter()
-        stream = backend.stream(
-            prompt.messages,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            json_schema=json_schema,
-            tools=tools,
-        )
-        result = await collect(stream, _text_only(on_token) if on_token else None)
-    result.timings.setdefault("wall_ms", (time.perf_counter() - started) * 1000)
-    return result
+        tokens = prompt.report.prompt_tokens + max_tokens
+        async with self.admission.reserve(self.backend, tokens, label=self.agent, on_wait=on_wait):
+            started = time.perf_counter()
+            stream = self.backend.stream(
+                prompt.messages,
+                max_tokens=max_tokens,
+                temperature=self.settings.temperature,
+                json_schema=self.request.get("json_schema"),
+                tools=self.request.get("tools"),
+            )
+            on_delta = _text_only(self.on_token) if self.on_token else None
+            result = await collect(stream, on_delta)
+        result.timings.setdefault("wall_ms", (time.perf_counter() - started) * 1000)
+        return result
 
 
 def _text_only(on_token: OnToken) -> Callable[[ChatDelta], Awaitable[None] | None]:

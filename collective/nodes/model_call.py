@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from langgraph.config import get_stream_writer
 
 from collective import agents
-from collective.budget.assembly import SectionContent
-from collective.budget.counting import ChatMessage
-from collective.budgeted_call import ModelCall, OnToken, budgeted_call
+from collective.budgeted_call import ModelCall, OnToken, Request, budgeted_call
 from collective.errors import BackendTimeout
 from collective.models.base import Backend
 from collective.nodes.token_stream import ChatModelRun
@@ -95,14 +92,8 @@ async def call_model(
     *,
     node: str,
     backend: Backend,
-    contents: Sequence[SectionContent],
-    compose: Callable[[Mapping[str, str]], list[ChatMessage]],
-    question: str,
-    retrieval_profile: str = "balanced",
-    json_schema: dict[str, Any] | None = None,
-    tools: Sequence[dict[str, Any]] | None = None,
-    output_cap: int | None = None,
     on_token: OnToken | None = None,
+    **request: Unpack[Request],
 ) -> ModelCall:
     """`budgeted_call` for a node, its progress going to the graph's custom stream.
 
@@ -126,15 +117,9 @@ async def call_model(
                 role=role,
                 agent=node,
                 backend=backend,
-                contents=contents,
-                compose=compose,
-                question=question,
-                retrieval_profile=retrieval_profile,
-                json_schema=json_schema,
-                tools=tools,
-                output_cap=output_cap,
                 on_event=emit,
                 on_token=token,
+                **request,
             )
             run.result = call.result
     except TimeoutError:
