@@ -94,54 +94,32 @@ def build_questions(by_ref: dict[tuple[str, str], str]) -> list[Question]:
     def gold(entity: dict[str, Any], section: str) -> str:
         return by_ref[(entity["file"], section)]
 
-    for m in metals:
-        density = float(m["row"][1])
-        direct.append(
+    def janka(row: list[str]) -> list[float]:
+        return _numbers(row[1].split("Janka")[1])
+
+    # (kind, entities, id prefix, question, the numbers a correct answer states, gold section)
+    facts_asked = [
+        ("direct", metals, "density", "What is the density of {}?",
+         lambda row: [float(row[1])], "Density and melting range"),
+        ("paraphrase", metals, "melting", "At roughly what temperature does {} turn liquid?",
+         lambda row: _numbers(row[2]), "Density and melting range"),
+        ("direct", filaments, "nozzle", "What nozzle temperature does {} print at?",
+         lambda row: _numbers(row[1]), "Print temperatures"),
+        ("paraphrase", filaments, "bed", "How warm should the build plate be when printing {}?",
+         lambda row: _numbers(row[2]), "Print temperatures"),
+        ("direct", woods, "janka", "What is the Janka hardness of {}?",
+         janka, "Density and hardness"),
+    ]  # fmt: skip
+    for kind, entities, prefix, template, numbers, section in facts_asked:
+        (direct if kind == "direct" else para).extend(
             Question(
-                f"density-{facts.slug(m['name'])}",
-                "direct",
-                f"What is the density of {m['name']}?",
-                [density],
-                gold=[gold(m, "Density and melting range")],
+                f"{prefix}-{facts.slug(e['name'])}",
+                kind,
+                template.format(e["name"]),
+                numbers(e["row"]),
+                gold=[gold(e, section)],
             )
-        )
-        para.append(
-            Question(
-                f"melting-{facts.slug(m['name'])}",
-                "paraphrase",
-                f"At roughly what temperature does {m['name']} turn liquid?",
-                _numbers(m["row"][2]),
-                gold=[gold(m, "Density and melting range")],
-            )
-        )
-    for f in filaments:
-        direct.append(
-            Question(
-                f"nozzle-{facts.slug(f['name'])}",
-                "direct",
-                f"What nozzle temperature does {f['name']} print at?",
-                _numbers(f["row"][1]),
-                gold=[gold(f, "Print temperatures")],
-            )
-        )
-        para.append(
-            Question(
-                f"bed-{facts.slug(f['name'])}",
-                "paraphrase",
-                f"How warm should the build plate be when printing {f['name']}?",
-                _numbers(f["row"][2]),
-                gold=[gold(f, "Print temperatures")],
-            )
-        )
-    for w in woods:
-        direct.append(
-            Question(
-                f"janka-{facts.slug(w['name'])}",
-                "direct",
-                f"What is the Janka hardness of {w['name']}?",
-                _numbers(w["row"][1].split("Janka")[1]),
-                gold=[gold(w, "Density and hardness")],
-            )
+            for e in entities
         )
 
     def pairs(
@@ -167,12 +145,9 @@ def build_questions(by_ref: dict[tuple[str, str], str]) -> list[Question]:
                 )
             )
 
-    def janka(e: dict[str, Any]) -> float:
-        return _numbers(e["row"][1].split("Janka")[1])[0]
-
     pairs("denser", metals, lambda e: float(e["row"][1]), "Density and melting range",
           "Which is denser, {a} or {b}?", 7)  # fmt: skip
-    pairs("harder", woods, janka, "Density and hardness",
+    pairs("harder", woods, lambda e: janka(e["row"])[0], "Density and hardness",
           "Which wood is harder on the Janka scale, {a} or {b}?", 6)  # fmt: skip
     pairs("hotter", filaments, lambda e: _numbers(e["row"][1])[0], "Print temperatures",
           "Which needs the hotter nozzle to print, {a} or {b}?", 7)  # fmt: skip
