@@ -25,7 +25,7 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 
 from collective.graph.context import CouncilContext
-from collective.graph.state import Proposal
+from collective.graph.state import Proposal, review_task, specialist_task
 from collective.models.base import Backend
 from collective.nodes.judge import judge
 from collective.nodes.model_call import resolve_backend
@@ -77,17 +77,9 @@ async def _members(
     """`count` specialists (backends cycled, member temperatures), one after the other."""
     proposals: list[Proposal] = []
     budgets: list[dict[str, Any]] = []
+    state = {**retrieved, "question": question, "conversation": ""}  # no plan, no memory
     for index in range(count):
-        task = {
-            "member": f"specialist-{index + 1}",
-            "index": index,
-            "question": question,
-            "plan": "",
-            "conversation": "",
-            "chunks": retrieved["chunks"],
-            "retrieval_profile": retrieved["retrieval"].get("applied", "balanced"),
-        }
-        out = await specialist(task, Runtime(context=ctx))  # type: ignore[arg-type]
+        out = await specialist(specialist_task(state, index), Runtime(context=ctx))
         proposals += out["proposals"]
         budgets += out.get("budgets", [])
     return proposals, budgets
@@ -121,15 +113,9 @@ async def run_mode(question: str, mode: Mode, ctx: CouncilContext) -> ModeResult
         rankings: list[dict[str, Any]] = []
         if mode == "council-review":
             answered = [p for p in proposals if p["error"] is None]
-            for index, proposal in enumerate(answered):
-                task = {
-                    "member": proposal["member"],
-                    "index": index,
-                    "question": question,
-                    "conversation": "",
-                    "proposals": answered,
-                }
-                out = await review(task, Runtime(context=members))  # type: ignore[arg-type]
+            for proposal in answered:
+                task = review_task({"question": question}, proposal["member"], answered)
+                out = await review(task, Runtime(context=members))
                 rankings += out["rankings"]
                 budgets += out.get("budgets", [])
         state = {**retrieved, "plan": "", "proposals": proposals, "rankings": rankings}

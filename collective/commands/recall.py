@@ -41,12 +41,13 @@ def recall(
     from functools import partial
 
     from collective.commands import kb as kb_command
+    from collective.kb.profile_names import PROFILE_NAMES
 
     fail = partial(kb_command.fail, as_json=json_out)  # with --json, the error object too
 
     if not query.strip():
         raise fail('the query is empty; give a question, e.g. collective recall "PETG drying"')
-    if budget not in ("lean", "balanced", "deep", "auto"):
+    if budget not in PROFILE_NAMES:
         raise fail(f"unknown --budget {budget!r}; use lean, balanced, deep or auto")
     import json
 

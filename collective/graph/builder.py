@@ -19,7 +19,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from collective import agents
 from collective.errors import ConfigError
 from collective.graph.context import CouncilContext, council_context
 from collective.graph.state import (
@@ -28,6 +27,7 @@ from collective.graph.state import (
     CouncilState,
     ReviewTask,
     SpecialistTask,
+    specialist_task,
 )
 from collective.nodes.judge import judge
 from collective.nodes.plan import plan
@@ -100,22 +100,7 @@ def _with_council_context(node: Callable[..., Any]) -> Callable[..., Any]:
 
 def route_specialists(state: CouncilState, runtime: Runtime[CouncilContext]) -> list[Send]:
     """Fan out to K specialists, each with the chunks, the plan and the conversation."""
-    ctx = runtime.context
-    return [
-        Send(
-            "specialist",
-            SpecialistTask(
-                member=agents.member(i),
-                index=i,
-                question=state["question"],
-                plan=state.get("plan", ""),
-                conversation=state.get("conversation", ""),
-                chunks=state.get("chunks", []),
-                retrieval_profile=state.get("retrieval", {}).get("applied", "balanced"),
-            ),
-        )
-        for i in range(ctx.k)
-    ]
+    return [Send("specialist", specialist_task(state, i)) for i in range(runtime.context.k)]
 
 
 def build_graph(checkpointer: Any = None, store: Any = None, *, name: str = "collective") -> Any:

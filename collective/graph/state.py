@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from typing import Annotated, Any, NotRequired
 
 # pydantic builds the JSON schemas (`langgraph dev`, Studio) from these; on Python < 3.12 it
 # needs typing_extensions' TypedDict.
 from typing_extensions import TypedDict
+
+from collective import agents
 
 __all__ = [
     "CouncilInput",
@@ -16,6 +19,9 @@ __all__ = [
     "Proposal",
     "ReviewTask",
     "SpecialistTask",
+    "applied_profile",
+    "review_task",
+    "specialist_task",
 ]
 
 
@@ -114,3 +120,32 @@ class ReviewTask(TypedDict):
     conversation: str
     proposals: list[Proposal]
     """The proposals that answered (the reviewer's own is excluded when shown)."""
+
+
+def applied_profile(state: Mapping[str, Any]) -> str:
+    """The retrieval profile the run applied (`balanced` until retrieval has run)."""
+    return str(state.get("retrieval", {}).get("applied", "balanced"))
+
+
+def specialist_task(state: Mapping[str, Any], index: int) -> SpecialistTask:
+    """What specialist `index` (0-based) is sent: the question, plan, conversation, chunks."""
+    return SpecialistTask(
+        member=agents.member(index),
+        index=index,
+        question=state["question"],
+        plan=state.get("plan", ""),
+        conversation=state.get("conversation", ""),
+        chunks=state.get("chunks", []),
+        retrieval_profile=applied_profile(state),
+    )
+
+
+def review_task(state: Mapping[str, Any], member: str, answered: list[Proposal]) -> ReviewTask:
+    """What `member` is sent to rank the others among the `answered` proposals."""
+    return ReviewTask(
+        member=member,
+        index=agents.member_index(member),
+        question=state["question"],
+        conversation=state.get("conversation", ""),
+        proposals=answered,
+    )

@@ -1,25 +1,28 @@
-"""KB chunks as the nodes pass them around: plain dicts in state, tagged text in prompts."""
+"""KB chunks as the nodes pass them around: JSON in state, `Chunk`s in a node, tags in prompts.
+
+Graph state and `Send` payloads keep chunks as plain `Chunk` fields (what every checkpointer
+stores, what a thread written before holds, what LangGraph's schemas show); a node turns them
+into `Chunk`s once, on entry.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from collective.budget.trimming import Scored
 from collective.kb.citations import format_chunk, tag, visible_chunks
 from collective.kb.store import Chunk
 
-__all__ = ["chunk_from_dict", "scored_chunks"]
+__all__ = ["chunks_from_state", "scored_chunks"]
 
 
-def chunk_from_dict(data: dict[str, Any]) -> Chunk:
-    """Rebuild a `Chunk` kept in graph state (tags come back from JSON as a list)."""
-    return Chunk(**{**data, "tags": tuple(data.get("tags", ()))})
+def chunks_from_state(data: Iterable[Mapping[str, Any]]) -> list[Chunk]:
+    """The `Chunk`s kept in graph state (tags come back from JSON as a list)."""
+    return [Chunk(**{**c, "tags": tuple(c.get("tags", ()))}) for c in data]
 
 
-def scored_chunks(
-    chunks: Iterable[dict[str, Any]], hidden_tags: Sequence[str] = ()
-) -> list[Scored]:
+def scored_chunks(chunks: Iterable[Chunk], hidden_tags: Sequence[str] = ()) -> list[Scored]:
     """Chunks a role may see, rendered `[KB#id] [Score: 0.85] text` for a chunks section."""
-    visible = visible_chunks([chunk_from_dict(c) for c in chunks], hidden_tags)
+    visible = visible_chunks(list(chunks), hidden_tags)
     return [Scored(c.id, format_chunk(c), c.score, mark=tag(c.id)) for c in visible]

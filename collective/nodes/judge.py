@@ -22,11 +22,12 @@ from collective.budget.counting import ChatMessage, TokenCounter
 from collective.budget.trimming import Fitted, Scored, share_fairly
 from collective.errors import BackendError, BackendUnavailable, BudgetError, InvalidResponse
 from collective.graph.context import CouncilContext
-from collective.graph.state import CouncilState, Proposal
+from collective.graph.state import CouncilState, Proposal, applied_profile
 from collective.kb.citations import check_citations, format_chunk, neutralise, shown_ids, tag
+from collective.kb.store import Chunk
 from collective.kb.tools import VerificationTools
 from collective.models.base import Backend, ToolCall
-from collective.nodes.chunks import chunk_from_dict, scored_chunks
+from collective.nodes.chunks import chunks_from_state, scored_chunks
 from collective.nodes.model_call import ModelCall, NodeProgress, call_model, emit, resolve_backend
 from collective.nodes.quorum import check_quorum
 from collective.nodes.retrieve import open_knowledge
@@ -37,7 +38,7 @@ from collective.telemetry import record_fallback, record_tool_call
 __all__ = ["judge"]
 
 
-def evidence(proposals: list[Proposal], chunks: Mapping[str, Any]) -> list[Scored]:
+def evidence(proposals: list[Proposal], chunks: Mapping[str, Chunk]) -> list[Scored]:
     """The chunks the specialists cited, once each, most-cited first."""
     counts = Counter(i for p in proposals for i in p["citations"] if i in chunks)
     by_member: dict[str, list[str]] = {}
@@ -146,8 +147,9 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
     ctx = runtime.context
     answered = check_quorum(state.get("proposals", []), ctx)
     aggregate = aggregate_rankings(state.get("rankings", []), answered)
-    chunks = {c["id"]: chunk_from_dict(c) for c in state.get("chunks", [])}
-    profile = state.get("retrieval", {}).get("applied", "balanced")
+    retrieved = chunks_from_state(state.get("chunks", []))
+    chunks = {c.id: c for c in retrieved}
+    profile = applied_profile(state)
     ranking = "\n".join(
         f"Peer review: {row['member']} mean rank {row['mean_rank']:.2f} ({row['votes']} votes)"
         for row in aggregate
@@ -156,7 +158,7 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
         text_section("system", prompt.SYSTEM),
         text_section("conversation_summary", state.get("conversation", ""), keep="end"),
         text_section("task", prompt.task_text(state["question"], state.get("plan", ""), ranking)),
-        chunks_section("kb_chunks", scored_chunks(state.get("chunks", []))),
+        chunks_section("kb_chunks", scored_chunks(retrieved)),
         labelled_section(
             "proposals",
             [(_proposal_label(p), neutralise(p["text"])) for p in answered],
@@ -202,7 +204,7 @@ async def _rule(
     ctx: CouncilContext,
     backend: Backend,
     contents: list[SectionContent],
-    chunks: Mapping[str, Any],
+    chunks: Mapping[str, Chunk],
     profile: str,
     progress: NodeProgress,
 ) -> dict[str, Any]:

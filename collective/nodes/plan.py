@@ -9,8 +9,8 @@ from langgraph.runtime import Runtime
 from collective import agents
 from collective.budget.assembly import chunks_section, text_section
 from collective.graph.context import CouncilContext
-from collective.graph.state import CouncilState
-from collective.nodes.chunks import scored_chunks
+from collective.graph.state import CouncilState, applied_profile
+from collective.nodes.chunks import chunks_from_state, scored_chunks
 from collective.nodes.model_call import NodeProgress, call_model, resolve_backend
 from collective.prompts import planner as prompt
 
@@ -30,11 +30,14 @@ async def plan(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[st
             text_section("system", prompt.SYSTEM.format(k=ctx.k)),
             text_section("conversation_summary", state.get("conversation", ""), keep="end"),
             text_section("task", state["question"]),
-            chunks_section("kb_chunks", scored_chunks(state.get("chunks", []), ctx.hidden_tags)),
+            chunks_section(
+                "kb_chunks",
+                scored_chunks(chunks_from_state(state.get("chunks", [])), ctx.hidden_tags),
+            ),
         ],
         compose=prompt.compose,
         question=state["question"],
-        retrieval_profile=state.get("retrieval", {}).get("applied", "balanced"),
+        retrieval_profile=applied_profile(state),
     )
     elapsed = progress.done(call)
     return {

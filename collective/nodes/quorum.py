@@ -7,10 +7,9 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from collective import agents
 from collective.errors import QuorumError
 from collective.graph.context import CouncilContext
-from collective.graph.state import CouncilState, Proposal, ReviewTask
+from collective.graph.state import CouncilState, Proposal, review_task
 
 __all__ = ["check_quorum", "quorum", "route_review"]
 
@@ -43,16 +42,4 @@ def route_review(
     answered = [p for p in state.get("proposals", []) if not p["error"]]
     if not runtime.context.review or len(answered) < 2:
         return "judge"
-    return [
-        Send(
-            "review",
-            ReviewTask(
-                member=p["member"],
-                index=agents.member_index(p["member"]),
-                question=state["question"],
-                conversation=state.get("conversation", ""),
-                proposals=answered,
-            ),
-        )
-        for p in answered
-    ]
+    return [Send("review", review_task(state, p["member"], answered)) for p in answered]

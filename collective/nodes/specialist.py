@@ -13,7 +13,7 @@ from collective.errors import BackendError, BackendTimeout, BudgetError
 from collective.graph.context import CouncilContext
 from collective.graph.state import Proposal, SpecialistTask
 from collective.kb.citations import split_citations
-from collective.nodes.chunks import scored_chunks
+from collective.nodes.chunks import chunks_from_state, scored_chunks
 from collective.nodes.model_call import NodeProgress, call_model, resolve_backend
 from collective.nodes.retry import TRANSIENT_RETRY, is_transient
 from collective.prompts import specialist as prompt
@@ -29,7 +29,7 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
     ctx = runtime.context
     member = task["member"]
     backend = resolve_backend(ctx.member_backend(task["index"]))
-    chunks = scored_chunks(task["chunks"], ctx.hidden_tags)
+    chunks = scored_chunks(chunks_from_state(task["chunks"]), ctx.hidden_tags)
     progress = NodeProgress(member, backend.model)
     written: list[str] = []  # what the member has streamed, kept if it runs out of time
     try:
