@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import uuid
 from contextlib import AsyncExitStack
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from collective.commands.options import ConfigOption
-from collective.kb.profile_names import Profile
+from collective.commands.options import ConfigOption, KbOption, RetrievalOption, missing_kb
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -43,14 +41,18 @@ anything else goes to the chat model."""
 
 async def chat_turn(
     session: CouncilSession, thread_id: str, line: str
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, dict[str, Any], list[str]]:
     """One plain chat turn: a budgeted call to the chat model, recorded in the thread's memory.
 
+    The line is checked like a council question (`collective.question`).
+
     Returns:
-        The reply and the call's budget report (`BudgetReport.to_dict()`).
+        The reply, the call's budget report (`BudgetReport.to_dict()`) and a note for every
+        change the check made to the line.
 
     Raises:
-        CollectiveError: The backend failed, or the prompt cannot be made to fit.
+        CollectiveError: The line is blank, the backend failed, or the prompt cannot be made to
+            fit.
     """
     import asyncio
     import dataclasses
@@ -60,7 +62,9 @@ async def chat_turn(
     from collective.memory.conversation import SUMMARY_TOKENS, load_memory
     from collective.models.registry import backend_from_spec
     from collective.prompts import chat as prompt
+    from collective.question import check_question
 
+    line, notes = check_question(line)
     config = session.config
     graph_config = {"configurable": {"thread_id": thread_id}}
     snapshot = await session.graph.aget_state(graph_config)
@@ -93,7 +97,7 @@ async def chat_turn(
     # Compression may archive to the SQLite store: keep it off the event loop.
     data = await asyncio.to_thread(record)
     await session.graph.aupdate_state(graph_config, {"memory": data}, as_node="remember")
-    return reply, call.report_dict
+    return reply, call.report_dict, notes
 
 
 class ChatSession:
@@ -195,7 +199,11 @@ class ChatSession:
                 self._council(rest.strip())
             else:
                 assert self._session is not None
-                reply, report = self._runner.run(chat_turn(self._session, self.thread_id, line))
+                reply, report, notes = self._runner.run(
+                    chat_turn(self._session, self.thread_id, line)
+                )
+                for note in notes:
+                    self.console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
                 self.last_budgets = [report]
                 self.console.print(f"[bold]{report['model']}>[/bold] ", end="")
                 self.console.print(reply or "(no answer)", markup=False, highlight=False)
@@ -278,13 +286,8 @@ def chat(
     k: Annotated[
         int | None, typer.Option("--k", min=1, max=64, help="Specialists for /collective.")
     ] = None,
-    retrieval: Annotated[
-        Profile | None, typer.Option("--retrieval", help="Retrieval profile.")
-    ] = None,
-    kb: Annotated[
-        Path | None,
-        typer.Option("--kb", help="SQLite knowledge base (must exist).", dir_okay=False),
-    ] = None,
+    retrieval: RetrievalOption = None,
+    kb: KbOption = None,
 ) -> None:
     """Chat with one model; /collective QUERY asks the council in the conversation's context."""
     from rich.console import Console
@@ -293,10 +296,8 @@ def chat(
     from collective.errors import ConfigError
 
     with user_errors():
-        if kb is not None and not kb.is_file():
-            raise ConfigError(
-                f"no knowledge base at {kb}; create one with `collective kb add PATH... --kb {kb}`"
-            )
+        if no_kb := missing_kb(kb):
+            raise ConfigError(no_kb)
         overrides = {
             "k": k,
             "retrieval": retrieval,

@@ -134,8 +134,10 @@ def test_a_failed_run_names_its_thread(workdir):
 
 @pytest.mark.timeout(900)
 def test_chat_turns_are_in_the_usage_log(workdir):
-    result = CliRunner().invoke(app, ["chat", "--thread", "c1"], input="Is PLA food safe?\n/exit\n")
+    line = "Is PLA food safe? " + "x" * 9_000  # over-long: cut like a council question
+    result = CliRunner().invoke(app, ["chat", "--thread", "c1"], input=f"{line}\n/exit\n")
     assert result.exit_code == 0, result.output
+    assert "the question was cut to its first 8,000 characters" in result.output
     assert usage_agents(workdir) == ["chat"]
     status, out, _ = invoke("budget", "report", "--json")
     assert status == 0 and [a["agent"] for a in json.loads(out)["agents"]] == ["chat"]
