@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from collective.commands.options import ConfigOption
-from collective.kb.profile_names import Profile
+from collective.commands.options import ConfigOption, KbOption, RetrievalOption, missing_kb
 
 if TYPE_CHECKING:
     from collective.config import CollectiveConfig, EffectiveConfig
@@ -475,13 +474,8 @@ def ask(
         int | None, typer.Option("--k", min=1, max=64, help="Number of specialists.")
     ] = None,
     config: ConfigOption = None,
-    retrieval: Annotated[
-        Profile | None, typer.Option("--retrieval", help="Retrieval profile.")
-    ] = None,
-    kb: Annotated[
-        Path | None,
-        typer.Option("--kb", help="SQLite knowledge base (must exist).", dir_okay=False),
-    ] = None,
+    retrieval: RetrievalOption = None,
+    kb: KbOption = None,
     thread: Annotated[
         str | None, typer.Option("--thread", "-t", help="Continue this conversation thread.")
     ] = None,
@@ -517,10 +511,8 @@ def ask(
             raise _usage('the question is empty; ask something, e.g. collective ask "PETG or ASA?"')
         if question is None and thread is None:
             raise _usage('no question; use collective ask "QUESTION" (or --thread ID to resume)')
-        if kb is not None and not kb.is_file():
-            raise _usage(
-                f"no knowledge base at {kb}; create one with `collective kb add PATH... --kb {kb}`"
-            )
+        if no_kb := missing_kb(kb):
+            raise _usage(no_kb)
         overrides: dict[str, Any] = {
             "k": k,
             "retrieval": retrieval,

@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["ConfigOption"]
+from collective.kb.profile_names import Profile
+
+__all__ = ["ConfigOption", "KbOption", "RetrievalOption", "missing_kb"]
 
 ConfigOption = Annotated[
     Path | None,
@@ -19,3 +21,19 @@ ConfigOption = Annotated[
     ),
 ]
 """`--config FILE`."""
+
+RetrievalOption = Annotated[Profile | None, typer.Option("--retrieval", help="Retrieval profile.")]
+"""`--retrieval lean|balanced|deep|auto`."""
+
+KbOption = Annotated[
+    Path | None,
+    typer.Option("--kb", help="SQLite knowledge base (must exist).", dir_okay=False),
+]
+"""`--kb FILE`: an existing knowledge base (check it with `missing_kb`)."""
+
+
+def missing_kb(kb: Path | None) -> str | None:
+    """What to say when `--kb` names no file; None when it is unset or exists."""
+    if kb is None or kb.is_file():
+        return None
+    return f"no knowledge base at {kb}; create one with `collective kb add PATH... --kb {kb}`"
