@@ -1,28 +1,18 @@
 """The budgeted model call: the one seam between a caller and a model, free of LangGraph.
 
-Council nodes and `collective chat` call models only through `budgeted_call`.
-
-`budgeted_call` fits the role's budget plan to the context the backend really reports (capped
-by the role's and the backend's answer cap, its KB allocation scaled by the retrieval profile),
-assembles the prompt section by section in a worker thread (counting is CPU work, and HTTP for
-llama-server), sends it, and on a server's `ContextOverflow` refits once to the server's own
-`n_ctx` less whatever the prompt was undercounted by. It is the only refit loop in collective.
-Every call is traced (an OpenTelemetry span carrying its budget report), reports progress to an
-injected `on_event` callback (a node passes LangGraph's stream writer), and is monitored
+Council nodes and `collective chat` call models only through `budgeted_call`: fit the role's
+plan to the context and answer cap the backend reports (the KB allocation scaled by the
+retrieval profile, the conversation by the agent's memory budget), assemble the prompt in a
+worker thread, send it, and on a server's `ContextOverflow` refit once to the server's `n_ctx`
+less what was undercounted (the only refit loop in collective). Every call is traced (a span
+carrying its budget report), reports progress to an injected `on_event`, and is monitored
 against the agent's memory budget profile (threshold events, one usage-log line).
 
-Hook points, each in one place:
-
-* `on_token` (streaming): passed to `_Call.send`, the single place a model is called.
-* `admission` (per-server admission control, `collective.models.admission`): `send`
-  reserves the prompt and output tokens on the backend's server pool before sending (waiting,
-  with a `waiting for KV room on <server>` progress event, while the pool is full) and releases
-  them after. Default: the process-wide `default_admission()`.
-
-A server whose shared KV pool ran out (`PoolExhausted`) is re-read and the call is sent once
-more through admission; an answer the server cut short for lack of room (see
-`cut_answer_warning`) is reported in the result's warnings, the budget report's notes and the
-call's span (backends re-read their server at most `POOL_TTL_S` seconds after).
+`_Call.send` is the one place a model is called: `on_token` hears the answer as it streams, and
+`admission` (`collective.models.admission`, default the process's) holds the prompt and output
+tokens on the backend's server pool around it. A pool that ran out (`PoolExhausted`) is re-read
+and the call sent once more; an answer the server cut short for lack of room is reported in the
+result's warnings, the report's notes and the span.
 """
 
 from __future__ import annotations
@@ -41,7 +31,6 @@ from collective.budget.counting import ChatMessage
 from collective.budget.monitor import (
     BudgetEvent,
     UsageLog,
-    UsageRecord,
     record_model_call,
     scope_for_section,
 )
@@ -97,37 +86,18 @@ class Admission(Protocol):
 
 
 class CallSettings(Protocol):
-    """What a budgeted call needs from the run's settings (`CouncilContext` has it all)."""
+    """What a budgeted call reads from the run's settings (`CouncilContext` has it all)."""
 
-    @property
-    def budgets(self) -> Mapping[str, str | ModelBudget]:
-        """Budget per role: a preset name or an explicit plan; default the preset of the role."""
-        ...
-
-    @property
-    def output_caps(self) -> Mapping[str, int]:
-        """Largest answer per role."""
-        ...
-
-    @property
-    def temperature(self) -> float:
-        """Sampling temperature."""
-        ...
-
-    @property
-    def usage_log(self) -> str | None:
-        """JSON-lines usage log; None disables it."""
-        ...
-
-    @property
-    def agent_profiles(self) -> Mapping[str, str]:
-        """Agent name -> memory budget profile name."""
-        ...
-
-    @property
-    def budget_profiles(self) -> Mapping[str, Mapping[str, Any]]:
-        """Profiles of your own by name, added to the built-in ones."""
-        ...
+    budgets: Mapping[str, str | ModelBudget]
+    """Budget per role: a preset name or a plan; a role not named gets its own preset."""
+    output_caps: Mapping[str, int]
+    temperature: float
+    usage_log: str | None
+    """JSON-lines usage log; None disables it."""
+    agent_profiles: Mapping[str, str]
+    """Agent or role -> memory budget profile name."""
+    budget_profiles: Mapping[str, Mapping[str, Any]]
+    """Profiles of your own by name, beside the built-in ones."""
 
 
 class Request(TypedDict, total=False):
@@ -246,7 +216,7 @@ async def budgeted_call(
         BudgetError: The plan cannot be fitted to the context.
         BackendError: Any other backend failure, unchanged.
     """
-    emit = on_event or _drop
+    emit = on_event or (lambda event: None)
     profile = ProfileAssignments.from_settings(settings).profile_for(agent)
     memory = resolve_budget(profile, request["question"])
     retrieval_profile = request.get("retrieval_profile", "balanced")
@@ -276,11 +246,10 @@ async def budgeted_call(
                 }
             )
 
-        monitor = functools.partial(_monitor, settings, agent, memory, call.report, on_threshold)
-        if settings.usage_log:  # appending to the log is file I/O: keep it off the event loop
-            record = await asyncio.to_thread(monitor)
-        else:
-            record = monitor()
+        log = UsageLog(settings.usage_log) if settings.usage_log else None
+        monitor = functools.partial(record_model_call, log, agent, memory, call.report)
+        # Appending to the log is file I/O: keep it off the event loop.
+        record = await asyncio.to_thread(monitor, on_threshold) if log else monitor(on_threshold)
         tier: str = record.final_complexity
         if record.final_complexity != record.complexity:  # a bump
             tier = f"{record.complexity} -> {record.final_complexity}"
@@ -288,22 +257,6 @@ async def budgeted_call(
         call = replace(call, report=report)
         record_budget_report(span, call.report_dict)
         return call
-
-
-def _drop(event: dict[str, Any]) -> None:
-    """The default `on_event`: progress goes nowhere."""
-
-
-def _monitor(
-    settings: CallSettings,
-    agent: str,
-    budget: AgentBudget,
-    report: BudgetReport,
-    on_event: Callable[[BudgetEvent], None],
-) -> UsageRecord:
-    """Check the call against the agent's memory budget and log its usage."""
-    log = UsageLog(settings.usage_log) if settings.usage_log else None
-    return record_model_call(log, agent, budget, report, on_event=on_event)
 
 
 @dataclass(frozen=True)
