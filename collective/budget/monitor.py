@@ -72,25 +72,16 @@ DEFAULT_USAGE_LOG = ".collective/usage.jsonl"
 
 @dataclass(frozen=True)
 class BudgetEvent:
-    """A threshold crossed during one call.
-
-    Attributes:
-        agent: The agent making the call.
-        level: `info` (75%), `warning` (90%) or `error` (over 100%).
-        threshold: The fraction of the budget that was crossed.
-        scope: The scope whose load crossed it.
-        loaded: Tokens loaded so far in the call.
-        budget: The budget the call started with.
-        usage_pct: `loaded` as a percentage of `budget`.
-        message: One human-readable line.
-    """
+    """A threshold crossed during one call (`info` 75%, `warning` 90%, `error` over 100%)."""
 
     agent: str
     level: EventLevel
     threshold: float
     scope: str
+    """The scope whose load crossed it."""
     loaded: int
     budget: int
+    """The budget the call started with."""
     usage_pct: float
     message: str
 
@@ -98,24 +89,12 @@ class BudgetEvent:
 class UsageRecord(BaseModel):
     """One model call's memory usage: one line of the usage log.
 
-    Attributes:
-        timestamp: When the call finished (ISO 8601, UTC).
-        agent: The agent that made the call.
-        profile: Its budget profile's name.
-        complexity: The complexity tier the call started at.
-        final_complexity: The tier after any bumps.
-        allocated: The budget the call started with.
-        final_budget: The budget after any bumps.
-        loaded: Tokens loaded across all scopes.
-        usage_pct: `loaded` as a percentage of `allocated`.
-        scopes: Tokens loaded per memory scope.
-        scope_budgets: The starting budget split per scope.
-        exceeded: Whether `loaded` passed `allocated`.
-        warnings: Warning and error messages raised during the call.
-        bumps: The tier bumps recorded during the call.
+    `complexity` and `allocated` are the tier and budget the call started at, `final_*` after
+    any bumps; `loaded` counts every scope, `usage_pct` is it as a percentage of `allocated`.
     """
 
     timestamp: str
+    """When the call finished (ISO 8601, UTC)."""
     agent: str
     profile: str
     complexity: Complexity
@@ -125,6 +104,7 @@ class UsageRecord(BaseModel):
     loaded: int
     usage_pct: float
     scopes: dict[str, int]
+    """Tokens loaded per memory scope."""
     scope_budgets: dict[str, int]
     exceeded: bool
     warnings: list[str] = Field(default_factory=list)
@@ -344,19 +324,10 @@ def record_model_call(
     report: BudgetReport,
     on_event: Callable[[BudgetEvent], None] | None = None,
 ) -> UsageRecord:
-    """Monitor one model call from its budget report and append it to the usage log.
+    """Monitor one call from its budget report and append its usage record to `log`.
 
-    Each section's used tokens are loaded into the scope `scope_for_section` maps it to.
-
-    Args:
-        log: The usage log (None: monitor only, write nothing).
-        agent: The agent that made the call.
-        agent_budget: Its budget for the task.
-        report: The call's budget report.
-        on_event: Receives each threshold event.
-
-    Returns:
-        The usage record written.
+    Each section's tokens load into its scope; `on_event` hears each threshold event; a None
+    `log` writes nothing. Returns the record.
     """
     monitor = BudgetMonitor(agent, agent_budget, on_event=on_event)
     for section in report.sections:
@@ -400,25 +371,17 @@ class ProfileUsage(BaseModel):
 
 
 class Recommendation(BaseModel):
-    """A suggested profile change.
-
-    Attributes:
-        agent: The agent concerned.
-        profile: Its current profile.
-        kind: `upgrade`, `downgrade` or `adjust_scope_weights`.
-        suggested_profile: The profile to move to (None: none exists, or a weights change).
-        suggested_weights: New scope weights (for `adjust_scope_weights`).
-        reason: Why, with the figures.
-        confidence: 0-1: the strength of the signal scaled by the sample size n/(n+10).
-    """
+    """A suggested profile change for `agent`, now on `profile`, with the reason in figures."""
 
     agent: str
     profile: str
     kind: Literal["upgrade", "downgrade", "adjust_scope_weights"]
     suggested_profile: str | None = None
+    """The profile to move to (None: none exists, or a weights change)."""
     suggested_weights: dict[str, float] | None = None
     reason: str
     confidence: float
+    """0-1: the strength of the signal scaled by the sample size n/(n+10)."""
 
 
 class UsageReport(BaseModel):

@@ -65,14 +65,7 @@ MEMORY_SCOPES = ("global", "agent_recent", "agent_patterns")
 
 
 class BudgetProfile(BaseModel):
-    """A named budget profile.
-
-    Attributes:
-        name: Profile name, e.g. `specialist-narrow`.
-        base_budget: Tokens for a medium-complexity task.
-        max_budget: The cap no multiplier or bump goes past.
-        scope_weights: Share of the budget per memory scope; non-negative, summing to 1.
-    """
+    """A named budget profile (`specialist-narrow`, ...); scope weights sum to 1."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -124,17 +117,12 @@ DEFAULT_ASSIGNMENTS: dict[str, str] = {"planner": "role-coordinator", "judge": "
 
 
 class ComplexityAssessment(BaseModel):
-    """The detected complexity of a task and why.
-
-    Attributes:
-        level: The complexity tier.
-        reason: One sentence naming the signals that decided the level.
-        signals: Every signal that matched, as `level: description`.
-    """
+    """The detected complexity of a task, the reason (the deciding signals) and every signal."""
 
     level: Complexity
     reason: str
     signals: list[str] = Field(default_factory=list)
+    """Every signal that matched, as `level: description`."""
 
 
 COMPLEXITY_SIGNALS_ENV = "COLLECTIVE_COMPLEXITY_SIGNALS"
@@ -186,17 +174,7 @@ def _load_signals(path: str) -> ComplexitySignals:
 
 
 def detect_complexity(task_text: str) -> ComplexityAssessment:
-    """Detect a task's complexity from its text, naming every signal that matched.
-
-    The highest tier with a signal wins (harder tasks get the larger budget when signals
-    conflict); a task with no signal is medium.
-
-    Args:
-        task_text: The task or question as the agent will see it.
-
-    Returns:
-        The assessment: level, a reason naming the deciding signals, and all matched signals.
-    """
+    """A task's complexity from its text: the highest tier with a signal wins; none: medium."""
     signals = complexity_signals()
     found: dict[Complexity, list[str]] = {level: [] for level in COMPLEXITY_ORDER}
     for level in COMPLEXITY_ORDER:
@@ -224,25 +202,20 @@ def detect_complexity(task_text: str) -> ComplexityAssessment:
 
 
 class AgentBudget(BaseModel):
-    """The budget of one agent for one task, after complexity and any bumps.
-
-    Attributes:
-        profile: The profile it derives from.
-        complexity: The current tier (after bumps).
-        reason: Why this tier: the detection reason or the manual override.
-        budget: Tokens the agent may load: base x multiplier, capped at `max_budget`.
-        scope_budgets: The budget split by the profile's scope weights (sums to `budget`).
-        signals: The complexity signals that matched.
-        bumps: One line per bump (or refused bump at the cap), oldest first.
-    """
+    """The budget of one agent for one task, after complexity and any bumps."""
 
     profile: BudgetProfile
     complexity: Complexity
+    """The current tier (after bumps)."""
     reason: str
+    """Why this tier: the detection reason or the manual override."""
     budget: int
+    """Tokens the agent may load: base x multiplier, capped at `max_budget`."""
     scope_budgets: dict[str, int]
+    """The budget split by the profile's scope weights (sums to `budget`)."""
     signals: list[str] = Field(default_factory=list)
     bumps: list[str] = Field(default_factory=list)
+    """One line per bump (or refused bump at the cap), oldest first."""
 
     @property
     def at_cap(self) -> bool:
@@ -264,16 +237,7 @@ def split_budget(budget: int, weights: dict[str, float]) -> dict[str, int]:
 def resolve_budget(
     profile: BudgetProfile, task_text: str, override: Complexity | None = None
 ) -> AgentBudget:
-    """The budget of an agent with `profile` for `task_text`.
-
-    Args:
-        profile: The agent's profile.
-        task_text: The task, used to detect complexity.
-        override: A complexity set by hand; skips detection.
-
-    Returns:
-        The agent budget with its reason and scope split.
-    """
+    """The budget of an agent with `profile` for `task_text` (or at the tier `override`)."""
     if override is not None:
         if override not in COMPLEXITY_MULTIPLIERS:
             raise ConfigError(
@@ -298,14 +262,7 @@ def resolve_budget(
 
 
 def bump(agent_budget: AgentBudget) -> AgentBudget:
-    """Move a budget to the next complexity tier, up to the profile's cap, recording the bump.
-
-    Args:
-        agent_budget: The budget that was exceeded.
-
-    Returns:
-        A new budget one tier up (or the same tier, with the refusal recorded, at the cap).
-    """
+    """The budget one tier up (at the cap: the same tier), the bump (or refusal) recorded."""
     current = agent_budget.complexity
     if agent_budget.at_cap:
         limit = "top tier" if current == COMPLEXITY_ORDER[-1] else "max_budget cap"
@@ -328,13 +285,7 @@ def bump(agent_budget: AgentBudget) -> AgentBudget:
 
 
 class ProfileAssignments(BaseModel):
-    """Which profile each agent uses, as configured.
-
-    Attributes:
-        assignments: Agent name -> profile name.
-        default: Profile for agents not listed.
-        profiles: Known profiles by name (the defaults plus any defined in config).
-    """
+    """Which profile each agent (or role) uses; `default` for the others; the known profiles."""
 
     assignments: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_ASSIGNMENTS))
     default: str = "specialist-broad"
