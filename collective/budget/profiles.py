@@ -175,7 +175,14 @@ def _load_signals(path: str) -> ComplexitySignals:
 
 def detect_complexity(task_text: str) -> ComplexityAssessment:
     """A task's complexity from its text: the highest tier with a signal wins; none: medium."""
-    signals = complexity_signals()
+    level, reason, matched = _detect(os.environ.get(COMPLEXITY_SIGNALS_ENV) or "", task_text)
+    return ComplexityAssessment(level=level, reason=reason, signals=list(matched))
+
+
+@functools.lru_cache(maxsize=512)
+def _detect(path: str, task_text: str) -> tuple[Complexity, str, tuple[str, ...]]:
+    """Level, reason and signals for `task_text` (once per text: every call of a run asks)."""
+    signals = _load_signals(path)
     found: dict[Complexity, list[str]] = {level: [] for level in COMPLEXITY_ORDER}
     for level in COMPLEXITY_ORDER:
         found[level] = [desc for rx, desc in signals.rules.get(level, []) if rx.search(task_text)]
@@ -188,17 +195,17 @@ def detect_complexity(task_text: str) -> ComplexityAssessment:
     elif 0 < words <= signals.short_task_words:
         found["simple"].append(f"short task ({words} words)")
 
-    matched = [f"{level}: {desc}" for level in reversed(COMPLEXITY_ORDER) for desc in found[level]]
+    matched = tuple(
+        f"{level}: {desc}" for level in reversed(COMPLEXITY_ORDER) for desc in found[level]
+    )
     for level in ("multi-system", "complex", "simple"):
         if found[level]:
             reason = f"{level}: matched " + ", ".join(found[level])
             overruled = [lv for lv in COMPLEXITY_ORDER if lv != level and found[lv]]
             if overruled:
                 reason += f" (outranks {', '.join(overruled)} signals)"
-            return ComplexityAssessment(level=level, reason=reason, signals=matched)
-    return ComplexityAssessment(
-        level="medium", reason="medium: no complexity signal matched (default)", signals=matched
-    )
+            return level, reason, matched
+    return "medium", "medium: no complexity signal matched (default)", matched
 
 
 class AgentBudget(BaseModel):
