@@ -269,13 +269,13 @@ async def _rule(
         shown = shown_ids("\n".join(transcript.fitted), tools.fetched)
         supplied.update((i, tools.fetched[i]) for i in shown)
     citations, unknown = check_citations(answer, supplied)
-    elapsed = progress.done(call)
+    timings = progress.done(call)
     return {
         "answer": answer,
         "citations": citations,
         "unknown_citations": unknown,
         "budgets": budgets,
-        "timings": progress.timings(elapsed),
+        "timings": timings,
         "tool_calls": tool_log,
         "notes": [*notes, *call.result.warnings],
     }

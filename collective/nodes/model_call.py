@@ -57,34 +57,25 @@ class NodeProgress:
             event["model"] = model
         emit(event)
         self.started = time.perf_counter()
-        self.ttft_ms: float | None = None
-        """Milliseconds to the model's first token (set by `done` with a call)."""
 
-    @property
-    def elapsed_ms(self) -> float:
-        """Milliseconds since the node started."""
-        return (time.perf_counter() - self.started) * 1000
+    def done(
+        self, call: ModelCall | None = None, status: str = "done", **extra: Any
+    ) -> dict[str, float]:
+        """Report the end (with the call's token counts); returns the node's state `timings`.
 
-    def done(self, call: ModelCall | None = None, status: str = "done", **extra: Any) -> float:
-        """Report the end (with the call's token counts); returns the elapsed milliseconds."""
-        elapsed = self.elapsed_ms
+        The timings are `<node>_ms` and, where the model reported one, `<node>_ttft_ms`.
+        """
+        elapsed = (time.perf_counter() - self.started) * 1000
         event: dict[str, Any] = {"type": "progress", "node": self.node, "status": status}
         event["ms"] = elapsed
+        timings = {f"{self.node}_ms": elapsed}
         if call is not None:
             event["tokens_in"] = call.report.prompt_tokens
             event["tokens_out"] = call.result.usage.completion_tokens
-            self.ttft_ms = call.result.timings.get("ttft_ms")
-            if self.ttft_ms is not None:
-                event["ttft_ms"] = self.ttft_ms
+            if (ttft := call.result.timings.get("ttft_ms")) is not None:
+                event["ttft_ms"] = timings[f"{self.node}_ttft_ms"] = ttft
         emit({**event, **extra})
-        return elapsed
-
-    def timings(self, elapsed: float) -> dict[str, float]:
-        """The node's entries in the state's `timings` (time to first token where known)."""
-        out = {f"{self.node}_ms": elapsed}
-        if self.ttft_ms is not None:
-            out[f"{self.node}_ttft_ms"] = self.ttft_ms
-        return out
+        return timings
 
 
 async def call_model(

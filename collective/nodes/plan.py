@@ -39,9 +39,9 @@ async def plan(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[st
         question=state["question"],
         retrieval_profile=applied_profile(state),
     )
-    elapsed = progress.done(call)
+    timings = progress.done(call)
     return {
         "plan": call.result.text.strip(),
         "budgets": [call.report_dict],
-        "timings": progress.timings(elapsed),
+        "timings": timings,
     }

@@ -74,7 +74,7 @@ async def retrieve(state: CouncilState, runtime: Runtime[CouncilContext]) -> dic
     scope = ctx.memory(info.thread_id if info else None)  # L2: this user's, this thread's
     recall = functools.partial(long_term_recall, runtime.store, scope, question)
     conversation, result = await asyncio.to_thread(_find, ctx, state, question, rewriter, recall)
-    elapsed = progress.done()
+    timings = progress.done()
     # A thread keeps state between runs: the reducer fields start afresh for each question.
     return {
         "question": question,
@@ -85,7 +85,7 @@ async def retrieve(state: CouncilState, runtime: Runtime[CouncilContext]) -> dic
         "proposals": Overwrite([]),
         "budgets": Overwrite([]),
         "rankings": Overwrite([]),
-        "timings": Overwrite(progress.timings(elapsed)),
+        "timings": Overwrite(timings),
         "tool_calls": [],
         "notes": notes,
     }

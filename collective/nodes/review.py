@@ -60,8 +60,8 @@ async def review(task: ReviewTask, runtime: Runtime[CouncilContext]) -> dict[str
         ranking.update(order=[shown[label]["member"] for label in order], reason=parsed.reason)
     except (BackendError, BudgetError, ValidationError, ValueError) as error:
         ranking["error"] = f"{type(error).__name__}: {error}".splitlines()[0]
-    elapsed = progress.done(status="failed" if ranking["error"] else "done")
-    return {**update, "rankings": [ranking], "timings": progress.timings(elapsed)}
+    timings = progress.done(status="failed" if ranking["error"] else "done")
+    return {**update, "rankings": [ranking], "timings": timings}
 
 
 def aggregate_rankings(

@@ -62,7 +62,7 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
         attempt = runtime.execution_info.node_attempt if runtime.execution_info else 1
         if is_transient(error) and attempt < TRANSIENT_RETRY.max_attempts:
             raise error from None
-        elapsed = progress.done(status="failed", error=str(error))
+        timings = progress.done(status="failed", error=str(error))
         failed = Proposal(
             member=member,
             model=backend.model,
@@ -71,8 +71,8 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
             unknown_citations=[],
             error=f"{type(error).__name__}: {error}",
         )
-        return {"proposals": [failed], "timings": progress.timings(elapsed)}
-    elapsed = progress.done(call)
+        return {"proposals": [failed], "timings": timings}
+    timings = progress.done(call)
     text = call.result.text.strip()
     # Only chunks the prompt really showed (kept after trimming, tag intact) can be cited.
     cited, unknown = split_citations(text, call.prompt.kept("kb_chunks"))
@@ -87,7 +87,7 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
     return {
         "proposals": [proposal],
         "budgets": [call.report_dict],
-        "timings": progress.timings(elapsed),
+        "timings": timings,
     }
 
 
@@ -96,7 +96,7 @@ def _partial(
 ) -> dict[str, Any]:
     """The proposal of a member that ran out of time: what it wrote, marked `partial`."""
     cited, unknown = split_citations(text, [c.key for c in chunks])
-    elapsed = progress.done(status="done", partial=True)
+    timings = progress.done(status="done", partial=True)
     proposal = Proposal(
         member=member,
         model=model,
@@ -106,4 +106,4 @@ def _partial(
         error=None,
         partial=True,
     )
-    return {"proposals": [proposal], "timings": progress.timings(elapsed)}
+    return {"proposals": [proposal], "timings": timings}
