@@ -14,7 +14,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
 
 from collective.budget.counting import ChatMessage, TokenCounter
 from collective.errors import InvalidResponse
@@ -22,7 +22,16 @@ from collective.errors import InvalidResponse
 if TYPE_CHECKING:
     from collective.models.admission import ServerPool
 
-__all__ = ["Backend", "ChatDelta", "ChatResult", "Health", "ToolCall", "Usage", "collect"]
+__all__ = [
+    "Backend",
+    "ChatDelta",
+    "ChatOptions",
+    "ChatResult",
+    "Health",
+    "ToolCall",
+    "Usage",
+    "collect",
+]
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,21 @@ class Health:
     detail: str
 
 
+class ChatOptions(TypedDict, total=False):
+    """How to complete one chat (`Backend.chat`, `Backend.stream`); only `max_tokens` is needed."""
+
+    max_tokens: Required[int]
+    temperature: float
+    """Default 0.2."""
+    stop: Sequence[str] | None
+    json_schema: dict[str, Any] | None
+    """Constrain the answer to this JSON schema."""
+    tools: Sequence[dict[str, Any]] | None
+    """Tool schemas (OpenAI shape) the model may call."""
+    tool_choice: str | None
+    """`auto`, `required`, `none`: honoured where the server has it (llama-server)."""
+
+
 class Backend(ABC):
     """A chat model behind some server (or in this process)."""
 
@@ -119,20 +143,9 @@ class Backend(ABC):
         return await asyncio.to_thread(counter.count_messages, messages, tools)
 
     async def chat(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        max_tokens: int,
-        temperature: float = 0.2,
-        stop: Sequence[str] | None = None,
-        json_schema: dict[str, Any] | None = None,
-        tools: Sequence[dict[str, Any]] | None = None,
-        tool_choice: str | None = None,
+        self, messages: Sequence[ChatMessage], **options: Unpack[ChatOptions]
     ) -> ChatResult:
         """Complete a chat: `stream`, drained (a backend overrides `stream`, or this).
-
-        `tool_choice` (`auto`, `required`, `none`) is honoured where the server has it
-        (llama-server); other backends leave the choice to the model.
 
         Raises:
             ContextOverflow: The prompt does not fit (with the server's numbers).
@@ -140,28 +153,10 @@ class Backend(ABC):
             BackendTimeout: No answer in time.
             InvalidResponse: An answer collective cannot interpret.
         """
-        return await collect(
-            self.stream(
-                messages,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                stop=stop,
-                json_schema=json_schema,
-                tools=tools,
-                tool_choice=tool_choice,
-            )
-        )
+        return await collect(self.stream(messages, **options))
 
     async def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        max_tokens: int,
-        temperature: float = 0.2,
-        stop: Sequence[str] | None = None,
-        json_schema: dict[str, Any] | None = None,
-        tools: Sequence[dict[str, Any]] | None = None,
-        tool_choice: str | None = None,
+        self, messages: Sequence[ChatMessage], **options: Unpack[ChatOptions]
     ) -> AsyncIterator[ChatDelta]:
         """Complete a chat, yielding the answer as it is written (arguments as `chat`).
 
@@ -173,15 +168,7 @@ class Backend(ABC):
         Raises:
             As `chat`.
         """
-        result = await self.chat(
-            messages,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            stop=stop,
-            json_schema=json_schema,
-            tools=tools,
-            tool_choice=tool_choice,
-        )
+        result = await self.chat(messages, **options)
         if result.text or result.reasoning:
             yield ChatDelta(result.text, result.reasoning or "")
         yield ChatDelta(result=result)
