@@ -59,11 +59,14 @@ def _run_user(ctx: CouncilContext, runtime: Runtime[Any]) -> str:
     return str(user) if user else DEFAULT_USER
 
 
-def _council_runtime(runtime: Runtime[Any]) -> Runtime[CouncilContext]:
-    """The runtime with its context as a `CouncilContext` whose `user_id` is set."""
+def _council_runtime(runtime: Runtime[Any], memory: bool = False) -> Runtime[CouncilContext]:
+    """The runtime with its context as a `CouncilContext`; for a `memory` node, its user set.
+
+    Only the nodes that open the memory tiers (retrieve, remember) need the run's user: the
+    others are spared a copy of the context.
+    """
     ctx = council_context(runtime.context)
-    user = _run_user(ctx, runtime)
-    if user != ctx.user_id:
+    if memory and (user := _run_user(ctx, runtime)) != ctx.user_id:
         ctx = dataclasses.replace(ctx, user_id=user)
     return runtime.override(context=ctx)
 
@@ -80,14 +83,15 @@ def _with_council_context(node: Callable[..., Any]) -> Callable[..., Any]:
                     "whose state has other keys, mount it with "
                     "collective.graph.council_node(council, question=KEY)"
                 )
-            return await node(state, _council_runtime(runtime))
+            return await node(state, _council_runtime(runtime, memory=True))
 
         return first
     if inspect.iscoroutinefunction(node):
+        memory = node is remember
 
         @functools.wraps(node)
         async def run(state: Any, runtime: Runtime[Any]) -> Any:
-            return await node(state, _council_runtime(runtime))
+            return await node(state, _council_runtime(runtime, memory))
 
         return run
 
