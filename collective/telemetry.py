@@ -165,6 +165,8 @@ def record_retrieval(span: trace.Span, result: Mapping[str, Any]) -> None:
 
 def record_budget_report(span: trace.Span, report: Mapping[str, Any]) -> None:
     """Attach a budget report (`BudgetReport.to_dict()`) to a model-call span."""
+    if not span.is_recording():  # no tracer configured: skip the JSON
+        return
     for key in ("n_ctx", "prompt_tokens", "max_output_tokens", "token_counter", "scaled"):
         if key in report:
             span.set_attribute(f"budget.{key}", _attribute(report[key]))
