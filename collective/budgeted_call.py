@@ -2,11 +2,12 @@
 
 Council nodes and `collective chat` call models only through `budgeted_call`: fit the role's
 plan to the context and answer cap the backend reports (the KB allocation scaled by the
-retrieval profile, the conversation by the agent's memory budget), assemble the prompt in a
-worker thread, send it, and on a server's `ContextOverflow` refit once to the server's `n_ctx`
-less what was undercounted (the only refit loop in collective). Every call is traced (a span
-carrying its budget report), reports progress to an injected `on_event`, and is monitored
-against the agent's memory budget profile (threshold events, one usage-log line).
+retrieval profile, the conversation by the agent's memory budget), assemble the prompt (in a
+worker thread where counting waits on a server), send it, and on a server's `ContextOverflow`
+refit once to the server's `n_ctx` less what was undercounted (the only refit loop in
+collective). Every call is traced (a span carrying its budget report), reports progress to an
+injected `on_event`, and is monitored against the agent's memory budget profile (threshold
+events, one usage-log line).
 
 `_Call.send` is the one place a model is called: `on_token` hears the answer as it streams, and
 `admission` (`collective.models.admission`, default the process's) holds the prompt and output
@@ -294,7 +295,7 @@ class _Call:
                 self.memory,
                 keep_tools,
             )
-            prompt = await asyncio.to_thread(
+            assembly = functools.partial(
                 assemble,
                 plan,
                 counter,
@@ -305,6 +306,9 @@ class _Call:
                 notes=notes,
                 tools=request.get("tools"),  # counted as the server's template renders them
             )
+            # A counter that asks a server waits on I/O: off the event loop. A local tokenizer
+            # counts in microseconds per chunk (memoised), cheaper than a thread hop.
+            prompt = await asyncio.to_thread(assembly) if counter.blocking else assembly()
             self.emit({"type": "budget", "node": self.agent, "report": prompt.report.to_dict()})
             try:
                 result = await self.send(prompt, plan.output_budget)

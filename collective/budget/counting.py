@@ -74,6 +74,10 @@ class TokenCounter(ABC):
     exact: bool = False
     """True when counts equal the model's own tokenizer."""
 
+    blocking: bool = False
+    """True when counting waits on I/O (a server's tokenizer): assembly then leaves the event
+    loop for a worker thread."""
+
     def __init__(self) -> None:
         self._memo: dict[str, int] = {}
 

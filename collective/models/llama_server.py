@@ -172,6 +172,8 @@ class LlamaServerCounter(TokenizerCounter):
     a blocking pooled `httpx.Client` is the cheapest way to do that.
     """
 
+    blocking = True
+
     def __init__(
         self,
         base_url: str,
