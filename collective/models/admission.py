@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from collective.models.base import Backend, ChatResult
 
 __all__ = [
+    "KV_LOG_FIELD",
     "KV_POOL_MODES",
     "POOL_TTL_S",
     "AdmissionControl",
@@ -61,6 +62,12 @@ POOL_TTL_S = 2.0
 Reading llama-server's `/props` or Ollama's `/api/ps` costs a millisecond on a local server, so
 each council run plans against what the server reports now: a server restarted with smaller
 slots is noticed before the next call is planned, not after an overflow or a cut answer."""
+
+KV_LOG_FIELD = "kv_reservation"
+"""The attribute every log record of `AdmissionControl.reserve` carries: a dict with `event`
+(`wait`, `admit` or `release`), `server`, `label`, `tokens` (the call's reservation),
+`in_flight` (tokens held on the server after the event) and `pool` (the pool's size), so a log
+handler can replay the reservations in flight at any moment."""
 
 KV_POOL_MODES = ("auto", "unified", "per-slot")
 """How a llama-server's slots share KV memory: `auto` reads one slot as its own pool and
@@ -223,6 +230,19 @@ class _ServerState:
         )
 
 
+def _fields(event: str, state: _ServerState, label: str, tokens: int) -> dict[str, Any]:
+    """The `KV_LOG_FIELD` of one admission log record."""
+    fields = {
+        "event": event,
+        "server": state.pool.server,
+        "label": label,
+        "tokens": tokens,
+        "in_flight": state.used,
+        "pool": state.pool.tokens,
+    }
+    return {KV_LOG_FIELD: fields}
+
+
 OnWait = Callable[[str], None]
 """Receives `waiting for KV room on <server> ...` when a call has to wait."""
 
@@ -302,7 +322,7 @@ class AdmissionControl:
                         f"{need:,} tokens, {state.used:,} of {pool.tokens:,} are in flight "
                         f"({len(state.held)}/{pool.slots} slots busy)"
                     )
-                    log.info("%s", message)
+                    log.info("%s", message, extra=_fields("wait", state, label, need))
                     if on_wait is not None:
                         on_wait(message)
                     await state.cond.wait_for(lambda: state.fits(ticket, need))
@@ -322,11 +342,21 @@ class AdmissionControl:
             pool.tokens,
             len(state.held),
             pool.slots,
+            extra=_fields("admit", state, label, need),
         )
         try:
             yield pool
         finally:
             state.held.pop(ticket, None)
+            log.info(
+                "released %s: %d tokens on %s, %d of %d in flight",
+                label or "a call",
+                need,
+                pool.server,
+                state.used,
+                pool.tokens,
+                extra=_fields("release", state, label, need),
+            )
             async with state.cond:
                 state.cond.notify_all()
 

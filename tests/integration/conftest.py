@@ -146,6 +146,16 @@ def llama_server_argv(binary: str, model: Path, port: int, ctx: int, parallel: i
     ]
 
 
+def serve_llama_server(binary: str, model: Path, *args: str, name: str) -> ServerProcess:
+    """llama-server with `model` on a free port, started with `args` (e.g. `-c 8192`); stop it."""
+    port = free_port()
+    argv = [binary, "-m", str(model), "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["-t", str(os.cpu_count() or 2), *args]
+    server = ServerProcess(argv, port, "/health", name=name)
+    server.start()
+    return server
+
+
 @pytest.fixture(scope="module")
 def llama_server(llama_server_binary: str, gguf_path: Path) -> Iterator[ServerProcess]:
     """llama-server with the gemma model, `-c 8192 -np 2`: 4,096-token slots."""

@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, ServerProcess, free_port
+from conftest import REPO, ServerProcess
+from conftest import serve_llama_server as serve
 
 from collective.budget.assembly import chunks_section, text_section
 from collective.budget.plans import ModelBudget
@@ -47,15 +48,6 @@ HUGE = " ".join(
     f"Aspirin note {i}: acetylsalicylic acid irreversibly inhibits the COX enzymes."
     for i in range(200)
 )
-
-
-def serve(binary: str, model: Path, *extra: str, name: str) -> ServerProcess:
-    port = free_port()
-    argv = [binary, "-m", str(model), "--host", "127.0.0.1", "--port", str(port)]
-    argv += ["-t", str(os.cpu_count() or 2), *extra]
-    server = ServerProcess(argv, port, "/health", name=name)
-    server.start()
-    return server
 
 
 @pytest.fixture(scope="module")
