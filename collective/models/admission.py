@@ -17,9 +17,13 @@ and releases them when it ends: a call that would not fit waits (its progress sa
 KV room on <server>`) instead of being sent, so the sum of in-flight reservations never exceeds
 the pool. Calls to independent slots, or to different servers, do not wait for each other.
 
-When `/props` cannot tell the two apart, several llama-server slots are read as one unified pool
-(the safe reading: `-c 8192 -np 4 --kv-unified` and `-c 32768 -np 4` both report 8,192 per
-slot). A server with independent slots says so in its spec: `llama-server:URL?kv=per-slot`.
+Nothing llama-server serves tells a unified pool from independent slots of the same size: for
+`-c 8192 -np 4 --kv-unified` and `-c 32768 -np 4`, `/props`, `/slots`, `/metrics` and
+`/v1/models` are identical (`total_slots` 4, every slot `n_ctx` 8,192, `meta.n_ctx` 8,192,
+`n_ctx_train` the model's); only the start-up log says `kv_unified`. (`-c 8192 -np 4` without
+`--kv-unified` reports 2,048 per slot: the slots split `-c`.) So several slots are read as one
+unified pool of one slot's size, the safe reading; a server with independent slots says so in
+its spec: `llama-server:URL?kv=per-slot`.
 
 Pools are re-read from the server at most every `POOL_TTL_S` seconds, at once after a failed
 request or a pool exhaustion, and whenever the server's answer differs from what was planned

@@ -11,6 +11,10 @@
 #   collective's admission control then makes specialists take turns instead of overflowing
 #   the pool), --threads N, and `-- ARGS` passed to llama-server. Independent slots (no
 #   --unified) run K specialists fully in parallel: name them `llama-server:URL?kv=per-slot`.
+#   collective cannot see which you started: llama-server's /props, /slots, /metrics and
+#   /v1/models are identical for `-c 8192 -np 4 --kv-unified` and `-c 32768 -np 4` (only its
+#   start-up log says kv_unified), so without ?kv=per-slot several slots are read as one pool
+#   of one slot's size and the specialists take turns.
 #
 # llama-server splits -c across the -np slots and caps each slot at the model's training
 # context; collective reads the real per-slot value from /props, and `collective smoke` warns
