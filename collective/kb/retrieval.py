@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collective.errors import ConfigError
-from collective.kb.profile_names import AppliedProfile, Profile
+from collective.kb.profile_names import PROFILE_NAMES, AppliedProfile, Profile
 from collective.kb.sqlite_store import STOPWORDS, query_terms
 from collective.kb.store import Chunk, KnowledgeStore, rank_chunks
 from collective.telemetry import record_retrieval, retrieval_span
@@ -93,7 +93,7 @@ class ProfileSettings:
     """How the profile scales a node's KB-chunk allocation (within the node's budget)."""
 
 
-PROFILES: dict[str, ProfileSettings] = {
+PROFILES: dict[AppliedProfile, ProfileSettings] = {
     "lean": ProfileSettings(10, 0, 0.6, 0.35, 3, 5, "strict", 0.5),
     "balanced": ProfileSettings(30, 1, 0.4, 0.2, 6, 10, "standard", 1.0),
     "deep": ProfileSettings(60, 99, 0.2, 0.1, 8, DEFAULT_MAX_INJECT, "permissive", 1.5),
@@ -396,7 +396,7 @@ def retrieve(
     Raises:
         ConfigError: Unknown profile, or a non-positive `max_inject`.
     """
-    if profile not in (*PROFILES, "auto"):
+    if profile not in PROFILE_NAMES:
         raise ConfigError(
             f"unknown retrieval profile {profile!r}; use {', '.join(PROFILES)} or auto"
         )
