@@ -16,6 +16,7 @@ recommendations (upgrade, downgrade, adjust scope weights), each with a reason a
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import statistics
@@ -296,6 +297,7 @@ class UsageLog:
         return records, corrupt
 
 
+@functools.cache
 def scope_for_section(section: str) -> str | None:
     """The memory scope a prompt section's tokens count against (None: not loaded content).
 
