@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from collective import agents
 from collective.commands.options import ConfigOption, KbOption, RetrievalOption, missing_kb
 
 if TYPE_CHECKING:
@@ -272,15 +273,14 @@ class RunStart:
         pending = [_ORDER.index(n) for n in self.snapshot.next if n in _ORDER]
         first = min(pending, default=len(_ORDER))
         done: list[tuple[str, str | None]] = [(n, None) for n in _ORDER[:first] if n in _SHOWN]
-        if first > _ORDER.index("specialist") or "specialist" in self.snapshot.next:
+        if first > _ORDER.index(agents.SPECIALIST) or agents.SPECIALIST in self.snapshot.next:
             proposals = (self.snapshot.values or {}).get("proposals", [])
             done += [(p["member"], p.get("error")) for p in proposals]
         return done
 
 
-_ORDER = ("retrieve", "plan", "specialist", "quorum", "review", "judge", "remember")
-"""The council's nodes in the order they run."""
-_SHOWN = ("retrieve", "plan", "judge")
+_ORDER = agents.NODES
+_SHOWN = (agents.RETRIEVE, agents.PLAN, agents.JUDGE)
 """Nodes with their own row in the live view (specialists have one per member)."""
 
 SETTINGS_KEY = "collective_settings"

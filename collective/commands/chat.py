@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from collective import agents
 from collective.commands.options import ConfigOption, KbOption, RetrievalOption, missing_kb
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ async def chat_turn(
     call = await budgeted_call(
         settings,
         role="chat",
-        agent="chat",
+        agent=agents.CHAT,
         backend=backend_from_spec(config.chat_backend),
         contents=[
             text_section("system", prompt.SYSTEM),
