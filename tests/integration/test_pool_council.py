@@ -52,16 +52,16 @@ def budgets(pool: int, kb_chunks: int) -> dict[str, ModelBudget]:
         "planner": ModelBudget(
             name="planner",
             n_ctx=pool,
-            prompt_budget=600,
+            prompt_budget=320,
             output_budget=OUTPUT,
-            sections={"system": 300, "kb_chunks": 100, "task": 200},
+            sections={"system": 160, "kb_chunks": 60, "task": 100},
         ),
         "judge": ModelBudget(
             name="judge",
             n_ctx=pool,
-            prompt_budget=1_200,
+            prompt_budget=720,
             output_budget=OUTPUT,
-            sections={"system": 400, "kb_chunks": 100, "proposals": 500, "task": 200},
+            sections={"system": 160, "kb_chunks": 60, "proposals": 400, "task": 100},
         ),
     }
 
