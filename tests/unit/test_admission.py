@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import pytest
 
@@ -14,6 +15,7 @@ from collective.budgeted_call import budgeted_call
 from collective.errors import BackendUnavailable, ContextOverflow, PoolExhausted
 from collective.graph.context import CouncilContext
 from collective.models.admission import (
+    KV_LOG_FIELD,
     AdmissionControl,
     ServerPool,
     cut_answer_warning,
@@ -100,6 +102,21 @@ async def test_a_unified_pool_holds_the_sum_of_reservations_to_its_size():
     assert len(admission.records) == 12
     assert all(used <= pool.tokens for _, used, _ in admission.records)
     assert waits and all(w.startswith(f"waiting for KV room on {URL}") for w in waits)
+
+
+async def test_every_wait_admission_and_release_is_logged_with_the_tokens_in_flight(caplog):
+    caplog.set_level(logging.INFO, logger="collective.models.admission")
+    await run_calls(Server(ServerPool(URL, 4, 1024, 1024, True, "test")), [600, 500])
+    events = [getattr(r, KV_LOG_FIELD) for r in caplog.records]
+    steps = [(e["event"], e["label"], e["in_flight"]) for e in events]
+    assert steps == [
+        ("admit", "call-600", 600),
+        ("wait", "call-500", 600),
+        ("release", "call-600", 0),
+        ("admit", "call-500", 500),
+        ("release", "call-500", 0),
+    ]
+    assert all(e["server"] == URL and e["pool"] == 1024 for e in events)
 
 
 async def test_independent_slots_run_fully_in_parallel():
