@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from collective.budget.counting import ChatMessage, TokenCounter, tiktoken_counter
+from collective.kb.store import Chunk
 from collective.models.base import Backend, ChatResult, Health, ToolCall, Usage
 
 Reply = str | Callable[[Sequence[ChatMessage]], "str | list[ToolCall]"]
@@ -90,3 +91,16 @@ class ScriptedBackend(Backend):
 
     async def health(self) -> Health:
         return Health(True, "scripted")
+
+
+class ListStore:
+    """A tiny in-memory knowledge store: `search` returns the first `k` chunks given."""
+
+    def __init__(self, chunks: Sequence[Chunk]) -> None:
+        self.chunks = {c.id: c for c in chunks}
+
+    def search(self, query: str, k: int) -> list[Chunk]:
+        return list(self.chunks.values())[:k]
+
+    def get(self, chunk_id: str) -> Chunk | None:
+        return self.chunks.get(chunk_id)

@@ -23,20 +23,9 @@ from contextlib import AsyncExitStack
 from collective.graph import CouncilContext, build_graph
 from collective.kb.store import Chunk
 from collective.memory.store import open_checkpointer, open_store
-from tests.fakes import ScriptedBackend
+from tests.fakes import ListStore, ScriptedBackend
 
 CHUNKS = [Chunk("mem_asa", "ASA keeps its shape to about 95 C.", "asa.md", (), 0.9)]
-
-
-class ListStore:
-    def __init__(self, chunks):
-        self.chunks = {c.id: c for c in chunks}
-
-    def search(self, query, k):
-        return list(self.chunks.values())[:k]
-
-    def get(self, chunk_id):
-        return self.chunks.get(chunk_id)
 
 
 def die(messages):

@@ -26,22 +26,9 @@ from collective.kb.citations import (
 )
 from collective.kb.store import Chunk
 from collective.prompts import specialist as specialist_prompt
-from tests.fakes import ScriptedBackend
+from tests.fakes import ListStore, ScriptedBackend
 
 COUNTER = tiktoken_counter("cl100k_base")
-
-
-class ListStore:
-    """A tiny in-memory knowledge store."""
-
-    def __init__(self, chunks: list[Chunk]) -> None:
-        self.chunks = {c.id: c for c in chunks}
-
-    def search(self, query: str, k: int) -> list[Chunk]:
-        return list(self.chunks.values())[:k]
-
-    def get(self, chunk_id: str) -> Chunk | None:
-        return self.chunks.get(chunk_id)
 
 
 def scored(chunk: Chunk) -> Scored:

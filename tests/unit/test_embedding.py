@@ -15,20 +15,9 @@ from typing_extensions import TypedDict
 from collective.errors import ConfigError
 from collective.graph import CouncilContext, build_graph, council_node, graph
 from collective.kb.store import Chunk
-from tests.fakes import ScriptedBackend
+from tests.fakes import ListStore, ScriptedBackend
 
 CHUNKS = [Chunk("mem_asa", "ASA keeps its shape to about 95 C.", "asa.md", (), 0.9)]
-
-
-class ListStore:
-    def __init__(self, chunks):
-        self.chunks = {c.id: c for c in chunks}
-
-    def search(self, query, k):
-        return list(self.chunks.values())[:k]
-
-    def get(self, chunk_id):
-        return self.chunks.get(chunk_id)
 
 
 def backends():

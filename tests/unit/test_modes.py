@@ -8,18 +8,7 @@ from collective.errors import InvalidResponse
 from collective.graph import CouncilContext
 from collective.kb.store import Chunk
 from collective.modes import run_mode
-from tests.fakes import ScriptedBackend
-
-
-class ListStore:
-    def __init__(self, chunks: list[Chunk]) -> None:
-        self.chunks = chunks
-
-    def search(self, query: str, k: int) -> list[Chunk]:
-        return self.chunks[:k]
-
-    def get(self, chunk_id: str) -> Chunk | None:
-        return next((c for c in self.chunks if c.id == chunk_id), None)
+from tests.fakes import ListStore, ScriptedBackend
 
 
 def ranking(messages) -> str:
