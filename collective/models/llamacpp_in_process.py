@@ -600,15 +600,6 @@ class LlamaCppBackend(Backend):
         assert self._counter is not None
         return self._counter
 
-    async def count_prompt(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[dict[str, Any]] | None = None,
-    ) -> int:
-        """Exact prompt tokens, template included (tokenized in a worker thread)."""
-        counter = await self.token_counter()
-        return await asyncio.to_thread(counter.count_messages, messages, tools)
-
     def _grammar(self, schema: dict[str, Any]) -> LlamaGrammar:
         from llama_cpp import LlamaGrammar
 
