@@ -15,7 +15,9 @@ anything in it that the citation parser would read as a tag is rewritten: `[KB#x
 `[KB-ref x]` and `[Score: 0.9]` becomes `[Score-ref: 0.9]`. The rewrite matches exactly the
 openings the parser accepts (case-insensitive, spaces allowed: `[ kb # x]`), so
 `parse_citations(neutralise(text)) == []` for every text. The same holds for model output quoted
-into another model's prompt (proposals and the plan in the judge's).
+into another model's prompt (proposals and the plan in the judge's), except a proposal's own
+citations that resolved to chunks the specialist was shown (`neutralise(text, keep=...)`): the
+judge sees those tags intact and may carry them into its verdict.
 
 Grouped citations: a model may write `[KB#mem_1, mem_2]` or `[KB#mem_1, KB#mem_2]`; both are
 read as two citations. Ids are returned in first-appearance order, deduplicated.
@@ -95,10 +97,22 @@ def tag(chunk_id: str) -> str:
     return f"[KB#{chunk_id}]"
 
 
-def neutralise(text: str) -> str:
-    """Normalise `text` and rewrite citation- and score-shaped text so it never parses as a tag."""
-    text = _TAG_OPEN.sub("[KB-ref ", normalise(text))
-    return _SCORE_OPEN.sub("[Score-ref:", text)
+def neutralise(text: str, keep: Iterable[str] = ()) -> str:
+    """Normalise `text` and rewrite citation- and score-shaped text so it never parses as a tag.
+
+    Args:
+        text: Untrusted text (a chunk, or model output quoted into another prompt).
+        keep: Ids whose exact tag `[KB#id]` stays as it is: citations already checked against
+            the chunks supplied (a specialist's verified citations, shown to the judge). Every
+            other tag-like text is rewritten, so `parse_citations` finds only `keep` ids.
+    """
+    text = normalise(text)
+    tags = sorted({tag(i) for i in keep}, key=len, reverse=True)
+    if not tags:
+        return _SCORE_OPEN.sub("[Score-ref:", _TAG_OPEN.sub("[KB-ref ", text))
+    pieces = re.split(f"({'|'.join(map(re.escape, tags))})", text)
+    # odd pieces are kept tags; the text between them is rewritten piece by piece
+    return "".join(p if n % 2 else neutralise(p) for n, p in enumerate(pieces))
 
 
 def format_chunk(chunk: Chunk) -> str:

@@ -82,28 +82,32 @@ class ToolTranscript:
         return Fitted(self.schema_text, used, trimmed=any(p.trimmed for p in parts))
 
     def compose(
-        self, base: Callable[[Mapping[str, str]], list[ChatMessage]]
+        self, base: Callable[..., list[ChatMessage]]
     ) -> Callable[[Mapping[str, str]], list[ChatMessage]]:
-        """`base`'s messages followed by the tool rounds."""
+        """`base`'s messages followed by the tool rounds, or with them told as text.
+
+        In the final round no tools are offered: the rounds are then told as text inside the
+        user turn, before the instructions (`base(sections, checked=...)`). A small model shown
+        tool-call turns kept writing tool calls instead of the verdict, and shown a turn of its
+        own saying what it checked, the 1.5B judge repeated that turn as its verdict.
+        """
+        if self.rounds and not self.schema_text:
+            return lambda sections: base(sections, checked=self.told())
         return lambda sections: [*base(sections), *self.messages()]
 
-    def messages(self) -> list[ChatMessage]:
-        """The assistant tool-call messages and tool results, round by round.
+    def told(self) -> str:
+        """The tool calls made and their results (as last fitted), as plain text."""
+        fitted = iter(self.fitted)
+        made = [call for round_calls in self.rounds for call, _ in round_calls]
+        return "\n\n".join(
+            f"You called {c.name}({json.dumps(c.arguments)}); the result:\n{next(fitted)}"
+            for c in made
+        )
 
-        In the final round no tools are offered: the rounds are then told as plain text (one
-        assistant turn naming the calls, one user turn with the results), since a small model
-        shown tool-call turns keeps writing tool calls instead of the verdict.
-        """
+    def messages(self) -> list[ChatMessage]:
+        """The assistant tool-call messages and tool results, round by round."""
         out: list[ChatMessage] = []
         fitted = iter(self.fitted)
-        if self.rounds and not self.schema_text:
-            made = [call for round_calls in self.rounds for call, _ in round_calls]
-            asked = "; ".join(f"{c.name}({json.dumps(c.arguments)})" for c in made)
-            results = "\n\n".join(f"{c.name} result:\n{next(fitted)}" for c in made)
-            return [
-                {"role": "assistant", "content": f"I checked the knowledge base: {asked}"},
-                {"role": "user", "content": f"{results}\n\nNow write the verdict (no tool call)."},
-            ]
         for calls in self.rounds:
             out.append(
                 {
@@ -161,7 +165,8 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
         chunks_section("kb_chunks", scored_chunks(retrieved)),
         labelled_section(
             "proposals",
-            [(_proposal_label(p), neutralise(p["text"])) for p in answered],
+            # a proposal's verified citations stay tags the verdict can carry forward
+            [(_proposal_label(p), neutralise(p["text"], p["citations"])) for p in answered],
         ),
         chunks_section("evidence", evidence(answered, chunks)),
     ]

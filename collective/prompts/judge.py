@@ -15,11 +15,14 @@ SYSTEM = """You are the judge of a council of specialists. Weigh their proposals
 knowledge base and write the verdict: the single best answer to the question.
 - Prefer claims supported by the knowledge base; say where specialists disagree and who is right.
 - Cite the chunks your verdict relies on by tag exactly as shown, e.g. [KB#mem_0a1b2c3d].
-- Cite only tags shown in the knowledge base or evidence sections; never invent one."""
+- Cite only tags shown in the knowledge base, the proposals or the evidence; never invent one."""
 
-SYNTHESIS = """Write the verdict now: a direct answer first, then the reasons, with citations. \
-If the verdict settles a choice later questions should build on, end with one line \
-`Decision: <the choice>`."""
+SYNTHESIS = """Write the verdict now, with no tool call: first the direct answer in one \
+short sentence, then at most three short reasons, one per line, each ending with the tag of the \
+chunk it comes from, copied exactly from the knowledge base: `- <reason> [KB#<id>]`. If the verdict settles a choice \
+later questions should build on, end with one line `Decision: <the choice>`."""
+"""Last in the final turn (a small judge follows the end of its prompt best), with the tag format
+spelled out: told only "with citations", the 1.5B judge wrote no tag at all."""
 
 VERIFY = """You have knowledge-base tools. Before you rule, check the claim your verdict will \
 rest on: call kb_search (or kb_get for a tag you want in full) once, then write the verdict."""
@@ -38,8 +41,17 @@ def task_text(question: str, plan: str, ranking: str = "") -> str:
     return text
 
 
-def compose(sections: Mapping[str, str], verify: bool = False) -> list[ChatMessage]:
-    """Messages from the fitted sections (`verify`: ask for a tool check before the verdict)."""
+def compose(
+    sections: Mapping[str, str], verify: bool = False, checked: str = ""
+) -> list[ChatMessage]:
+    """Messages from the fitted sections.
+
+    Args:
+        sections: The fitted sections by name.
+        verify: Ask for a tool check before the verdict (tools on offer).
+        checked: The judge's tool rounds told as text (the final round, no tools on offer):
+            shown just before the instructions, in the same user turn.
+    """
     user = [
         f"## Conversation context\n{sections.get('conversation_summary') or '(new conversation)'}",
         f"## Task\n{sections['task']}",
@@ -48,6 +60,8 @@ def compose(sections: Mapping[str, str], verify: bool = False) -> list[ChatMessa
     ]
     if sections.get("evidence"):
         user.append(f"## Evidence cited by the specialists\n{sections['evidence']}")
+    if checked:
+        user.append(f"## Your knowledge-base check\n{checked}")
     user.append(f"## Synthesis instructions\n{VERIFY if verify else SYNTHESIS}")
     # Tools travel beside the messages (the backend's native tool calling), never as text here.
     return [

@@ -30,9 +30,15 @@ def compose(sections: Mapping[str, str]) -> list[ChatMessage]:
     ]
 
 
+ANSWER = """Answer now: first the direct answer in one short sentence, then at most three \
+short reasons, one per line, each ending with the tag of the chunk it comes from, copied exactly \
+from the knowledge base: `- <reason> [KB#<id>]`."""
+"""Last in the prompt, the tag format spelled out: small members otherwise rarely cite."""
+
+
 def task_text(question: str, plan: str, member: str) -> str:
-    """The task framing: the question first, then the council's plan (neutralised: model text)."""
+    """The task framing: the question, the council's plan (neutralised: model text), the format."""
     text = f"Question: {question}"
     if plan:
         text += f"\n\nCouncil plan (you are {member}):\n{neutralise(plan)}"
-    return text
+    return f"{text}\n\n{ANSWER}"

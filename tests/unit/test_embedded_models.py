@@ -122,15 +122,21 @@ def test_a_reviewer_must_rank_every_response_it_was_shown():
     assert ranking["minItems"] == ranking["maxItems"] == 2
 
 
-def test_the_final_no_tool_round_tells_the_tool_rounds_as_text():
+def test_the_final_no_tool_round_tells_the_tool_rounds_as_text_before_the_instructions():
     # Shown tool-call turns in the final round, the 1.5B judge kept writing kb_search calls as
-    # its verdict until the cap: without tools on offer the rounds are plain text.
+    # its verdict until the cap; shown its own turn "I checked the knowledge base: ...", it
+    # repeated that turn as its verdict. Without tools on offer, the rounds are text in the
+    # user turn, and the instructions with the tag format come last.
     from collective.models.base import ToolCall
     from collective.nodes.judge import ToolTranscript
+    from collective.prompts import judge as prompt
 
     rounds = [[(ToolCall("call_0", "kb_search", {"query": "PETG"}), "[KB#mem_1] PETG ...")]]
-    offered = ToolTranscript(rounds, [{"type": "function"}]).messages()
-    assert offered[0]["tool_calls"] and offered[1]["role"] == "tool"
-    final = ToolTranscript(rounds, []).messages()
-    assert [m["role"] for m in final] == ["assistant", "user"]
-    assert "tool_calls" not in final[0] and "[KB#mem_1] PETG" in final[1]["content"]
+    sections = {"system": "s", "task": "q", "kb_chunks": "[KB#mem_0] PLA ..."}
+    offered = ToolTranscript(rounds, [{"type": "function"}]).compose(prompt.compose)(sections)
+    assert offered[2]["tool_calls"] and offered[3]["role"] == "tool"
+    final = ToolTranscript(rounds, []).compose(prompt.compose)(sections)
+    assert [m["role"] for m in final] == ["system", "user"]
+    user = final[1]["content"]
+    assert user.index("[KB#mem_0] PLA") < user.index("[KB#mem_1] PETG") < user.index("[KB#<id>]")
+    assert user.endswith(prompt.SYNTHESIS)

@@ -1,0 +1,88 @@
+"""The judge sees a proposal's verified citations as tags and may carry them into its verdict.
+
+Issue 17: the 1.5B judge of `make real-council` wrote a coherent verdict with no `[KB#...]` tag;
+the specialists' own valid tags had reached it neutralised (`[KB-ref ...]`), so it had none to
+copy. Every other tag-like text stays neutralised (issue 11).
+"""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from collective.graph import CouncilContext, build_graph
+from collective.kb.citations import neutralise, parse_citations
+from collective.kb.store import Chunk
+from tests.fakes import ScriptedBackend
+
+
+class ListStore:
+    """A tiny in-memory knowledge store."""
+
+    def __init__(self, chunks: list[Chunk]) -> None:
+        self.chunks = {c.id: c for c in chunks}
+
+    def search(self, query: str, k: int) -> list[Chunk]:
+        return list(self.chunks.values())[:k]
+
+    def get(self, chunk_id: str) -> Chunk | None:
+        return self.chunks.get(chunk_id)
+
+
+def test_neutralise_keeps_exactly_the_verified_tags() -> None:
+    text = "ASA [KB#mem_ok]; [KB#mem_secret]; [KB#mem_ok, mem_secret] ［KB#mem_ok］ [Score: 1]"
+    kept = neutralise(text, keep=["mem_ok"])
+    assert kept.count("[KB#mem_ok]") == 2  # the plain tag and the folded full-width one
+    assert parse_citations(kept) == ["mem_ok"]
+    assert "[KB-ref mem_secret]" in kept and "[KB-ref mem_ok, mem_secret]" in kept
+    assert "[Score-ref:" in kept
+    assert parse_citations(neutralise(text)) == []
+
+
+FORMS = ["[KB#{}]", "［KB#{}］", "[kb # {}]", "[KB#{}, mem_b]", "【KB#{}】", "[[KB#{}]]", "KB#{}"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    parts=st.lists(
+        st.one_of(
+            st.text(max_size=12),
+            st.tuples(st.sampled_from(FORMS), st.sampled_from(["mem_a", "mem_b", "mem_c"])).map(
+                lambda t: t[0].format(t[1])
+            ),
+        ),
+        max_size=8,
+    ),
+    keep=st.sets(st.sampled_from(["mem_a", "mem_b"])),
+)
+def test_only_kept_ids_parse_after_neutralising(parts: list[str], keep: set[str]) -> None:
+    assert set(parse_citations(neutralise("".join(parts), keep=keep))) <= keep
+
+
+def carry_forward(messages) -> str:
+    """A judge that cites exactly the tags it finds among the proposals."""
+    user = messages[-1]["content"]
+    proposals = user.split("## Specialist proposals", 1)[1].split("\n## ", 1)[0]
+    return "ASA. " + " ".join(re.findall(r"\[KB#\w+\]", proposals))
+
+
+async def test_the_judge_can_carry_a_specialists_verified_citation_forward() -> None:
+    chunks = [Chunk("mem_real", "ASA resists UV.", "asa.md", score=0.9)]
+    specialist = ScriptedBackend("spec", "- ASA resists UV [KB#mem_real]; see [KB#mem_secret].")
+    judge = ScriptedBackend("judge", carry_forward)
+    ctx = CouncilContext(
+        k=1,
+        planner=ScriptedBackend("planner", "Plan."),
+        specialists=[specialist],
+        judge=judge,
+        knowledge=ListStore(chunks),
+        retrieval="balanced",
+        judge_tools=False,
+    )
+    out = await build_graph().ainvoke({"question": "ASA?"}, context=ctx)
+    assert out["proposals"][0]["citations"] == ["mem_real"]
+    assert out["answer"] == "ASA. [KB#mem_real]"  # the forged tag reached the judge neutralised
+    assert out["citations"] == [{"id": "mem_real", "source": "asa.md"}]
+    assert out["unknown_citations"] == []
