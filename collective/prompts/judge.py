@@ -17,16 +17,20 @@ knowledge base and write the verdict: the single best answer to the question.
 - Cite the chunks your verdict relies on by tag exactly as shown, e.g. [KB#mem_0a1b2c3d].
 - Cite only tags shown in the knowledge base, the proposals or the evidence; never invent one."""
 
-SYNTHESIS = """Write the verdict now, with no tool call: first the direct answer in one \
-short sentence, then at most three short reasons, one per line, each ending with the tag of the \
-chunk it comes from, copied exactly from the knowledge base: `- <reason> [KB#<id>]`. If the verdict settles a choice \
-later questions should build on, end with one line `Decision: <the choice>`."""
-"""Last in the final turn (a small judge follows the end of its prompt best), with the tag format
-spelled out: told only "with citations", the 1.5B judge wrote no tag at all."""
+FORMAT = """first the direct answer in one short sentence, then at most three short reasons, \
+one per line, each ending with the tag of the chunk it comes from, copied exactly from the \
+knowledge base: `- <reason> [KB#<id>]`. If the verdict settles a choice later questions should \
+build on, end with one line `Decision: <the choice>`."""
+"""The verdict's shape, last in every round (a small judge follows the end of its prompt best),
+with the tag format spelled out: told only "with citations", the 1.5B judge wrote no tag."""
 
-VERIFY = """You have knowledge-base tools. Before you rule, check the claim your verdict will \
-rest on: call kb_search (or kb_get for a tag you want in full) once, then write the verdict."""
-"""Asked in the first round when tools are offered: small models otherwise skip verifying."""
+SYNTHESIS = f"Write the verdict now, with no tool call: {FORMAT}"
+
+VERIFY = f"""You have knowledge-base tools. Before you rule, check the claim your verdict will \
+rest on: call kb_search (or kb_get for a tag you want in full) once. Then write the verdict: \
+{FORMAT}"""
+"""Asked in the first round when tools are offered: small models otherwise skip verifying (and
+one that rules at once still gets the verdict's shape)."""
 
 
 def task_text(question: str, plan: str, ranking: str = "") -> str:
