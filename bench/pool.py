@@ -10,8 +10,11 @@ Starts the real llama-server with the embedded gemma model twice per K:
 Each run sends K specialist calls at once through `budgeted_call` (as the council's fan-out
 does), every prompt a KB section filled by one huge chunk (about `--prompt` tokens, 16 output).
 Prints per K the wall time of each layout, their ratio (unified / per-slot), the peak tokens in
-flight against the pool, and the errors (goal: 0). Numbers from one run.
+flight against the pool, and the errors (goal: 0). With `--repeat N` the two layouts take turns
+N times per K (so a change in the machine's load hits both alike), and the figures are the
+medians, with the range of the N ratios.
 Run: .venv/bin/python bench/pool.py [--ks 3,5,8] [--slot 512] [--pool 1024] [--prompt 300]
+[--repeat 1]
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -117,27 +121,36 @@ def main() -> None:
     parser.add_argument("--slot", type=int, default=512, help="per-slot context (per-slot run)")
     parser.add_argument("--pool", type=int, default=1024, help="-c of the unified run")
     parser.add_argument("--prompt", type=int, default=300, help="prompt tokens per specialist")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each layout per K")
     args = parser.parse_args()
     binary = _binary()
     print(f"prompt budget {args.prompt} + 16 output per specialist; cpus {os.cpu_count()}")
     print(f"{'K':>2} {'unified s':>10} {'per-slot s':>10} {'ratio':>6} {'peak/pool':>12} errors")
     for k in (int(x) for x in args.ks.split(",")):
-        row = []
-        for layout in ("unified", "per-slot"):
-            if layout == "unified":
-                flags = ("-c", str(args.pool), "-np", str(k), "--kv-unified")
-            else:
-                flags = ("-c", str(args.slot * k), "-np", str(k))
-            proc, url = _start(binary, *flags)
-            try:
-                spec = url if layout == "unified" else url + "?kv=per-slot"
-                row.append(asyncio.run(_council(spec, k, args.prompt)))
-            finally:
-                proc.terminate()
-                proc.wait(timeout=10)
-        (uw, ue, up, upool), (pw, pe, _, _) = row
+        runs: dict[str, list[tuple[float, int, int, int]]] = {"unified": [], "per-slot": []}
+        for _ in range(args.repeat):
+            for layout, done in runs.items():
+                flags: tuple[str, ...]
+                if layout == "unified":
+                    flags = ("-c", str(args.pool), "-np", str(k), "--kv-unified")
+                else:
+                    flags = ("-c", str(args.slot * k), "-np", str(k))
+                proc, url = _start(binary, *flags)
+                try:
+                    spec = url if layout == "unified" else url + "?kv=per-slot"
+                    done.append(asyncio.run(_council(spec, k, args.prompt)))
+                finally:
+                    proc.terminate()
+                    proc.wait(timeout=10)
+        unified, per_slot = runs["unified"], runs["per-slot"]
+        uw = statistics.median(r[0] for r in unified)
+        pw = statistics.median(r[0] for r in per_slot)
+        ratios = sorted(u[0] / p[0] for u, p in zip(unified, per_slot, strict=True))
+        spread = f" ({ratios[0]:.2f}-{ratios[-1]:.2f})" if len(ratios) > 1 else ""
+        peak, pool = max(r[2] for r in unified), unified[0][3]
+        errors = sum(r[1] for r in unified + per_slot)
         print(
-            f"{k:>2} {uw:>10.2f} {pw:>10.2f} {uw / pw:>6.2f} {up:>5}/{upool:<6} {ue + pe}",
+            f"{k:>2} {uw:>10.2f} {pw:>10.2f} {uw / pw:>6.2f} {peak:>5}/{pool:<6} {errors}{spread}",
             flush=True,
         )
 
