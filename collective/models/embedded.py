@@ -60,6 +60,8 @@ class EmbeddedModel:
     """The largest answer worth asking for (see `Backend.output_cap`)."""
     turn_template: str | None = None
     """A package template (`collective/data/templates/NAME`) for a GGUF without its own."""
+    repeat_penalty: float = 1.0
+    """The model's own recommended repetition penalty (its generation config)."""
 
     @property
     def filename(self) -> str:
@@ -90,6 +92,7 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
             "0.9.0",
             6,
             output_cap=384,
+            repeat_penalty=1.05,  # Qwen2.5 Instruct's generation_config.json
         ),
         EmbeddedModel(
             "qwen2.5-coder-1.5b",
@@ -99,6 +102,7 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
             "0.2.0",
             22,
             output_cap=512,
+            repeat_penalty=1.05,
         ),
         EmbeddedModel(
             "gemma-3-270m",

@@ -413,6 +413,7 @@ def generate_text(
     on_text: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
     hold: Sequence[str] = (),
+    repeat_penalty: float = 1.0,
 ) -> tuple[str, int, str]:
     """Generate after the prompt `ids` token by token, as `Llama.create_completion` does.
 
@@ -442,7 +443,7 @@ def generate_text(
         min_p=0.05,
         typical_p=1.0,
         temp=temperature,
-        repeat_penalty=1.0,
+        repeat_penalty=repeat_penalty,
         grammar=grammar,
     )
     if cancel is not None and cancel.is_set():
@@ -503,9 +504,11 @@ class LlamaCppBackend(Backend):
         n_batch: int = 512,
         name: str | None = None,
         chat_template: str | None = None,
+        repeat_penalty: float = 1.0,
     ) -> None:
         self.path = Path(model_path)
         self.chat_template = chat_template
+        self.repeat_penalty = repeat_penalty
         self.spec = f"llamacpp:{self.path}"
         self.model = name or self.path.stem
         self.n_ctx_requested = n_ctx
@@ -650,6 +653,7 @@ class LlamaCppBackend(Backend):
                 on_text=on_text,
                 cancel=cancel,
                 hold=["<tool_call>"] if tools else [],
+                repeat_penalty=self.repeat_penalty,
             )
             wall_ms = (time.perf_counter() - started) * 1000
         out: Any = {

@@ -175,6 +175,7 @@ def _create(parsed: BackendSpec) -> Backend:
         n_ctx=EMBEDDED_N_CTX,
         name=embedded.name if embedded else None,
         chat_template=template.read_text() if template else None,
+        repeat_penalty=embedded.repeat_penalty if embedded else 1.0,
     )
     if embedded:
         backend.output_cap = embedded.output_cap

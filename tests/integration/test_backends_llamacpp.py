@@ -12,6 +12,7 @@ from test_backends_contract import SHORT, BackendContract
 
 from collective.errors import ConfigError
 from collective.models import registry
+from collective.models.base import ChatMessage
 from collective.models.llamacpp_in_process import LlamaCppBackend, gguf_vocab_counter
 
 pytestmark = pytest.mark.integration
@@ -98,3 +99,19 @@ async def test_registry_shares_one_backend_for_the_embedded_model(gguf_path: Pat
         assert await a.context_window() == registry.EMBEDDED_N_CTX
     finally:
         await registry.close_all()
+
+
+async def test_the_repeat_penalty_reaches_the_sampler(shared_backend: LlamaCppBackend) -> None:
+    loop: list[ChatMessage] = [
+        {"role": "user", "content": "Write the word 'red' again and again: red red red red red"}
+    ]
+    plain = await shared_backend.chat(loop, max_tokens=24, temperature=0.0)
+    shared_backend.repeat_penalty = 1.5
+    try:
+        penalised = await shared_backend.chat(loop, max_tokens=24, temperature=0.0)
+    finally:
+        shared_backend.repeat_penalty = 1.0
+    assert plain.text.lower().count("red") > penalised.text.lower().count("red"), (
+        plain.text,
+        penalised.text,
+    )
