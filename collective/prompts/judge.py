@@ -26,9 +26,9 @@ with the tag format spelled out: told only "with citations", the 1.5B judge wrot
 
 SYNTHESIS = f"Write the verdict now, with no tool call: {FORMAT}"
 
-VERIFY = f"""You have knowledge-base tools. Do not rule yet: reply now with one kb_search call \
-(or kb_get for a tag you want in full) that checks the claim your verdict will rest on; you \
-write the verdict after its result. Only if no check is possible, write it now: {FORMAT}"""
+VERIFY = f"""You have knowledge-base tools. Before you rule, check the claim your verdict will \
+rest on: call kb_search (or kb_get for a tag you want in full) once. Then write the verdict: \
+{FORMAT}"""
 """Asked in the first round when tools are offered: small models otherwise skip verifying (and
 one that rules at once still gets the verdict's shape)."""
 

@@ -93,7 +93,7 @@ def test_the_judge_is_asked_to_verify_only_while_tools_are_offered():
     from collective.prompts import judge as prompt
 
     sections = {"system": "s", "task": "q"}
-    assert "one kb_search call" in prompt.compose(sections, verify=True)[-1]["content"]
+    assert "call kb_search" in prompt.compose(sections, verify=True)[-1]["content"]
     assert "kb_search" not in prompt.compose(sections)[-1]["content"]
 
 
