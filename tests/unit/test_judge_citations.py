@@ -15,20 +15,7 @@ from hypothesis import strategies as st
 from collective.graph import CouncilContext, build_graph
 from collective.kb.citations import neutralise, parse_citations
 from collective.kb.store import Chunk
-from tests.fakes import ScriptedBackend
-
-
-class ListStore:
-    """A tiny in-memory knowledge store."""
-
-    def __init__(self, chunks: list[Chunk]) -> None:
-        self.chunks = {c.id: c for c in chunks}
-
-    def search(self, query: str, k: int) -> list[Chunk]:
-        return list(self.chunks.values())[:k]
-
-    def get(self, chunk_id: str) -> Chunk | None:
-        return self.chunks.get(chunk_id)
+from tests.fakes import ListStore, ScriptedBackend
 
 
 def test_neutralise_keeps_exactly_the_verified_tags() -> None:
