@@ -12,10 +12,11 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collective.graph import CouncilContext, build_graph
+from collective.graph import build_graph
 from collective.kb.citations import neutralise, parse_citations
 from collective.kb.store import Chunk
 from tests.fakes import ListStore, ScriptedBackend
+from tests.unit.test_graph_council import context
 
 
 def test_neutralise_keeps_exactly_the_verified_tags() -> None:
@@ -59,14 +60,8 @@ async def test_the_judge_can_carry_a_specialists_verified_citation_forward() -> 
     chunks = [Chunk("mem_real", "ASA resists UV.", "asa.md", score=0.9)]
     specialist = ScriptedBackend("spec", "- ASA resists UV [KB#mem_real]; see [KB#mem_secret].")
     judge = ScriptedBackend("judge", carry_forward)
-    ctx = CouncilContext(
-        k=1,
-        planner=ScriptedBackend("planner", "Plan."),
-        specialists=[specialist],
-        judge=judge,
-        knowledge=ListStore(chunks),
-        retrieval="balanced",
-        judge_tools=False,
+    ctx = context(
+        k=1, specialists=[specialist], judge=judge, knowledge=ListStore(chunks), judge_tools=False
     )
     out = await build_graph().ainvoke({"question": "ASA?"}, context=ctx)
     assert out["proposals"][0]["citations"] == ["mem_real"]
