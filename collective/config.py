@@ -300,9 +300,7 @@ class CollectiveConfig(BaseSettings):
         from collective.budget.profiles import ProfileAssignments
 
         try:
-            ProfileAssignments.from_config(
-                {"assignments": self.agent_profiles, "profiles": self.budget_profiles}
-            )
+            ProfileAssignments.from_settings(self)  # parsed once, shared with the run
         except ConfigError as exc:
             raise ValueError(f"agent_profiles / budget_profiles: {exc}") from None
         return self

@@ -342,7 +342,7 @@ class ProfileAssignments(BaseModel):
         """Assignments from a run's `agent_profiles` and `budget_profiles` settings."""
         return _from_settings(
             json.dumps(dict(settings.agent_profiles), sort_keys=True),
-            json.dumps(dict(getattr(settings, "budget_profiles", {})), sort_keys=True),
+            json.dumps(dict(settings.budget_profiles), sort_keys=True),
         )
 
     def profile_for(self, agent: str) -> BudgetProfile:
