@@ -34,12 +34,12 @@ unit: $(STAMP)
 bench: $(STAMP)
 	for b in bench/*.py; do [ $$b = bench/council_eval.py ] || $(BIN)/python $$b || exit 1; done
 
-# Council vs one model on the 85-question KB-grounded QA set, all five arms (bench/README.md:
-# hours on two CPU cores). A subset: make eval EVAL_ARGS="--questions 12".
-# The real embedded council end to end (Qwen 0.5B members, 1.5B judge): about 10 minutes.
+# The real embedded council end to end (Qwen 0.5B members, 1.5B judge): 5-9 minutes.
 real-council: $(STAMP)
 	COLLECTIVE_REAL_COUNCIL=1 $(BIN)/pytest -q tests/integration/test_embedded_council.py
 
+# Council vs one model on the 85-question KB-grounded QA set, all five arms (bench/README.md:
+# hours on two CPU cores). A subset: make eval EVAL_ARGS="--questions 12".
 eval: $(STAMP)
 	$(BIN)/python bench/council_eval.py --out bench/council_eval.json $(EVAL_ARGS)
 
