@@ -116,6 +116,8 @@ class Request(TypedDict, total=False):
     """Constrain the answer to this schema where the backend can."""
     tools: Sequence[dict[str, Any]] | None
     """Tool schemas offered (OpenAI shape), already accounted for in the `tools` section."""
+    tool_choice: str | None
+    """`required` makes the answer a tool call where the backend can (`ChatOptions`)."""
     output_cap: int | None
     """The largest answer this call needs (below the plan's output budget)."""
 
@@ -361,6 +363,7 @@ class _Call:
                 temperature=self.settings.temperature,
                 json_schema=self.request.get("json_schema"),
                 tools=self.request.get("tools"),
+                tool_choice=self.request.get("tool_choice"),
             )
             on_delta = _text_only(self.on_token) if self.on_token else None
             result = await collect(stream, on_delta)

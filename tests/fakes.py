@@ -71,7 +71,14 @@ class ScriptedBackend(Backend):
         tool_choice=None,
     ) -> ChatResult:
         self.calls.append(list(messages))
-        self.kwargs.append({"max_tokens": max_tokens, "json_schema": json_schema, "tools": tools})
+        self.kwargs.append(
+            {
+                "max_tokens": max_tokens,
+                "json_schema": json_schema,
+                "tools": tools,
+                "tool_choice": tool_choice,
+            }
+        )
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:

@@ -104,7 +104,8 @@ class ChatOptions(TypedDict, total=False):
     tools: Sequence[dict[str, Any]] | None
     """Tool schemas (OpenAI shape) the model may call."""
     tool_choice: str | None
-    """`auto`, `required`, `none`: honoured where the server has it (llama-server)."""
+    """`auto`, `required`, `none`: honoured by llama-server and in process (Ollama's API has no
+    such option: there the model chooses)."""
 
 
 class Backend(ABC):

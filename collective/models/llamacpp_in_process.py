@@ -108,6 +108,26 @@ def template_has_tools(template: str) -> bool:
     return "tools" in template and "<tool_call>" in template
 
 
+def tool_call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The JSON schema of one call to any of `tools` (OpenAI shape): `{"name", "arguments"}`.
+
+    The grammar built from it is how `tool_choice="required"` is kept in process.
+    """
+    return {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {
+                    "name": {"const": tool["function"]["name"]},
+                    "arguments": tool["function"].get("parameters") or {"type": "object"},
+                },
+                "required": ["name", "arguments"],
+            }
+            for tool in tools
+        ]
+    }
+
+
 def _json_object(raw: str) -> Any:
     """`raw` as JSON, or `{{...}}` with one brace layer off.
 
@@ -624,6 +644,7 @@ class LlamaCppBackend(Backend):
         stop: Sequence[str] | None,
         json_schema: dict[str, Any] | None,
         tools: Sequence[dict[str, Any]] | None = None,
+        tool_choice: str | None = None,
         on_text: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
     ) -> ChatResult:
@@ -631,6 +652,13 @@ class LlamaCppBackend(Backend):
         llama = self._llama
         assert llama is not None
         ids, template_stop = chat.prompt_tokens(messages, tools)
+        opened = ""
+        if tools and tool_choice == "required":
+            # The answer is opened as a call and its JSON held to the tools' schemas.
+            opened = "<tool_call>\n"
+            prefix = llama.tokenize(opened.encode("utf-8"), add_bos=False, special=True)
+            ids, max_tokens = ids + prefix, max_tokens - len(prefix)
+            json_schema, on_text = tool_call_schema(tools), None
         n_ctx = llama.n_ctx()
         if len(ids) + max_tokens > n_ctx:
             raise ContextOverflow(
@@ -656,6 +684,8 @@ class LlamaCppBackend(Backend):
                 repeat_penalty=self.repeat_penalty,
             )
             wall_ms = (time.perf_counter() - started) * 1000
+        if opened:
+            text = f"{opened}{text}\n</tool_call>"
         out: Any = {
             "choices": [{"text": text, "finish_reason": reason}],
             "usage": {"prompt_tokens": len(ids), "completion_tokens": n_out},
@@ -697,8 +727,9 @@ class LlamaCppBackend(Backend):
         Closing the stream, or cancelling its consumer, stops the generation at the next token.
 
         Tools are rendered by the chat template and Hermes-style `<tool_call>` blocks in the
-        answer become `tool_calls` (`tool_choice="none"` offers no tools); text is handed over
-        up to the first `<tool_call>`.
+        answer become `tool_calls`; text is handed over up to the first `<tool_call>`.
+        `tool_choice="none"` offers no tools, `"required"` opens the answer as a call whose
+        JSON a grammar holds to the tools' schemas (nothing streams then).
 
         Raises:
             ConfigError: `tools` were given but the template cannot render them, or the
@@ -730,6 +761,7 @@ class LlamaCppBackend(Backend):
                     stop,
                     json_schema,
                     tools,
+                    tool_choice,
                     on_text=lambda text: put("text", text),
                     cancel=cancel,
                 )

@@ -243,6 +243,9 @@ async def _rule(
                 question=state["question"],
                 retrieval_profile=profile,
                 tools=offer.schemas if offer else None,
+                # The first round checks for sure where the backend can force a call: told
+                # to, the greedy 1.5B judge still ruled at once.
+                tool_choice="required" if offer and not rounds else None,
             )
         except InvalidResponse as error:
             if not offer:

@@ -115,3 +115,41 @@ async def test_the_repeat_penalty_reaches_the_sampler(shared_backend: LlamaCppBa
         plain.text,
         penalised.text,
     )
+
+
+HERMES_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m.role }}\n{{ m.content }}"
+    "{% if loop.first and tools %}\nTools: {{ tools | tojson }}. Call one as "
+    '<tool_call>{"name": ..., "arguments": {...}}</tool_call>{% endif %}<end_of_turn>\n'
+    "{% endfor %}<start_of_turn>model\n"
+)
+
+
+async def test_a_required_tool_call_is_forced_to_the_tools_schemas(gguf_path: Path) -> None:
+    # The base gemma model left to itself writes prose; `required` must still yield a valid call.
+    backend = LlamaCppBackend(gguf_path, n_ctx=N_CTX, chat_template=HERMES_TEMPLATE)
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "parameters": {
+                    "type": "object",
+                    "properties": {arg: {"type": "string"}},
+                    "required": [arg],
+                },
+            },
+        }
+        for name, arg in (("kb_search", "query"), ("kb_get", "id"))
+    ]
+    question: list[ChatMessage] = [{"role": "user", "content": "Which filament survives heat?"}]
+    try:
+        result = await backend.chat(
+            question, max_tokens=64, temperature=0.0, tools=tools, tool_choice="required"
+        )
+    finally:
+        await backend.aclose()
+    assert len(result.tool_calls) >= 1 and result.finish_reason == "tool_calls", result
+    call = result.tool_calls[0]
+    arg = {"kb_search": "query", "kb_get": "id"}[call.name]
+    assert set(call.arguments) == {arg} and isinstance(call.arguments[arg], str)

@@ -88,6 +88,8 @@ async def test_tool_results_are_budgeted_cited_and_reported():
     assert second[-2]["role"] == "assistant" and second[-2]["tool_calls"][0]["id"] == "c1"
     assert second[-1]["role"] == "tool" and "tokens trimmed" in second[-1]["content"]
     assert judge.kwargs[0]["tools"][0]["function"]["name"] == "kb_search"
+    # the first round's call is forced (where the backend can); later rounds leave it to the model
+    assert [k["tool_choice"] for k in judge.kwargs] == ["required", None, None]
 
     spans = [s for s in exporter.get_finished_spans() if s.name == "collective.tool_call"]
     assert [s.attributes["tool.name"] for s in spans][-3:] == ["kb_get", "kb_search", "kb_get"]
