@@ -95,8 +95,9 @@ def _with_council_context(node: Callable[..., Any]) -> Callable[..., Any]:
 
         return run
 
+    # A router runs on the event loop as a coroutine: a plain function would cost a thread hop.
     @functools.wraps(node)
-    def route(state: Any, runtime: Runtime[Any]) -> Any:
+    async def route(state: Any, runtime: Runtime[Any]) -> Any:
         return node(state, _council_runtime(runtime))
 
     return route

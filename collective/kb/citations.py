@@ -115,8 +115,12 @@ def neutralise(text: str, keep: Iterable[str] = ()) -> str:
     return "".join(p if n % 2 else neutralise(p) for n, p in enumerate(pieces))
 
 
+@functools.lru_cache(maxsize=1024)
 def format_chunk(chunk: Chunk) -> str:
-    """`[KB#id] [Score: 0.85] heading: text`, with the chunk's own text neutralised."""
+    """`[KB#id] [Score: 0.85] heading: text`, with the chunk's own text neutralised.
+
+    Cached: every role of a run shows the same chunks.
+    """
     body = neutralise(chunk.text)
     if chunk.heading:
         body = f"{neutralise(chunk.heading)}: {body}"

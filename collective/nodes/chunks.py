@@ -14,7 +14,12 @@ from collective.budget.trimming import Scored
 from collective.kb.citations import format_chunk, tag, visible_chunks
 from collective.kb.store import Chunk
 
-__all__ = ["chunks_from_state", "scored_chunks"]
+__all__ = ["chunks_from_state", "chunks_to_state", "scored_chunks"]
+
+
+def chunks_to_state(chunks: Iterable[Chunk]) -> list[dict[str, Any]]:
+    """`Chunk`s as graph state keeps them (a shallow copy: the fields are flat and immutable)."""
+    return [dict(vars(c)) for c in chunks]
 
 
 def chunks_from_state(data: Iterable[Mapping[str, Any]]) -> list[Chunk]:

@@ -6,7 +6,6 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -19,6 +18,7 @@ from collective.kb.retrieval import RetrievalResult, Rewriter, backend_rewriter
 from collective.kb.retrieval import retrieve as run_retrieval
 from collective.kb.store import KnowledgeStore
 from collective.memory.conversation import conversation_summary, long_term_recall
+from collective.nodes.chunks import chunks_to_state
 from collective.nodes.model_call import NodeProgress, resolve_backend
 from collective.question import check_question
 
@@ -80,7 +80,7 @@ async def retrieve(state: CouncilState, runtime: Runtime[CouncilContext]) -> dic
         "question": question,
         "started_at": time.time(),
         "conversation": conversation,
-        "chunks": [asdict(c) for c in result.injected],
+        "chunks": chunks_to_state(result.injected),
         "retrieval": result.to_dict(),
         "proposals": Overwrite([]),
         "budgets": Overwrite([]),
