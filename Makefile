@@ -34,7 +34,7 @@ unit: $(STAMP)
 bench: $(STAMP)
 	for b in bench/*.py; do [ $$b = bench/council_eval.py ] || $(BIN)/python $$b || exit 1; done
 
-# The real embedded council end to end (Qwen 0.5B members, 1.5B judge): 5-9 minutes.
+# The real embedded council end to end (Qwen 0.5B members, 1.5B judge): 4-9 minutes.
 real-council: $(STAMP)
 	COLLECTIVE_REAL_COUNCIL=1 $(BIN)/pytest -q tests/integration/test_embedded_council.py
 
