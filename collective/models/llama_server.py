@@ -606,10 +606,6 @@ class LlamaServerBackend(Backend):
         assert self._pool is not None
         return self._pool
 
-    def forget_server(self) -> None:
-        """Re-read the server before the next plan (after a failure that says it changed)."""
-        self._n_ctx = None
-
     async def token_counter(self) -> LlamaServerCounter:
         """The server's own tokenizer (`exact:llama-server`)."""
         if self._counter is None:
