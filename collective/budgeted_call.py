@@ -42,6 +42,7 @@ from collective.errors import ConfigError, ContextOverflow, PoolExhausted
 from collective.kb.retrieval import kb_allocation_factor
 from collective.models.admission import cut_answer_warning, default_admission
 from collective.models.base import Backend, ChatDelta, ChatResult, collect
+from collective.models.tool_calls import forced_call, tool_call_schema
 from collective.telemetry import model_call_span, record_budget_report
 
 __all__ = [
@@ -117,7 +118,8 @@ class Request(TypedDict, total=False):
     tools: Sequence[dict[str, Any]] | None
     """Tool schemas offered (OpenAI shape), already accounted for in the `tools` section."""
     tool_choice: str | None
-    """`required` makes the answer a tool call where the backend can (`ChatOptions`)."""
+    """`required`: the answer is one call to `tools`, held to their schemas by structured output
+    where the backend has it (else the server's own `tool_choice`)."""
     output_cap: int | None
     """The largest answer this call needs (below the plan's output budget)."""
 
@@ -354,6 +356,14 @@ class _Call:
                 {"type": "progress", "node": self.agent, "status": "waiting", "message": message}
             )
 
+        tools, choice = self.request.get("tools"), self.request.get("tool_choice")
+        json_schema = self.request.get("json_schema")
+        # A required call is held to the tools' schema wherever the backend has structured
+        # output: servers' own forcing depends on the template (llama-server's parser let
+        # Qwen2.5-Coder write free text under `required`).
+        forced = tools if choice == "required" and self.backend.supports_json_schema else None
+        if forced:
+            json_schema = tool_call_schema(forced)
         tokens = prompt.report.prompt_tokens + max_tokens
         async with self.admission.reserve(self.backend, tokens, label=self.agent, on_wait=on_wait):
             started = time.perf_counter()
@@ -361,12 +371,14 @@ class _Call:
                 prompt.messages,
                 max_tokens=max_tokens,
                 temperature=self.settings.temperature,
-                json_schema=self.request.get("json_schema"),
-                tools=self.request.get("tools"),
-                tool_choice=self.request.get("tool_choice"),
+                json_schema=json_schema,
+                tools=tools,
+                tool_choice=choice,
             )
-            on_delta = _text_only(self.on_token) if self.on_token else None
+            on_delta = _text_only(self.on_token) if self.on_token and not forced else None
             result = await collect(stream, on_delta)
+        if forced:
+            result = forced_call(result, forced)
         result.timings.setdefault("wall_ms", (time.perf_counter() - started) * 1000)
         return result
 

@@ -104,8 +104,9 @@ class ChatOptions(TypedDict, total=False):
     tools: Sequence[dict[str, Any]] | None
     """Tool schemas (OpenAI shape) the model may call."""
     tool_choice: str | None
-    """`auto`, `required`, `none`: honoured by llama-server and in process (Ollama's API has no
-    such option: there the model chooses)."""
+    """`auto`, `required`, `none`, passed to the server (llama-server; Ollama's API has none; in
+    process `none` offers no tools). The budgeted call keeps `required` on every backend with
+    structured output (`collective.models.tool_calls`)."""
 
 
 class Backend(ABC):

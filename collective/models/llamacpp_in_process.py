@@ -38,10 +38,10 @@ from collective.models.base import (
     ChatDelta,
     ChatResult,
     Health,
-    ToolCall,
     Usage,
 )
 from collective.models.special_tokens import escape_messages
+from collective.models.tool_calls import parse_tool_calls
 
 if TYPE_CHECKING:
     from llama_cpp import Llama, LlamaGrammar
@@ -96,96 +96,9 @@ def _template_message(message: ChatMessage) -> dict[str, Any]:
     return out
 
 
-TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
-"""A Hermes-style tool call in generated text (the closing tag may be cut by a stop)."""
-FENCED_CALL = re.compile(r"^\s*(?:```(?:json)?\s*)?(\{.*\})\s*(?:```)?\s*$", re.DOTALL)
-"""A bare or fenced JSON call, as small Qwen models often write it (llama.cpp's Hermes parser
-accepts it too): taken as a call only when its `name` is an offered tool."""
-
-
 def template_has_tools(template: str) -> bool:
     """Whether a chat template renders tool schemas and Hermes-style `<tool_call>` turns."""
     return "tools" in template and "<tool_call>" in template
-
-
-def tool_call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The JSON schema of one call to any of `tools` (OpenAI shape): `{"name", "arguments"}`.
-
-    The grammar built from it is how `tool_choice="required"` is kept in process.
-    """
-    return {
-        "anyOf": [
-            {
-                "type": "object",
-                "properties": {
-                    "name": {"const": tool["function"]["name"]},
-                    "arguments": tool["function"].get("parameters") or {"type": "object"},
-                },
-                "required": ["name", "arguments"],
-            }
-            for tool in tools
-        ]
-    }
-
-
-def _json_object(raw: str) -> Any:
-    """`raw` as JSON, or `{{...}}` with one brace layer off.
-
-    Models copy the doubled braces from templates that show the call format that way
-    (Qwen2.5-Coder's GGUF template does).
-    """
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError:
-        if raw.startswith("{{") and raw.endswith("}}"):
-            return json.loads(raw[1:-1])
-        raise
-
-
-def _call_from_json(raw: str, model: str) -> tuple[str, dict[str, Any]]:
-    try:
-        data = _json_object(raw)
-        name, arguments = data["name"], data.get("arguments", {})
-        if isinstance(arguments, str):
-            arguments = json.loads(arguments)
-        if not isinstance(name, str) or not isinstance(arguments, dict):
-            raise TypeError("name must be a string and arguments an object")
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise InvalidResponse(
-            f"{model} wrote an unparseable tool call {raw[:200]!r}: {exc}"
-        ) from None
-    return name, arguments
-
-
-def parse_tool_calls(
-    text: str, model: str, names: Sequence[str] = ()
-) -> tuple[str, list[ToolCall]]:
-    """Split Hermes-style `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks off.
-
-    An answer that is nothing but one JSON object (bare or in a code fence) naming one of
-    `names` is a call too.
-
-    Returns:
-        The text outside the calls, and the calls in order (ids `call_0`, `call_1`, ...).
-
-    Raises:
-        InvalidResponse: A `<tool_call>` block is not a JSON object with a string `name` and
-            object `arguments`.
-    """
-    blocks = [m.group(1) for m in TOOL_CALL.finditer(text)]
-    if blocks:
-        calls = [_call_from_json(raw, model) for raw in blocks]
-        rest = TOOL_CALL.sub("", text).strip()
-    else:
-        fenced = FENCED_CALL.match(text)
-        try:
-            data = _json_object(fenced.group(1)) if fenced else None
-        except json.JSONDecodeError:
-            data = None
-        if not (isinstance(data, dict) and data.get("name") in names):
-            return text, []
-        calls, rest = [_call_from_json(fenced.group(1), model)], ""  # type: ignore[union-attr]
-    return rest, [ToolCall(f"call_{n}", name, args) for n, (name, args) in enumerate(calls)]
 
 
 _OPEN, _CLOSE = "\ue000", "\ue001"
@@ -644,7 +557,6 @@ class LlamaCppBackend(Backend):
         stop: Sequence[str] | None,
         json_schema: dict[str, Any] | None,
         tools: Sequence[dict[str, Any]] | None = None,
-        tool_choice: str | None = None,
         on_text: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
     ) -> ChatResult:
@@ -652,13 +564,6 @@ class LlamaCppBackend(Backend):
         llama = self._llama
         assert llama is not None
         ids, template_stop = chat.prompt_tokens(messages, tools)
-        opened = ""
-        if tools and tool_choice == "required":
-            # The answer is opened as a call and its JSON held to the tools' schemas.
-            opened = "<tool_call>\n"
-            prefix = llama.tokenize(opened.encode("utf-8"), add_bos=False, special=True)
-            ids, max_tokens = ids + prefix, max_tokens - len(prefix)
-            json_schema, on_text = tool_call_schema(tools), None
         n_ctx = llama.n_ctx()
         if len(ids) + max_tokens > n_ctx:
             raise ContextOverflow(
@@ -684,8 +589,6 @@ class LlamaCppBackend(Backend):
                 repeat_penalty=self.repeat_penalty,
             )
             wall_ms = (time.perf_counter() - started) * 1000
-        if opened:
-            text = f"{opened}{text}\n</tool_call>"
         out: Any = {
             "choices": [{"text": text, "finish_reason": reason}],
             "usage": {"prompt_tokens": len(ids), "completion_tokens": n_out},
@@ -727,9 +630,8 @@ class LlamaCppBackend(Backend):
         Closing the stream, or cancelling its consumer, stops the generation at the next token.
 
         Tools are rendered by the chat template and Hermes-style `<tool_call>` blocks in the
-        answer become `tool_calls`; text is handed over up to the first `<tool_call>`.
-        `tool_choice="none"` offers no tools, `"required"` opens the answer as a call whose
-        JSON a grammar holds to the tools' schemas (nothing streams then).
+        answer become `tool_calls` (`tool_choice="none"` offers no tools); text is handed over
+        up to the first `<tool_call>`.
 
         Raises:
             ConfigError: `tools` were given but the template cannot render them, or the
@@ -761,7 +663,6 @@ class LlamaCppBackend(Backend):
                     stop,
                     json_schema,
                     tools,
-                    tool_choice,
                     on_text=lambda text: put("text", text),
                     cancel=cancel,
                 )

@@ -125,31 +125,32 @@ HERMES_TEMPLATE = (
 )
 
 
-async def test_a_required_tool_call_is_forced_to_the_tools_schemas(gguf_path: Path) -> None:
-    # The base gemma model left to itself writes prose; `required` must still yield a valid call.
+async def test_a_required_tool_call_is_kept_in_process(gguf_path: Path) -> None:
+    # The base gemma model left to itself writes prose; a required call through the seam is
+    # held to the tools' schemas by a grammar and parsed from the model's own text.
+    from collective.budget.assembly import text_section
+    from collective.budgeted_call import budgeted_call
+    from collective.graph.context import CouncilContext
+    from collective.kb.tools import VerificationTools
+    from tests.fakes import ListStore
+
     backend = LlamaCppBackend(gguf_path, n_ctx=N_CTX, chat_template=HERMES_TEMPLATE)
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": name,
-                "parameters": {
-                    "type": "object",
-                    "properties": {arg: {"type": "string"}},
-                    "required": [arg],
-                },
-            },
-        }
-        for name, arg in (("kb_search", "query"), ("kb_get", "id"))
-    ]
-    question: list[ChatMessage] = [{"role": "user", "content": "Which filament survives heat?"}]
+    schemas = VerificationTools(ListStore([]), "lean").schemas
     try:
-        result = await backend.chat(
-            question, max_tokens=64, temperature=0.0, tools=tools, tool_choice="required"
+        call = await budgeted_call(
+            CouncilContext(output_caps={"judge": 64}, usage_log=None),
+            role="judge",
+            agent="judge",
+            backend=backend,
+            contents=[text_section("task", "Which filament survives heat?")],
+            compose=lambda s: [{"role": "user", "content": s["task"]}],
+            question="Which filament survives heat?",
+            tools=schemas,
+            tool_choice="required",
         )
     finally:
         await backend.aclose()
-    assert len(result.tool_calls) >= 1 and result.finish_reason == "tool_calls", result
-    call = result.tool_calls[0]
-    arg = {"kb_search": "query", "kb_get": "id"}[call.name]
-    assert set(call.arguments) == {arg} and isinstance(call.arguments[arg], str)
+    assert call.result.finish_reason == "tool_calls" and len(call.result.tool_calls) == 1
+    tool_call = call.result.tool_calls[0]
+    arg = {"kb_search": "query", "kb_get": "id"}[tool_call.name]
+    assert set(tool_call.arguments) == {arg} and isinstance(tool_call.arguments[arg], str)

@@ -1,9 +1,11 @@
 """The judge's tool calling over real HTTP: OpenAI-style tools on the real llama-server.
 
-The server runs the gemma model with `--jinja` and a template that renders tools
+One server runs the gemma model with `--jinja` and a template that renders tools
 (tests/data/gemma-tools.jinja), so llama.cpp's own tool-call handling (grammar-constrained
-generic format) parses what the model writes. The exact multi-round sequence is driven with a
-scripted backend in tests/unit/test_judge_tools.py; this proves the wiring.
+generic format) parses what the model writes; another runs the embedded default's Qwen2.5-Coder
+0.5B with its own template, for forced calls and the judge's loop. The exact multi-round
+sequence is driven with a scripted backend in tests/unit/test_judge_tools.py; this proves the
+wiring.
 """
 
 import json
@@ -13,7 +15,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO, ServerProcess, free_port, llama_server_argv
 
+from collective.budget.assembly import text_section
+from collective.budgeted_call import budgeted_call
 from collective.graph import CouncilContext, build_graph
+from collective.kb.demo import open_default_store
 from collective.kb.tools import VerificationTools
 from collective.models.llama_server import LlamaServerBackend
 
@@ -41,8 +46,6 @@ async def test_tools_round_trip_through_the_real_server(tool_server, tmp_path):
     try:
         assert await backend.context_window() == 8192
         assert backend.supports_tools  # discovered from /props chat_template_caps
-        from collective.kb.demo import open_default_store
-
         tools = VerificationTools(open_default_store(tmp_path / "kb.sqlite"), "lean")
         messages = [{"role": "user", "content": "Search the knowledge base for PETG drying."}]
         # gemma 270M does not call tools on its own; `required` makes the server constrain its
@@ -83,16 +86,62 @@ async def test_tools_round_trip_through_the_real_server(tool_server, tmp_path):
         await backend.aclose()
 
 
-async def test_the_judge_runs_its_tool_loop_against_the_real_server(tool_server, tmp_path):
+@pytest.fixture(scope="module")
+def qwen_server(llama_server_binary: str) -> Iterator[ServerProcess]:
+    """The embedded default's member model (Qwen2.5-Coder 0.5B) with its own template."""
+    from collective.models.embedded import DEFAULT_EMBEDDED, embedded_model_path
+
+    port = free_port()
+    model = embedded_model_path(DEFAULT_EMBEDDED)
+    argv = llama_server_argv(llama_server_binary, model, port, 4096, 1)
+    server = ServerProcess([*argv, "--jinja"], port, "/health", name="qwen-tools")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_a_required_call_from_qwen_on_the_real_server_is_a_call(qwen_server, tmp_path):
+    # Under `tool_choice=required` alone this server let Qwen write free text (`{"name":
+    # "filament", ...}`): the seam holds the answer to the tools' schemas and reads the call.
+    backend = LlamaServerBackend(qwen_server.url)
+    tools = VerificationTools(open_default_store(tmp_path / "kb.sqlite"), "lean")
+    question = "Which filament survives a hot car? Check the knowledge base."
+    try:
+        call = await budgeted_call(
+            CouncilContext(output_caps={"judge": 64}, temperature=0.0, usage_log=None),
+            role="judge",
+            agent="judge",
+            backend=backend,
+            contents=[text_section("task", question)],
+            compose=lambda s: [{"role": "user", "content": s["task"]}],
+            question=question,
+            tools=tools.schemas,
+            tool_choice="required",
+        )
+        assert backend.supports_tools  # the template's own tool support, from /props
+    finally:
+        await backend.aclose()
+    assert len(call.result.tool_calls) == 1, call.result
+    tool_call = call.result.tool_calls[0]
+    assert set(tool_call.arguments) == {"query" if tool_call.name == "kb_search" else "id"}
+    assert "failed" not in tools.run(tool_call.name, tool_call.arguments)
+
+
+async def test_the_judge_runs_its_tool_loop_against_the_real_server(qwen_server, tmp_path):
     ctx = CouncilContext(
         k=1,
         planner="embedded",
         specialists=["embedded"],
-        judge=f"llama-server:{tool_server.url}",
+        judge=f"llama-server:{qwen_server.url}",
         kb=str(tmp_path / "kb.sqlite"),
         retrieval="lean",
         tool_rounds=1,
-        output_caps={"planner": 16, "specialist": 32, "judge": 48},
+        temperature=0.0,
+        # room for the forced call: the 0.5B copies KB lines into its query
+        output_caps={"planner": 16, "specialist": 32, "judge": 128},
+        usage_log=None,
     )
     out = await build_graph().ainvoke({"question": "How should PETG be dried?"}, context=ctx)
     judge_budgets = [b for b in out["budgets"] if b["node"] == "judge"]
@@ -100,7 +149,7 @@ async def test_the_judge_runs_its_tool_loop_against_the_real_server(tool_server,
     tools = next(s for s in judge_budgets[0]["sections"] if s["name"] == "tools")
     assert tools["used"] > 0  # the schemas were counted into the judge's budget
     assert not any("without tools" in note for note in out.get("notes", []))
-    # one round offered tools; a tool call (if the model made one) is replayed in round two
-    assert len(judge_budgets) == 1 + bool(out["tool_calls"])
+    # the first round's call is forced (`tool_choice="required"`), then replayed in round two
+    assert out["tool_calls"] and len(judge_budgets) == 2, out.get("notes")
     for budget in judge_budgets:
-        assert budget["prompt_tokens"] + budget["max_output_tokens"] <= budget["n_ctx"] == 8192
+        assert budget["prompt_tokens"] + budget["max_output_tokens"] <= budget["n_ctx"] == 4096

@@ -84,3 +84,42 @@ async def test_one_refit_on_overflow_then_the_error_stands():
     assert call.overflow is overflow and call.report.n_ctx == second["n_ctx"]
     with pytest.raises(ContextOverflow):
         await ask(ScriptedBackend(failures=[overflow, overflow]))
+
+
+SEARCH = {
+    "type": "function",
+    "function": {
+        "name": "kb_search",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+    },
+}
+
+
+async def test_a_required_tool_call_is_held_to_the_tools_schema_and_read_as_a_call():
+    # llama-server answers a constrained call as bare JSON content (its own parser missed it)
+    backend = ScriptedBackend("m", '{"name": "kb_search", "arguments": {"query": "ASA"}}')
+    backend.supports_json_schema = True
+    tokens: list[str] = []
+    call = await ask(backend, tools=[SEARCH], tool_choice="required", on_token=tokens.append)
+    sent = backend.kwargs[0]
+    assert sent["tool_choice"] == "required" and sent["tools"] == [SEARCH]
+    assert [o["properties"]["name"] for o in sent["json_schema"]["anyOf"]] == [
+        {"const": "kb_search"}
+    ]
+    assert [(c.name, c.arguments) for c in call.result.tool_calls] == [
+        ("kb_search", {"query": "ASA"})
+    ]
+    assert call.result.text == "" and tokens == []  # a call is not answer text
+
+
+async def test_a_required_call_that_is_not_a_call_is_an_invalid_response():
+    from collective.errors import InvalidResponse
+
+    backend = ScriptedBackend("m", '{"name": "filament", "arguments": {}}')
+    backend.supports_json_schema = True
+    with pytest.raises(InvalidResponse, match="held to a tool call"):
+        await ask(backend, tools=[SEARCH], tool_choice="required")
+    # without structured output the server's own tool_choice is all there is: nothing is forced
+    plain = ScriptedBackend("m", "ASA.")
+    call = await ask(plain, tools=[SEARCH], tool_choice="required")
+    assert plain.kwargs[0]["json_schema"] is None and call.result.text == "ASA."

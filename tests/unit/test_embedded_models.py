@@ -6,7 +6,8 @@ from collective.errors import CollectiveError, ConfigError, InvalidResponse
 from collective.graph.context import CouncilContext
 from collective.models import embedded
 from collective.models.embedded import EMBEDDED_MODELS, EmbeddedModel, embedded_model
-from collective.models.llamacpp_in_process import parse_tool_calls, template_has_tools
+from collective.models.llamacpp_in_process import template_has_tools
+from collective.models.tool_calls import parse_tool_calls
 
 
 def test_specs_name_models_and_the_override_wins(monkeypatch):
