@@ -358,10 +358,12 @@ class _Call:
 
         tools, choice = self.request.get("tools"), self.request.get("tool_choice")
         json_schema = self.request.get("json_schema")
-        # A required call is held to the tools' schema wherever the backend has structured
-        # output: servers' own forcing depends on the template (llama-server's parser let
-        # Qwen2.5-Coder write free text under `required`).
-        forced = tools if choice == "required" and self.backend.supports_json_schema else None
+        # A required call is held to the tools' schema wherever the backend does not force it
+        # itself but has structured output: a server's own forcing depends on the template
+        # (llama-server let Qwen2.5-Coder write free text under `required`).
+        backend = self.backend
+        can_hold = backend.supports_json_schema and not backend.forces_tool_calls
+        forced = tools if choice == "required" and can_hold else None
         if forced:
             json_schema = tool_call_schema(forced)
         tokens = prompt.report.prompt_tokens + max_tokens

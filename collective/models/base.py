@@ -104,9 +104,9 @@ class ChatOptions(TypedDict, total=False):
     tools: Sequence[dict[str, Any]] | None
     """Tool schemas (OpenAI shape) the model may call."""
     tool_choice: str | None
-    """`auto`, `required`, `none`, passed to the server (llama-server; Ollama's API has none; in
-    process `none` offers no tools). The budgeted call keeps `required` on every backend with
-    structured output (`collective.models.tool_calls`)."""
+    """`auto`, `required`, `none`: passed to llama-server (Ollama's API has none), kept in
+    process (`Backend.forces_tool_calls`); the budgeted call keeps `required` on every backend
+    with structured output (`collective.models.tool_calls`)."""
 
 
 class Backend(ABC):
@@ -122,6 +122,9 @@ class Backend(ABC):
     """Whether `chat(tools=...)` is honoured natively."""
 
     supports_json_schema: bool = False
+    forces_tool_calls: bool = False
+    """Whether `tool_choice="required"` always yields a call (else the budgeted call holds the
+    answer to the tools' schemas by structured output)."""
     """Whether `chat(json_schema=...)` constrains the output."""
 
     output_cap: int | None = None

@@ -41,7 +41,7 @@ from collective.models.base import (
     Usage,
 )
 from collective.models.special_tokens import escape_messages
-from collective.models.tool_calls import parse_tool_calls
+from collective.models.tool_calls import parse_tool_calls, tool_call_schema
 
 if TYPE_CHECKING:
     from llama_cpp import Llama, LlamaGrammar
@@ -427,6 +427,7 @@ class LlamaCppBackend(Backend):
     """
 
     supports_json_schema = True  # via a grammar built from the schema
+    forces_tool_calls = True  # `required` opens the answer as the template's own `<tool_call>`
 
     def __init__(
         self,
@@ -557,6 +558,7 @@ class LlamaCppBackend(Backend):
         stop: Sequence[str] | None,
         json_schema: dict[str, Any] | None,
         tools: Sequence[dict[str, Any]] | None = None,
+        tool_choice: str | None = None,
         on_text: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
     ) -> ChatResult:
@@ -564,6 +566,13 @@ class LlamaCppBackend(Backend):
         llama = self._llama
         assert llama is not None
         ids, template_stop = chat.prompt_tokens(messages, tools)
+        opened = ""
+        if tools and tool_choice == "required":
+            # The answer is opened as a call and its JSON held to the tools' schemas.
+            opened = "<tool_call>\n"
+            prefix = llama.tokenize(opened.encode("utf-8"), add_bos=False, special=True)
+            ids, max_tokens = ids + prefix, max_tokens - len(prefix)
+            json_schema, on_text = tool_call_schema(tools), None
         n_ctx = llama.n_ctx()
         if len(ids) + max_tokens > n_ctx:
             raise ContextOverflow(
@@ -589,6 +598,8 @@ class LlamaCppBackend(Backend):
                 repeat_penalty=self.repeat_penalty,
             )
             wall_ms = (time.perf_counter() - started) * 1000
+        if opened:
+            text = f"{opened}{text}\n</tool_call>"
         out: Any = {
             "choices": [{"text": text, "finish_reason": reason}],
             "usage": {"prompt_tokens": len(ids), "completion_tokens": n_out},
@@ -630,8 +641,9 @@ class LlamaCppBackend(Backend):
         Closing the stream, or cancelling its consumer, stops the generation at the next token.
 
         Tools are rendered by the chat template and Hermes-style `<tool_call>` blocks in the
-        answer become `tool_calls` (`tool_choice="none"` offers no tools); text is handed over
-        up to the first `<tool_call>`.
+        answer become `tool_calls`; text is handed over up to the first `<tool_call>`.
+        `tool_choice="none"` offers no tools, `"required"` opens the answer as a call whose
+        JSON a grammar holds to the tools' schemas (nothing streams then).
 
         Raises:
             ConfigError: `tools` were given but the template cannot render them, or the
@@ -663,6 +675,7 @@ class LlamaCppBackend(Backend):
                     stop,
                     json_schema,
                     tools,
+                    tool_choice,
                     on_text=lambda text: put("text", text),
                     cancel=cancel,
                 )

@@ -12,6 +12,7 @@ from collective.budget.assembly import text_section
 from collective.budgeted_call import budgeted_call
 from collective.errors import ContextOverflow
 from collective.graph.context import CouncilContext
+from collective.models.base import ToolCall
 from collective.prompts import chat as prompt
 from tests.fakes import ScriptedBackend
 
@@ -123,3 +124,12 @@ async def test_a_required_call_that_is_not_a_call_is_an_invalid_response():
     plain = ScriptedBackend("m", "ASA.")
     call = await ask(plain, tools=[SEARCH], tool_choice="required")
     assert plain.kwargs[0]["json_schema"] is None and call.result.text == "ASA."
+
+
+async def test_a_backend_that_forces_calls_itself_gets_the_tool_choice_not_a_schema():
+    backend = ScriptedBackend("m", [ToolCall("c", "kb_search", {"query": "ASA"})])
+    backend.supports_json_schema = backend.forces_tool_calls = True
+    call = await ask(backend, tools=[SEARCH], tool_choice="required")
+    assert backend.kwargs[0]["json_schema"] is None
+    assert backend.kwargs[0]["tool_choice"] == "required"
+    assert call.result.tool_calls[0].name == "kb_search"
