@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, ServerProcess, free_port, llama_server_argv
+from conftest import REPO, ServerProcess, serve_llama_server
 
 from collective.budget.assembly import text_section
 from collective.budgeted_call import budgeted_call
@@ -29,12 +29,10 @@ TEMPLATE = REPO / "tests" / "data" / "gemma-tools.jinja"
 
 @pytest.fixture(scope="module")
 def tool_server(llama_server_binary: str, gguf_path: Path) -> Iterator[ServerProcess]:
-    port = free_port()
-    argv = llama_server_argv(llama_server_binary, gguf_path, port, 8192, 1)
-    server = ServerProcess(
-        [*argv, "--jinja", "--chat-template-file", str(TEMPLATE)], port, "/health", name="tools"
+    template = ("--jinja", "--chat-template-file", str(TEMPLATE))
+    server = serve_llama_server(
+        llama_server_binary, gguf_path, "-c", "8192", "-np", "1", *template, name="tools"
     )
-    server.start()
     try:
         yield server
     finally:
@@ -91,11 +89,10 @@ def qwen_server(llama_server_binary: str) -> Iterator[ServerProcess]:
     """The embedded default's member model (Qwen2.5-Coder 0.5B) with its own template."""
     from collective.models.embedded import DEFAULT_EMBEDDED, embedded_model_path
 
-    port = free_port()
     model = embedded_model_path(DEFAULT_EMBEDDED)
-    argv = llama_server_argv(llama_server_binary, model, port, 4096, 1)
-    server = ServerProcess([*argv, "--jinja"], port, "/health", name="qwen-tools")
-    server.start()
+    server = serve_llama_server(
+        llama_server_binary, model, "-c", "4096", "-np", "1", "--jinja", name="qwen-tools"
+    )
     try:
         yield server
     finally:
