@@ -122,10 +122,11 @@ class Backend(ABC):
     """Whether `chat(tools=...)` is honoured natively."""
 
     supports_json_schema: bool = False
+    """Whether `chat(json_schema=...)` constrains the output."""
+
     forces_tool_calls: bool = False
     """Whether `tool_choice="required"` always yields a call (else the budgeted call holds the
     answer to the tools' schemas by structured output)."""
-    """Whether `chat(json_schema=...)` constrains the output."""
 
     output_cap: int | None = None
     """The largest answer worth asking this model for (a small model's limit); None: no cap."""
