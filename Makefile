@@ -39,7 +39,7 @@ real-council: $(STAMP)
 	COLLECTIVE_REAL_COUNCIL=1 $(BIN)/pytest -q tests/integration/test_embedded_council.py
 
 # Council vs one model on the 85-question KB-grounded QA set, all five arms (bench/README.md:
-# hours on two CPU cores). A subset: make eval EVAL_ARGS="--questions 12".
+# about 4 hours on two idle CPU cores). A subset: make eval EVAL_ARGS="--questions 12".
 eval: $(STAMP)
 	$(BIN)/python bench/council_eval.py --out bench/council_eval.json $(EVAL_ARGS)
 

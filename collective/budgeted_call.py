@@ -42,7 +42,7 @@ from collective.errors import ConfigError, ContextOverflow, PoolExhausted
 from collective.kb.retrieval import kb_allocation_factor
 from collective.models.admission import cut_answer_warning, default_admission
 from collective.models.base import Backend, ChatDelta, ChatResult, collect
-from collective.models.tool_calls import forced_call, tool_call_schema
+from collective.models.tool_calls import text_calls, tool_call_schema
 from collective.telemetry import model_call_span, record_budget_report
 
 __all__ = [
@@ -379,8 +379,8 @@ class _Call:
             )
             on_delta = _text_only(self.on_token) if self.on_token and not forced else None
             result = await collect(stream, on_delta)
-        if forced:
-            result = forced_call(result, forced)
+        if tools:  # a call written as text (Qwen's doubled braces) still counts as a call
+            result = text_calls(result, tools, required=bool(forced))
         result.timings.setdefault("wall_ms", (time.perf_counter() - started) * 1000)
         return result
 

@@ -16,7 +16,7 @@ from typing import Any
 from collective.errors import InvalidResponse
 from collective.models.base import ChatResult, ToolCall
 
-__all__ = ["forced_call", "parse_tool_calls", "tool_call_schema"]
+__all__ = ["parse_tool_calls", "text_calls", "tool_call_schema"]
 
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 """A Hermes-style tool call in generated text (the closing tag may be cut by a stop)."""
@@ -106,19 +106,29 @@ def tool_call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def forced_call(result: ChatResult, tools: Sequence[dict[str, Any]]) -> ChatResult:
-    """`result` of an answer held to `tool_call_schema(tools)`, with its text read as the call.
+def text_calls(
+    result: ChatResult, tools: Sequence[dict[str, Any]], *, required: bool = False
+) -> ChatResult:
+    """`result` with calls to `tools` written as text read as calls (a server's parser missed them).
+
+    Args:
+        result: An answer to a request that offered `tools`.
+        tools: The tools offered (OpenAI shape).
+        required: The answer was held to `tool_call_schema(tools)`: it must be a call.
 
     Raises:
-        InvalidResponse: The text is not a call to one of `tools` (e.g. cut by the token cap).
+        InvalidResponse: A `<tool_call>` block is not valid JSON, or a `required` answer is not
+            a call to one of `tools` (e.g. cut by the token cap).
     """
-    if result.tool_calls:  # the server parsed it itself
+    if result.tool_calls:  # the server parsed them itself
         return result
     names = [t["function"]["name"] for t in tools]
     rest, calls = parse_tool_calls(result.text, result.model, names)
     if not calls:
-        raise InvalidResponse(
-            f"{result.model} was held to a tool call but wrote {result.text[:200]!r} "
-            f"(finish: {result.finish_reason})"
-        )
+        if required:
+            raise InvalidResponse(
+                f"{result.model} was held to a tool call but wrote {result.text[:200]!r} "
+                f"(finish: {result.finish_reason})"
+            )
+        return result
     return replace(result, text=rest, tool_calls=calls, finish_reason="tool_calls")

@@ -21,6 +21,7 @@ from collective.graph import CouncilContext, build_graph
 from collective.kb.demo import open_default_store
 from collective.kb.tools import VerificationTools
 from collective.models.llama_server import LlamaServerBackend
+from collective.models.registry import close_all
 
 pytestmark = pytest.mark.integration
 
@@ -140,7 +141,10 @@ async def test_the_judge_runs_its_tool_loop_against_the_real_server(qwen_server,
         output_caps={"planner": 16, "specialist": 32, "judge": 128},
         usage_log=None,
     )
-    out = await build_graph().ainvoke({"question": "How should PETG be dried?"}, context=ctx)
+    try:
+        out = await build_graph().ainvoke({"question": "How should PETG be dried?"}, context=ctx)
+    finally:
+        await close_all()  # the shared embedded members: later tests expect them unloaded
     judge_budgets = [b for b in out["budgets"] if b["node"] == "judge"]
     assert judge_budgets[0]["token_counter"] == "exact:llama-server"
     tools = next(s for s in judge_budgets[0]["sections"] if s["name"] == "tools")

@@ -133,3 +133,16 @@ async def test_a_backend_that_forces_calls_itself_gets_the_tool_choice_not_a_sch
     assert backend.kwargs[0]["json_schema"] is None
     assert backend.kwargs[0]["tool_choice"] == "required"
     assert call.result.tool_calls[0].name == "kb_search"
+
+
+async def test_a_call_the_server_left_as_text_is_read_as_a_call():
+    # Qwen2.5-Coder copies its template's doubled braces; llama-server then returns it as text
+    doubled = '{{"name": "kb_search", "arguments": {"query": "ASA"}}}'
+    call = await ask(ScriptedBackend("m", doubled), tools=[SEARCH])
+    assert [(c.name, c.arguments) for c in call.result.tool_calls] == [
+        ("kb_search", {"query": "ASA"})
+    ]
+    # a verdict that only mentions JSON, or names no offered tool, stays the answer
+    for text in ("ASA, see the KB.", '{"name": "filament", "arguments": {}}'):
+        call = await ask(ScriptedBackend("m", text), tools=[SEARCH])
+        assert call.result.text == text and call.result.tool_calls == []
