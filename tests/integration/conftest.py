@@ -156,6 +156,17 @@ def serve_llama_server(binary: str, model: Path, *args: str, name: str) -> Serve
     return server
 
 
+def serving_llama_server(
+    binary: str, model: Path, *args: str, name: str
+) -> Iterator[ServerProcess]:
+    """`serve_llama_server` for a fixture (`yield from`): the server, stopped afterwards."""
+    server = serve_llama_server(binary, model, *args, name=name)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="module")
 def llama_server(llama_server_binary: str, gguf_path: Path) -> Iterator[ServerProcess]:
     """llama-server with the gemma model, `-c 8192 -np 2`: 4,096-token slots."""

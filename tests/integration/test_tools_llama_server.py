@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, ServerProcess, serve_llama_server
+from conftest import REPO, ServerProcess, serving_llama_server
 
 from collective.budget.assembly import text_section
 from collective.budgeted_call import budgeted_call
@@ -31,13 +31,9 @@ TEMPLATE = REPO / "tests" / "data" / "gemma-tools.jinja"
 @pytest.fixture(scope="module")
 def tool_server(llama_server_binary: str, gguf_path: Path) -> Iterator[ServerProcess]:
     template = ("--jinja", "--chat-template-file", str(TEMPLATE))
-    server = serve_llama_server(
+    yield from serving_llama_server(
         llama_server_binary, gguf_path, "-c", "8192", "-np", "1", *template, name="tools"
     )
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 async def test_tools_round_trip_through_the_real_server(tool_server, tmp_path):
@@ -91,13 +87,9 @@ def qwen_server(llama_server_binary: str) -> Iterator[ServerProcess]:
     from collective.models.embedded import DEFAULT_EMBEDDED, embedded_model_path
 
     model = embedded_model_path(DEFAULT_EMBEDDED)
-    server = serve_llama_server(
+    yield from serving_llama_server(
         llama_server_binary, model, "-c", "4096", "-np", "1", "--jinja", name="qwen-tools"
     )
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 async def test_a_required_call_from_qwen_on_the_real_server_is_a_call(qwen_server, tmp_path):
