@@ -92,7 +92,7 @@ def test_ctrl_c_mid_generation_frees_the_slot_and_the_thread_resumes(
     assert all(decoded(s) < CAP for s in state), state
 
     result = CliRunner().invoke(app, ["ask", "--thread", "cc", "--json"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 0, (result.output, err)  # err: what the interrupted run said
     resumed = json.loads(result.stdout.strip().splitlines()[-1])
     assert resumed["question"] == QUESTION and resumed["answer"]
     assert [p["member"] for p in resumed["proposals"]] == ["specialist-1"]
