@@ -422,6 +422,9 @@ async def run_council(
         config,
         context=ctx,
         stream_mode=["updates", "custom", "values", "messages"],
+        # Each step's checkpoint is written before the next starts (LangGraph's default writes
+        # it beside the next step): a quit at once (Ctrl-C twice) keeps all that finished.
+        durability="sync",
     ):
         if mode == "custom":
             on_event(chunk)
