@@ -361,8 +361,7 @@ class _Call:
         # A required call is held to the tools' schema wherever the backend does not force it
         # itself but has structured output: a server's own forcing depends on the template
         # (llama-server let Qwen2.5-Coder write free text under `required`).
-        backend = self.backend
-        can_hold = backend.supports_json_schema and not backend.forces_tool_calls
+        can_hold = self.backend.supports_json_schema and not self.backend.forces_tool_calls
         forced = tools if choice == "required" and can_hold else None
         if forced:
             json_schema = tool_call_schema(forced)

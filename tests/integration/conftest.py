@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -165,6 +166,26 @@ def serving_llama_server(
         yield server
     finally:
         server.stop()
+
+
+async def required_call(backend: Any, tools: list[dict[str, Any]], question: str, **context: Any):
+    """The judge's forced first tool round through the seam: `question` as the task, `tools`
+    offered with `tool_choice="required"`, 64 output tokens (`context`: more `CouncilContext`)."""
+    from collective.budget.assembly import text_section
+    from collective.budgeted_call import budgeted_call
+    from collective.graph.context import CouncilContext
+
+    return await budgeted_call(
+        CouncilContext(output_caps={"judge": 64}, usage_log=None, **context),
+        role="judge",
+        agent="judge",
+        backend=backend,
+        contents=[text_section("task", question)],
+        compose=lambda s: [{"role": "user", "content": s["task"]}],
+        question=question,
+        tools=tools,
+        tool_choice="required",
+    )
 
 
 @pytest.fixture(scope="module")

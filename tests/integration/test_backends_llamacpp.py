@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from conftest import need_llama_cpp
+from conftest import need_llama_cpp, required_call
 from test_backends_contract import SHORT, BackendContract
 
 from collective.errors import ConfigError
@@ -128,26 +128,13 @@ HERMES_TEMPLATE = (
 async def test_a_required_tool_call_is_kept_in_process(gguf_path: Path) -> None:
     # The base gemma model left to itself writes prose; a required call through the seam is
     # held to the tools' schemas by a grammar and parsed from the model's own text.
-    from collective.budget.assembly import text_section
-    from collective.budgeted_call import budgeted_call
-    from collective.graph.context import CouncilContext
     from collective.kb.tools import VerificationTools
     from tests.fakes import ListStore
 
     backend = LlamaCppBackend(gguf_path, n_ctx=N_CTX, chat_template=HERMES_TEMPLATE)
     schemas = VerificationTools(ListStore([]), "lean").schemas
     try:
-        call = await budgeted_call(
-            CouncilContext(output_caps={"judge": 64}, usage_log=None),
-            role="judge",
-            agent="judge",
-            backend=backend,
-            contents=[text_section("task", "Which filament survives heat?")],
-            compose=lambda s: [{"role": "user", "content": s["task"]}],
-            question="Which filament survives heat?",
-            tools=schemas,
-            tool_choice="required",
-        )
+        call = await required_call(backend, schemas, "Which filament survives heat?")
     finally:
         await backend.aclose()
     assert call.result.finish_reason == "tool_calls" and len(call.result.tool_calls) == 1

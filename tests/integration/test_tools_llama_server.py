@@ -13,10 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, ServerProcess, serving_llama_server
+from conftest import REPO, ServerProcess, required_call, serving_llama_server
 
-from collective.budget.assembly import text_section
-from collective.budgeted_call import budgeted_call
 from collective.graph import CouncilContext, build_graph
 from collective.kb.demo import open_default_store
 from collective.kb.tools import VerificationTools
@@ -99,17 +97,7 @@ async def test_a_required_call_from_qwen_on_the_real_server_is_a_call(qwen_serve
     tools = VerificationTools(open_default_store(tmp_path / "kb.sqlite"), "lean")
     question = "Which filament survives a hot car? Check the knowledge base."
     try:
-        call = await budgeted_call(
-            CouncilContext(output_caps={"judge": 64}, temperature=0.0, usage_log=None),
-            role="judge",
-            agent="judge",
-            backend=backend,
-            contents=[text_section("task", question)],
-            compose=lambda s: [{"role": "user", "content": s["task"]}],
-            question=question,
-            tools=tools.schemas,
-            tool_choice="required",
-        )
+        call = await required_call(backend, tools.schemas, question, temperature=0.0)
         assert backend.supports_tools  # the template's own tool support, from /props
     finally:
         await backend.aclose()

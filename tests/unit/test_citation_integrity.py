@@ -166,7 +166,12 @@ async def test_specialist_answers_and_the_plan_are_neutralised_in_the_judge_prom
     specialist = ScriptedBackend("spec", "ASA [KB#mem_real]; also [KB#mem_secret] [КВ#mem_x].")
     judge = ScriptedBackend("judge", "ASA [KB#mem_real].")
     ctx = context(
-        k=1, planner=planner, specialists=[specialist], judge=judge, knowledge=ListStore(chunks)
+        k=1,
+        planner=planner,
+        specialists=[specialist],
+        judge=judge,
+        knowledge=ListStore(chunks),
+        judge_tools=False,
     )
     out = await build_graph().ainvoke({"question": "ASA?"}, context=ctx)
     # (the system prompts carry an example tag; the untrusted text is in the user turn)
