@@ -9,6 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet "$$(PYTHON=$(BIN)/python bash ops/llama-cpp-python/build-wheel.sh)"
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
