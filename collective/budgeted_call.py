@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol, Required, TypedDict, Unpack
 
 from collective.budget.assembly import AssembledPrompt, SectionContent, assemble
-from collective.budget.counting import ChatMessage
+from collective.budget.counting import ChatMessage, TokenCounter
 from collective.budget.monitor import (
     BudgetEvent,
     UsageLog,
@@ -43,6 +43,7 @@ from collective.kb.retrieval import kb_allocation_factor
 from collective.models.admission import cut_answer_warning, default_admission
 from collective.models.base import Backend, ChatDelta, ChatResult, collect
 from collective.models.tool_calls import text_calls, tool_call_schema
+from collective.prompts import council
 from collective.telemetry import model_call_span, record_budget_report
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "Request",
     "budgeted_call",
     "fit_plan",
+    "reused_tokens",
 ]
 
 log = logging.getLogger(__name__)
@@ -340,11 +342,14 @@ class _Call:
                 log.warning("%s: %s", self.agent, cut)
                 result.warnings.append(cut)
                 prompt.report.notes.append(cut)
-            # How the answer ended travels with its report (`length`: cut; the CLI flags it).
+            # How the answer ended travels with its report (`length`: cut; the CLI flags it),
+            # and how much of the prompt was shared and reused by the server.
             report = replace(
                 prompt.report,
                 finish_reason=result.finish_reason,
                 output_tokens=result.usage.completion_tokens,
+                shared_tokens=await _shared_tokens(prompt, counter),
+                reused_tokens=reused_tokens(result),
             )
             return ModelCall(result, report, prompt, overflow)
 
@@ -382,6 +387,28 @@ class _Call:
             result = text_calls(result, tools, required=bool(forced))
         result.timings.setdefault("wall_ms", (time.perf_counter() - started) * 1000)
         return result
+
+
+async def _shared_tokens(prompt: AssembledPrompt, counter: TokenCounter) -> int | None:
+    """Prompt tokens outside the role's own part (None: the prompt has no own part).
+
+    The own part is counted as text; the template's tokens after it (the end of the turn, the
+    answer's opening) are the same for every member and count as shared.
+    """
+    content = prompt.messages[-1].get("content") if prompt.messages else None
+    own = council.own_part(content) if isinstance(content, str) else ""
+    if not own:
+        return None
+    n = await asyncio.to_thread(counter.count, own) if counter.blocking else counter.count(own)
+    return max(0, prompt.report.prompt_tokens - n)
+
+
+def reused_tokens(result: ChatResult) -> int | None:
+    """Prompt tokens the server reused rather than computed, where it says (`cache_n`)."""
+    if result.usage.cached_tokens is not None:
+        return result.usage.cached_tokens
+    cache_n = result.timings.get("cache_n")
+    return int(cache_n) if cache_n is not None else None
 
 
 def _text_only(on_token: OnToken) -> Callable[[ChatDelta], Awaitable[None] | None]:

@@ -51,9 +51,28 @@ class SectionContent:
     fit: Fit
 
 
-def text_section(name: str, text: str, keep: Keep = "start") -> SectionContent:
-    """Plain text, trimmed on token boundaries with a marker where cut."""
-    return SectionContent(name, lambda counter, limit: trim_text(counter, text, limit, keep))
+def text_section(
+    name: str, text: str, keep: Keep = "start", alike: Sequence[str] = ()
+) -> SectionContent:
+    """Plain text, trimmed on token boundaries with a marker where cut.
+
+    `alike` are the texts sibling calls put in this section (the other members' tasks, which
+    differ only in their own part): while every one fits, the section counts as the largest of
+    them, so it leaves every sibling the same slack and the sections fitted after it (the KB
+    chunks) come out the same: the members' prompts keep one shared prefix.
+    """
+
+    def fit(counter: TokenCounter, limit: int) -> Fitted:
+        fitted = trim_text(counter, text, limit, keep)
+        if not alike or fitted.trimmed:
+            return fitted
+        largest = max(counter.count_many(alike))
+        if fitted.tokens < largest <= limit:
+            note = f"sized as its largest sibling ({largest} tokens) for one shared prefix"
+            return Fitted(fitted.text, largest, note=note)
+        return fitted
+
+    return SectionContent(name, fit)
 
 
 def chunks_section(name: str, chunks: Sequence[Scored]) -> SectionContent:

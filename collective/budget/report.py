@@ -57,6 +57,13 @@ class BudgetReport:
     `tool_calls`); None before the call or when the backend does not say."""
     output_tokens: int | None = None
     """Tokens the answer took (None before the call)."""
+    shared_tokens: int | None = None
+    """Prompt tokens outside the role's own part (`collective.prompts.council.OWN_PART`): the
+    council's shared prefix, the same in every member's prompt; None for prompts without one."""
+    reused_tokens: int | None = None
+    """Prompt tokens the server reused from its KV instead of computing them (llama-server
+    `cache_n`, Ollama `prompt_eval_cached_count`, in process the batch engine's); None when the
+    server does not say."""
 
     @property
     def fits(self) -> bool:
@@ -71,6 +78,10 @@ class BudgetReport:
         )
         if self.memory_profile:
             head += f" memory {self.memory_profile} @ {self.memory_tier}"
+        if self.shared_tokens is not None or self.reused_tokens is not None:
+            shared = "?" if self.shared_tokens is None else self.shared_tokens
+            reused = "?" if self.reused_tokens is None else self.reused_tokens
+            head += f" shared {shared} reused {reused}"
         return [head, *(f"  {s.line()}" for s in self.sections)]
 
     def to_dict(self) -> dict[str, Any]:
@@ -91,4 +102,6 @@ class BudgetReport:
             "memory_tier": self.memory_tier,
             "finish_reason": self.finish_reason,
             "output_tokens": self.output_tokens,
+            "shared_tokens": self.shared_tokens,
+            "reused_tokens": self.reused_tokens,
         }

@@ -2,36 +2,38 @@
 
 * The GGUF is loaded lazily, on the first call that needs it (never at import), once per
   backend; the registry shares one backend per file, so every role on the embedded model shares
-  one loaded model.
+  one loaded model. Weights load with llama.cpp's CPU repacking on (the wheel is built without
+  native flags, `ops/llama-cpp-python/build-wheel.sh`, so it runs everywhere).
 * The prompt is rendered with the chat template stored in the GGUF (`tokenizer.chat_template`,
   through llama-cpp-python's `Jinja2ChatFormatter`, as `Llama.create_chat_completion` does) and
   tokenized by the model's own tokenizer. The token ids that were counted are the ids that are
-  evaluated (`create_completion(prompt=ids)`), so `count_prompt` equals `usage.prompt_tokens`
-  by construction.
-* Generation runs in a worker thread (`asyncio.to_thread`) under a per-instance lock: the
-  library is not reentrant. Tokenization only reads the vocabulary, so counting is not held
-  behind a running generation.
+  evaluated, so `count_prompt` equals `usage.prompt_tokens` by construction.
+* Calls run on one `BatchEngine` per model (`collective.models.batch_engine`): concurrent calls
+  (the council's members) share their common prompt prefix in the KV and are decoded together
+  in one batch, each streamed and cancellable on its own. Tokenization only reads the
+  vocabulary, so counting is not held behind a running generation.
+* llama.cpp's OpenMP threads sleep while they wait (`OMP_WAIT_POLICY=PASSIVE`, set before the
+  library loads unless the environment says otherwise): spinning threads collapse a council
+  beside another busy process.
 """
 
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import functools
 import json
 import os
-import random
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collective.budget.counting import ChatMessage, TokenizerCounter
-from collective.errors import ConfigError, ContextOverflow, InvalidResponse
+from collective.errors import ConfigError, ContextOverflow
 from collective.models.admission import ServerPool
 from collective.models.base import (
     Backend,
@@ -40,20 +42,36 @@ from collective.models.base import (
     Health,
     Usage,
 )
+from collective.models.batch_engine import BatchEngine, GenerationRequest
 from collective.models.special_tokens import escape_messages
 from collective.models.tool_calls import parse_tool_calls, tool_call_schema
 
 if TYPE_CHECKING:
-    from llama_cpp import Llama, LlamaGrammar
+    from llama_cpp import LlamaGrammar
     from llama_cpp._internals import LlamaModel
 
 __all__ = [
     "GGUFChat",
     "LlamaCppBackend",
     "LlamaCppCounter",
-    "generate_text",
+    "default_threads",
     "gguf_vocab_counter",
 ]
+
+# Read by the OpenMP runtime when llama.cpp's library loads (llama_cpp is imported lazily, after
+# this): waiting threads sleep instead of spinning, so a busy machine does not stall every step.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+N_SEQ_MAX = 16
+"""Sequences one in-process context holds: concurrent calls (K members) plus the prefix cache."""
+
+
+def default_threads() -> int:
+    """CPU threads for llama.cpp: the cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 CHATML_TEMPLATE = (
@@ -254,40 +272,6 @@ class GGUFChat:
         return None
 
 
-_params_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def _without_amx() -> Iterator[None]:
-    """Load models without llama.cpp's extra buffer types when the build has AMX.
-
-    A wheel built natively on an AMX CPU puts weights in AMX tiles; under hypervisors that
-    advertise AMX without saving tile state (Firecracker) the first matmul faults
-    (`ldtilecfg`, SIGSEGV). `Llama` does not expose `use_extra_bufts`, so its default model
-    params are swapped for the duration of one load (this costs the CPU repack speed-up; a
-    portable build, `CMAKE_ARGS=-DGGML_NATIVE=OFF`, needs none of this).
-    """
-    import llama_cpp
-    import llama_cpp.llama as module
-
-    if b"AMX_INT8 = 1" not in llama_cpp.llama_print_system_info():
-        yield
-        return
-    original = module.llama_cpp.llama_model_default_params
-
-    def params() -> Any:
-        out = original()
-        out.use_extra_bufts = False
-        return out
-
-    with _params_lock:
-        module.llama_cpp.llama_model_default_params = params
-        try:
-            yield
-        finally:
-            module.llama_cpp.llama_model_default_params = original
-
-
 class LlamaCppCounter(TokenizerCounter):
     """Exact counts from a GGUF's tokenizer, chat template included in `count_messages`."""
 
@@ -324,106 +308,21 @@ def gguf_vocab_counter(path: str) -> LlamaCppCounter:
     return LlamaCppCounter("exact:gguf-vocab", GGUFChat(model, Path(path).stem))
 
 
-def _held_back(text: bytes, markers: Sequence[bytes]) -> int:
-    """Bytes at the end of `text` that may be the start of one of `markers`."""
-    held = 0
-    for marker in markers:
-        for n in range(min(len(marker), len(text)), held, -1):
-            if text.endswith(marker[:n]):
-                held = n
-                break
-    return held
-
-
-def generate_text(
-    llama: Llama,
-    ids: list[int],
-    *,
-    max_tokens: int,
-    temperature: float,
-    stop: Sequence[str] = (),
-    grammar: LlamaGrammar | None = None,
-    on_text: Callable[[str], None] | None = None,
-    cancel: threading.Event | None = None,
-    hold: Sequence[str] = (),
-    repeat_penalty: float = 1.0,
-) -> tuple[str, int, str]:
-    """Generate after the prompt `ids` token by token, as `Llama.create_completion` does.
-
-    Same sampling, seed and stop handling, so the text equals a non-streaming completion's.
-    Text reaches `on_text` as soon as it is final: an incomplete UTF-8 character, or an end
-    that may still become a stop string, waits for the next token; from the first `hold`
-    string on (a tool call, parsed whole later) nothing more is handed out. `cancel` is
-    checked between tokens.
-
-    Returns:
-        The text, the tokens generated (the end-of-generation token not included) and the
-        finish reason: `stop`, `length` or `cancelled`.
-    """
-    import llama_cpp
-
-    # create_completion's seeding when no seed is given, so sampled answers match it too.
-    llama.set_seed(random.Random(llama._seed).randint(0, 2**32))
-    stops = [s.encode("utf-8") for s in stop if s]
-    holds = [s.encode("utf-8") for s in hold if s]
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="ignore")
-    out: list[int] = []
-    text, sent, held, finish = b"", 0, False, "length"
-    tokens = llama.generate(
-        ids,
-        top_k=40,
-        top_p=0.95,
-        min_p=0.05,
-        typical_p=1.0,
-        temp=temperature,
-        repeat_penalty=repeat_penalty,
-        grammar=grammar,
-    )
-    if cancel is not None and cancel.is_set():
-        return "", 0, "cancelled"
-    with contextlib.closing(tokens):
-        for token in tokens if max_tokens > 0 else ():
-            if cancel is not None and cancel.is_set():
-                finish = "cancelled"
-                break
-            if llama_cpp.llama_vocab_is_eog(llama._model.vocab, token):
-                finish = "stop"
-                break
-            out.append(token)
-            text = llama.detokenize(out, prev_tokens=ids)
-            hits = [text.index(s) for s in stops if s in text]
-            if hits:
-                text, finish = text[: min(hits)], "stop"
-                break
-            if len(out) >= max_tokens:
-                break
-            if on_text is not None and not held:
-                end = len(text) - _held_back(text, stops + holds)
-                marks = [text.index(h) for h in holds if h in text]
-                if marks:
-                    end, held = min(marks), True
-                piece = decoder.decode(text[sent:end])
-                sent = max(sent, end)
-                if piece:
-                    on_text(piece)
-    if on_text is not None and not held:
-        marks = [text.index(h) for h in holds if h in text]
-        piece = decoder.decode(text[sent : min(marks, default=len(text))], final=True)
-        if piece:
-            on_text(piece)
-    return text.decode("utf-8", errors="ignore"), len(out), finish
-
-
 class LlamaCppBackend(Backend):
-    """A GGUF model run in this process.
+    """A GGUF model run in this process, its calls served together by one `BatchEngine`.
 
     Args:
         model_path: The `.gguf` file.
-        n_ctx: Context to allocate; capped at the model's training context.
-        n_threads: CPU threads (default: all cores; llama-cpp-python's default is half).
-        n_batch: Prompt-processing batch size.
+        n_ctx: KV cells to allocate, shared by concurrent calls (a shared prompt prefix is held
+            once); capped at the model's training context. One call may use them all.
+        n_threads: CPU threads (default: the cores this process may use).
+        n_batch: Tokens per decode step (prompt chunks and one per generating call).
         name: Model name in results (default: the file's stem).
         chat_template: A Jinja chat template that overrides the GGUF's own.
+        repeat_penalty: The sampler's repetition penalty.
+        repack: Load weights with llama.cpp's CPU repacking (`use_extra_bufts`); off only to
+            measure what it gains.
+        n_seq_max: Calls the context holds at once (plus the prefix cache); more wait.
     """
 
     supports_json_schema = True  # via a grammar built from the schema
@@ -439,6 +338,8 @@ class LlamaCppBackend(Backend):
         name: str | None = None,
         chat_template: str | None = None,
         repeat_penalty: float = 1.0,
+        repack: bool = True,
+        n_seq_max: int = N_SEQ_MAX,
     ) -> None:
         self.path = Path(model_path)
         self.chat_template = chat_template
@@ -446,13 +347,14 @@ class LlamaCppBackend(Backend):
         self.spec = f"llamacpp:{self.path}"
         self.model = name or self.path.stem
         self.n_ctx_requested = n_ctx
-        self.n_threads = n_threads or os.cpu_count() or 1
+        self.n_threads = n_threads or default_threads()
         self.n_batch = n_batch
-        self._llama: Llama | None = None
+        self.repack = repack
+        self.n_seq_max = n_seq_max
+        self._engine: BatchEngine | None = None
         self._chat: GGUFChat | None = None
         self._counter: LlamaCppCounter | None = None
         self._load_lock = threading.Lock()
-        self._call_lock = threading.Lock()
         self._grammars: dict[str, LlamaGrammar] = {}
         self._tools: bool | None = None
 
@@ -480,38 +382,46 @@ class LlamaCppBackend(Backend):
     @property
     def loaded(self) -> bool:
         """Whether the model is in memory."""
-        return self._llama is not None
+        return self._engine is not None
 
-    def _open(self, n_ctx: int) -> Llama:
-        from llama_cpp import Llama
-
-        try:
-            with _without_amx():
-                return Llama(
-                    model_path=str(self.path),
-                    n_ctx=n_ctx,
-                    n_batch=min(self.n_batch, n_ctx),
-                    n_threads=self.n_threads,
-                    n_threads_batch=self.n_threads,
-                    verbose=False,
-                )
-        except (ValueError, RuntimeError, OSError) as exc:
-            raise ConfigError(f"llama.cpp could not load {self.path}: {exc}") from exc
+    @property
+    def engine(self) -> BatchEngine:
+        """The loaded model's engine (loads the model if needed)."""
+        self._load_sync()
+        assert self._engine is not None
+        return self._engine
 
     def _load_sync(self) -> GGUFChat:
         with self._load_lock:
             if self._chat is None:
                 if not self.path.is_file():
                     raise ConfigError(f"no GGUF model file at {self.path}; check the path")
-                llama = self._open(self.n_ctx_requested)
-                n_train = llama._model.n_ctx_train()
-                if 0 < n_train < llama.n_ctx():
-                    # Beyond the training context the model degrades; the server caps slots the
-                    # same way.
-                    llama.close()
-                    llama = self._open(n_train)
-                self._llama = llama
-                self._chat = GGUFChat(llama._model, self.model, self.chat_template)
+                import llama_cpp
+                from llama_cpp._internals import LlamaModel
+                from llama_cpp._logger import set_verbose
+
+                set_verbose(False)  # as `Llama(verbose=False)`: native logs stay quiet
+
+                params = llama_cpp.llama_model_default_params()
+                params.use_extra_bufts = self.repack
+                try:
+                    model = LlamaModel(path_model=str(self.path), params=params, verbose=False)
+                    # Beyond the training context the model degrades; the server caps slots
+                    # the same way.
+                    n_train = model.n_ctx_train()
+                    n_ctx = self.n_ctx_requested
+                    if 0 < n_train < n_ctx:
+                        n_ctx = n_train
+                    self._engine = BatchEngine(
+                        model,
+                        n_ctx=n_ctx,
+                        n_batch=min(self.n_batch, n_ctx),
+                        n_threads=self.n_threads,
+                        n_seq_max=self.n_seq_max,
+                    )
+                except (ValueError, RuntimeError, OSError) as exc:
+                    raise ConfigError(f"llama.cpp could not load {self.path}: {exc}") from exc
+                self._chat = GGUFChat(model, self.model, self.chat_template)
                 self._counter = LlamaCppCounter("exact:llama.cpp", self._chat)
             return self._chat
 
@@ -521,15 +431,23 @@ class LlamaCppBackend(Backend):
         return await asyncio.to_thread(self._load_sync)
 
     async def context_window(self) -> int:
-        """The allocated context of the loaded model (loads it if needed)."""
+        """The context one call may use: all the engine's cells (loads the model if needed)."""
         await self._loaded()
-        assert self._llama is not None
-        return self._llama.n_ctx()
+        assert self._engine is not None
+        return self._engine.n_ctx
 
     async def pool(self) -> ServerPool:
-        """One model instance runs one request at a time, with its whole context."""
+        """Calls run together on the engine, which admits them by its own cells.
+
+        A call waits inside the engine until its uncached prompt and its output fit beside the
+        others (a prefix shared with them is held once), so admission here only bounds how
+        many run at once.
+        """
         n_ctx = await self.context_window()
-        return ServerPool(f"in-process:{self.path.name}", 1, n_ctx, n_ctx, False, "in process")
+        slots = self.n_seq_max - 1  # one sequence id stays free for the prefix cache
+        source = f"in process: the batch engine admits calls by its {n_ctx:,} cells"
+        server = f"in-process:{self.path.name}"
+        return ServerPool(server, slots, n_ctx, slots * n_ctx, False, source)
 
     async def token_counter(self) -> LlamaCppCounter:
         """The model's own tokenizer and template (`exact:llama.cpp`)."""
@@ -563,17 +481,16 @@ class LlamaCppBackend(Backend):
         cancel: threading.Event | None = None,
     ) -> ChatResult:
         chat = self._load_sync()
-        llama = self._llama
-        assert llama is not None
+        engine = self.engine
         ids, template_stop = chat.prompt_tokens(messages, tools)
         opened = ""
         if tools and tool_choice == "required":
             # The answer is opened as a call and its JSON held to the tools' schemas.
             opened = "<tool_call>\n"
-            prefix = llama.tokenize(opened.encode("utf-8"), add_bos=False, special=True)
+            prefix = chat.model.tokenize(opened.encode("utf-8"), add_bos=False, special=True)
             ids, max_tokens = ids + prefix, max_tokens - len(prefix)
             json_schema, on_text = tool_call_schema(tools), None
-        n_ctx = llama.n_ctx()
+        n_ctx = engine.n_ctx
         if len(ids) + max_tokens > n_ctx:
             raise ContextOverflow(
                 f"the prompt for {self.model} (in process) has {len(ids)} tokens and "
@@ -583,47 +500,40 @@ class LlamaCppBackend(Backend):
                 n_ctx=n_ctx,
             )
         grammar = self._grammar(json_schema) if json_schema is not None else None
-        with self._call_lock:
-            started = time.perf_counter()
-            text, n_out, reason = generate_text(
-                llama,
+        started = time.perf_counter()
+        out = engine.generate(
+            GenerationRequest(
                 ids,
-                max_tokens=max_tokens,
+                max_tokens,
                 temperature=temperature,
-                stop=[*(stop or []), *template_stop],
-                grammar=grammar,
-                on_text=on_text,
-                cancel=cancel,
-                hold=["<tool_call>"] if tools else [],
                 repeat_penalty=self.repeat_penalty,
+                grammar=grammar,
+                stop=[*(stop or []), *template_stop],
+                hold=["<tool_call>"] if tools else [],
+                on_text=on_text,
+                cancel=cancel or threading.Event(),
             )
-            wall_ms = (time.perf_counter() - started) * 1000
-        if opened:
-            text = f"{opened}{text}\n</tool_call>"
-        out: Any = {
-            "choices": [{"text": text, "finish_reason": reason}],
-            "usage": {"prompt_tokens": len(ids), "completion_tokens": n_out},
+        )
+        wall_ms = (time.perf_counter() - started) * 1000
+        text = f"{opened}{out.text}\n</tool_call>" if opened else out.text
+        names = [t.get("function", {}).get("name") for t in tools or []]
+        answer, calls = parse_tool_calls(text, self.model, names) if tools else (text, [])
+        timings = {
+            "wall_ms": wall_ms,
+            "queued_ms": out.queued_ms,
+            "prompt_n": float(out.prompt_n),
+            "cache_n": float(out.cache_n),
         }
-        try:
-            choice = out["choices"][0]
-            usage = out["usage"]
-            names = [t.get("function", {}).get("name") for t in tools or []]
-            text, calls = parse_tool_calls(choice["text"], self.model, names) if tools else ("", [])
-            result = ChatResult(
-                text=text if tools else choice["text"],
-                tool_calls=calls,
-                usage=Usage(int(usage["prompt_tokens"]), int(usage["completion_tokens"])),
-                model=self.model,
-                finish_reason="tool_calls" if calls else choice.get("finish_reason"),
-                timings={"wall_ms": wall_ms},
-            )
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise InvalidResponse(f"llama.cpp returned an unexpected completion: {exc}") from exc
-        if result.usage.completion_tokens and wall_ms > 0:
-            result.timings["predicted_per_second"] = result.usage.completion_tokens / (
-                wall_ms / 1000
-            )
-        return result
+        if out.completion_tokens and wall_ms > 0:
+            timings["predicted_per_second"] = out.completion_tokens / (wall_ms / 1000)
+        return ChatResult(
+            text=answer,
+            tool_calls=calls,
+            usage=Usage(out.prompt_tokens, out.completion_tokens, out.cache_n),
+            model=self.model,
+            finish_reason="tool_calls" if calls else out.finish_reason,
+            timings=timings,
+        )
 
     async def stream(
         self,
@@ -684,7 +594,9 @@ class LlamaCppBackend(Backend):
             else:
                 put("result", result)
 
-        loop.run_in_executor(None, work)
+        # A thread of its own, not the default executor's: the call waits in the engine while
+        # others run, and K waiting members must not starve `asyncio.to_thread` elsewhere.
+        threading.Thread(target=work, name=f"llamacpp-{self.model}", daemon=True).start()
         try:
             while True:
                 kind, value = await queue.get()
@@ -699,15 +611,17 @@ class LlamaCppBackend(Backend):
 
     async def health(self) -> Health:
         """Ready when the model is loaded or its file is present (loading is lazy)."""
-        if self._llama is not None:
+        if self._engine is not None:
             return Health(True, f"{self.model} is loaded in process")
         if self.path.is_file():
             return Health(True, f"{self.model} will load from {self.path} on first use")
         return Health(False, f"no GGUF model file at {self.path}")
 
     async def aclose(self) -> None:
-        """Free the model (it reloads on next use)."""
-        with self._load_lock, self._call_lock:
-            if self._llama is not None:
-                self._llama.close()
-            self._llama = self._chat = self._counter = None
+        """Free the model (it reloads on next use); calls running on it end `cancelled`."""
+        with self._load_lock:
+            engine, self._engine = self._engine, None
+            self._chat = self._counter = None
+        if engine is not None:
+            await asyncio.to_thread(engine.close)
+            engine.model.close()

@@ -156,10 +156,18 @@ def choose_num_ctx(
 
 
 def usage_from_response(data: Mapping[str, Any]) -> tuple[Usage, dict[str, float]]:
-    """Usage and llama-server-style timings from an Ollama chat response's counters."""
+    """Usage and llama-server-style timings from an Ollama chat response's counters.
+
+    `prompt_eval_count` is the whole prompt; current Ollama adds `prompt_eval_cached_count`, the
+    tokens of it read from the KV cache (`cache_n`; absent on servers before it, and when 0).
+    """
     prompt = int(data.get("prompt_eval_count") or 0)
     completion = int(data.get("eval_count") or 0)
+    cached = data.get("prompt_eval_cached_count")
+    cached = int(cached) if isinstance(cached, int) else None
     timings: dict[str, float] = {"prompt_n": float(prompt), "predicted_n": float(completion)}
+    if cached is not None:
+        timings["cache_n"] = float(cached)
     for key, name in (
         ("prompt_eval_duration", "prompt_ms"),
         ("eval_duration", "predicted_ms"),
@@ -172,7 +180,7 @@ def usage_from_response(data: Mapping[str, Any]) -> tuple[Usage, dict[str, float
         timings["predicted_per_second"] = completion / (data["eval_duration"] / 1e9)
     if prompt and data.get("prompt_eval_duration"):
         timings["prompt_per_second"] = prompt / (data["prompt_eval_duration"] / 1e9)
-    return Usage(prompt, completion), timings
+    return Usage(prompt, completion, cached), timings
 
 
 def truncation_warning(

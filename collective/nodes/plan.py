@@ -29,7 +29,7 @@ async def plan(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[st
         contents=[
             text_section("system", prompt.SYSTEM.format(k=ctx.k)),
             text_section("conversation_summary", state.get("conversation", ""), keep="end"),
-            text_section("task", state["question"]),
+            text_section("task", prompt.task_text(state["question"])),
             chunks_section(
                 "kb_chunks",
                 scored_chunks(chunks_from_state(state.get("chunks", [])), ctx.hidden_tags),

@@ -40,9 +40,13 @@ async def review(task: ReviewTask, runtime: Runtime[CouncilContext]) -> dict[str
             node=node,
             backend=backend,
             contents=[
-                text_section("system", prompt.SYSTEM.format(member=member)),
+                text_section("system", prompt.SYSTEM.format(k=ctx.k)),
                 text_section("conversation_summary", task["conversation"], keep="end"),
-                text_section("task", task["question"]),
+                text_section(
+                    "task",
+                    prompt.task_text(task["question"], member),
+                    alike=[prompt.task_text(task["question"], m) for m in agents.members(ctx.k)],
+                ),
                 labelled_section(
                     "proposals", [(label, neutralise(p["text"])) for label, p in shown.items()]
                 ),

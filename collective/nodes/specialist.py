@@ -7,6 +7,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from collective import agents
 from collective.budget.assembly import chunks_section, text_section
 from collective.budget.trimming import Scored
 from collective.errors import BackendError, BackendTimeout, BudgetError
@@ -39,10 +40,18 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
                 node=member,
                 backend=backend,
                 contents=[
-                    text_section("system", prompt.SYSTEM.format(member=member, k=ctx.k)),
+                    text_section("system", prompt.SYSTEM.format(k=ctx.k)),
                     text_section("conversation_summary", task["conversation"], keep="end"),
                     chunks_section("kb_chunks", chunks),
-                    text_section("task", prompt.task_text(task["question"], task["plan"], member)),
+                    text_section(
+                        "task",
+                        prompt.task_text(task["question"], task["plan"], member, ctx.k),
+                        # sized alike for every member, so their prompts share one prefix
+                        alike=[
+                            prompt.task_text(task["question"], task["plan"], m, ctx.k)
+                            for m in agents.members(ctx.k)
+                        ],
+                    ),
                 ],
                 compose=prompt.compose,
                 question=task["question"],

@@ -1,28 +1,27 @@
-"""The planner's prompt: a short deliberation strategy for the council."""
+"""The planner's prompt: the council's shared prefix, then the planner's own part.
+
+The planner reads the same rules, conversation and KB chunks as the members, in the same order
+(`collective.prompts.council`), so in process the members reuse its prefix from the KV.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collective.prompts import council
 
-from collective.budget.counting import ChatMessage
+__all__ = ["OWN", "SYSTEM", "compose", "task_text"]
 
-SYSTEM = """You are the planner of a council of {k} specialists who will answer a question \
-together, each on its own, before a judge writes the verdict.
-Write a short deliberation strategy, at most 5 lines:
+SYSTEM = council.SYSTEM
+
+compose = council.compose
+
+OWN = f"""{council.OWN_PART}
+You are the planner. Do not answer the question yourself: write a short deliberation strategy \
+for the council, at most 5 lines:
 - what the question really asks and what a good answer must settle;
 - one distinct angle for each specialist (Specialist 1: ..., Specialist 2: ..., ...);
-- which knowledge-base topics matter most.
-Do not answer the question yourself."""
+- which knowledge-base topics matter most."""
 
 
-def compose(sections: Mapping[str, str]) -> list[ChatMessage]:
-    """Messages from the fitted sections."""
-    user = [f"## Question\n{sections['task']}"]
-    if sections.get("conversation_summary"):
-        user.insert(0, f"## Conversation so far\n{sections['conversation_summary']}")
-    if sections.get("kb_chunks"):
-        user.append(f"## Knowledge base (excerpts)\n{sections['kb_chunks']}")
-    return [
-        {"role": "system", "content": sections["system"]},
-        {"role": "user", "content": "\n\n".join(user)},
-    ]
+def task_text(question: str) -> str:
+    """The task: the question (shared with the members), then the planner's part."""
+    return council.task_text(question, OWN)

@@ -1,4 +1,8 @@
-"""The peer-review prompt: a specialist ranks the other proposals, anonymised."""
+"""The peer-review prompt: a specialist ranks the other proposals, anonymised.
+
+The council's rules open it, as every member's prompt (`collective.prompts.council`); the
+reviewer's name and instructions come last.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +13,17 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from collective.budget.counting import ChatMessage
+from collective.prompts import council
 
-SYSTEM = """You are {member} on a council of specialists. Rank the other specialists' answers \
-to the question, best first, for accuracy, support from the knowledge base, and completeness.
-Answer only with a JSON object: {{"ranking": ["Response A", ...], "reason": "one sentence"}}, \
+SYSTEM = council.SYSTEM
+"""Shared with the members: `SYSTEM.format(k=...)` (a `member=` argument is ignored)."""
+
+OWN = f"""{council.OWN_PART}
+You are {{member}}. Rank the other specialists' answers to the question, best first, for \
+accuracy, support from the knowledge base, and completeness.
+Answer only with a JSON object: {{{{"ranking": ["Response A", ...], "reason": "one sentence"}}}}, \
 listing every response label exactly once."""
+"""The reviewer's own part, last: `OWN.format(member=...)`."""
 
 
 class PeerRanking(BaseModel):
@@ -44,9 +54,14 @@ def labels(n: int) -> list[str]:
     return [f"Response {string.ascii_uppercase[i]}" for i in range(n)]
 
 
+def task_text(question: str, member: str) -> str:
+    """The task section: the question, then the reviewer's own part."""
+    return council.task_text(question, OWN.format(member=member))
+
+
 def compose(sections: Mapping[str, str]) -> list[ChatMessage]:
-    """Messages from the fitted sections."""
-    user = [f"## Question\n{sections['task']}", f"## Responses\n{sections.get('proposals', '')}"]
+    """Messages from the fitted sections: the responses before the task (own part last)."""
+    user = [f"## Responses\n{sections.get('proposals', '')}", f"## Task\n{sections['task']}"]
     if sections.get("conversation_summary"):
         user.insert(0, f"## Conversation so far\n{sections['conversation_summary']}")
     user.append("Reply with the JSON object only.")

@@ -10,7 +10,8 @@ server, which reproduces the behaviour of Ollama that collective must survive:
 * an over-long prompt is truncated silently, as Ollama does: `chatPrompt` keeps the system
   messages and the newest messages that fit (the last one always), then the runner cuts tokens
   after the first `num_keep` (default 4) so that `num_ctx` tokens remain;
-* `prompt_eval_count`/`eval_count` are reported after the fact (post-truncation);
+* `prompt_eval_count`/`eval_count` are reported after the fact (post-truncation), and
+  `prompt_eval_cached_count` (the prefix reused from the last prompt's KV) when not 0;
 * like current Ollama, `"truncate": false` turns an over-long prompt into HTTP 400 `the input
   length exceeds the context length` (here with both counts) instead of a silent cut, and
   `"shift": false` stops generation at `num_ctx` (`done_reason` `length`) instead of shifting;
@@ -85,19 +86,26 @@ class Model:
     def __init__(self, path: str, context_length: int) -> None:
         from llama_cpp import Llama
 
-        from collective.models.llamacpp_in_process import _without_amx
-
         self.path = path
         self.context_length = context_length
-        with _without_amx():  # AMX tiles fault under some hypervisors (see there)
-            self.llama = Llama(
-                model_path=path,
-                n_ctx=context_length + GENERATION_HEADROOM,
-                n_threads=os.cpu_count() or 1,
-                n_threads_batch=os.cpu_count() or 1,
-                verbose=False,
-            )
+        self.llama = Llama(
+            model_path=path,
+            n_ctx=context_length + GENERATION_HEADROOM,
+            n_threads=os.cpu_count() or 1,
+            n_threads_batch=os.cpu_count() or 1,
+            verbose=False,
+        )
         self.lock = threading.Lock()
+
+    def cached(self, ids: list[int]) -> int:
+        """Tokens of `ids` the next completion reuses from the KV (`Llama.generate`'s prefix
+        match with what it evaluated last; a whole match still re-reads the last token)."""
+        n = 0
+        for a, b in zip(self.llama._input_ids.tolist(), ids, strict=False):
+            if a != b:
+                break
+            n += 1
+        return n - 1 if n == len(ids) else n
 
     def tokenize(self, text: str) -> list[int]:
         return self.llama.tokenize(text.encode(), add_bos=True, special=True)
@@ -249,9 +257,10 @@ class Handler(BaseHTTPRequestHandler):
                     else LlamaGrammar.from_json_schema(json.dumps(fmt), verbose=False)
                 )
             stream = body.get("stream", True)
+            cached = model.cached(ids)
             t0 = time.monotonic_ns()
             if stream:
-                self._stream(name, kwargs, len(ids), started, t0)
+                self._stream(name, kwargs, len(ids), started, t0, cached)
             else:
                 out: Any = model.llama.create_completion(**kwargs)
                 t1 = time.monotonic_ns()
@@ -262,12 +271,18 @@ class Handler(BaseHTTPRequestHandler):
                     "message": {"role": "assistant", "content": choice["text"]},
                     "done_reason": "length" if choice["finish_reason"] == "length" else "stop",
                     "done": True,
-                    **_stats(started, t0, t1, len(ids), out["usage"]["completion_tokens"]),
+                    **_stats(started, t0, t1, len(ids), out["usage"]["completion_tokens"], cached),
                 }
                 self._send_json(200, done)
 
     def _stream(
-        self, name: str, kwargs: dict[str, Any], n_prompt: int, started: int, t0: int
+        self,
+        name: str,
+        kwargs: dict[str, Any],
+        n_prompt: int,
+        started: int,
+        t0: int,
+        cached: int,
     ) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "application/x-ndjson")
@@ -302,7 +317,7 @@ class Handler(BaseHTTPRequestHandler):
                 "message": {"role": "assistant", "content": ""},
                 "done_reason": reason,
                 "done": True,
-                **_stats(started, t0, t1, n_prompt, n_out),
+                **_stats(started, t0, t1, n_prompt, n_out, cached),
             }
         )
         self.wfile.write(b"0\r\n\r\n")
@@ -313,11 +328,16 @@ def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
-def _stats(started: int, t0: int, t1: int, n_prompt: int, n_out: int) -> dict[str, int]:
+def _stats(
+    started: int, t0: int, t1: int, n_prompt: int, n_out: int, cached: int
+) -> dict[str, int]:
     # The model is not separable into prompt and eval phases here; split wall time by tokens.
     total = max(t1 - t0, 1)
     share = n_prompt / max(n_prompt + n_out * 8, 1)
+    # Current Ollama: prompt_eval_count is the whole prompt, the cached part beside it.
+    extra = {"prompt_eval_cached_count": cached} if cached else {}
     return {
+        **extra,
         "total_duration": time.monotonic_ns() - started,
         "load_duration": t0 - started,
         "prompt_eval_count": n_prompt,

@@ -27,8 +27,9 @@ from conftest import (
 
 from collective.budget.counting import ChatMessage
 from collective.models.base import Backend, ChatDelta, ChatResult, collect
+from collective.models.batch_engine import GenerationRequest
 from collective.models.llama_server import LlamaServerBackend
-from collective.models.llamacpp_in_process import GEMMA_TEMPLATE, LlamaCppBackend, generate_text
+from collective.models.llamacpp_in_process import GEMMA_TEMPLATE, LlamaCppBackend
 from collective.models.ollama_api import OllamaBackend
 
 pytestmark = pytest.mark.integration
@@ -118,14 +119,22 @@ async def test_ollama_stream_equals_its_whole_answer(ollama_server: ServerProces
         await backend.aclose()
 
 
-async def test_in_process_stream_equals_create_completion(in_process: LlamaCppBackend) -> None:
+async def test_in_process_stream_equals_create_completion(
+    in_process: LlamaCppBackend, gguf_path: Path
+) -> None:
+    from llama_cpp import Llama
+
     pieces, result = await drain(in_process, COUNT)
     chat = await in_process._loaded()
     ids, stop = chat.prompt_tokens(COUNT)
-    assert in_process._llama is not None
-    whole = in_process._llama.create_completion(
-        prompt=ids, max_tokens=MAX_TOKENS, temperature=0.0, stop=stop
-    )
+    # llama-cpp-python's own completion on a model of its own: the engine samples as it does.
+    llama = Llama(model_path=str(gguf_path), n_ctx=1024, verbose=False)
+    try:
+        whole = llama.create_completion(
+            prompt=ids, max_tokens=MAX_TOKENS, temperature=0.0, stop=stop
+        )
+    finally:
+        llama.close()
     usage = whole["usage"]  # type: ignore[index]
     check_stream(
         pieces,
@@ -180,16 +189,19 @@ async def test_cancelling_a_llama_server_stream_frees_the_slot(gemma_server: Ser
 async def test_cancelling_in_process_stops_between_tokens(in_process: LlamaCppBackend) -> None:
     seen = await first_pieces_then_cancel(in_process, 3)
     assert len(seen) >= 3
-    # The worker lets go of the model at its next token (it would hold it for 600 otherwise),
+    # The engine ends that sequence at its next step (it would run for 600 tokens otherwise),
     # and the next call runs.
-    acquired = await asyncio.to_thread(in_process._call_lock.acquire, True, 120)
-    assert acquired
-    in_process._call_lock.release()
+    engine = in_process.engine
+    for _ in range(1200):
+        if not engine._active:
+            break
+        await asyncio.sleep(0.1)
+    assert not engine._active
     again = await in_process.chat(COUNT, max_tokens=4, temperature=0.0)
     assert again.usage.completion_tokens > 0
 
 
-def test_generate_text_stops_at_the_cancel_flag(in_process: LlamaCppBackend) -> None:
+def test_the_engine_stops_at_the_cancel_flag(in_process: LlamaCppBackend) -> None:
     chat = in_process._load_sync()
     ids, stop = chat.prompt_tokens(COUNT)
     cancel = threading.Event()
@@ -200,17 +212,10 @@ def test_generate_text_stops_at_the_cancel_flag(in_process: LlamaCppBackend) -> 
         if len(pieces) == 2:
             cancel.set()
 
-    assert in_process._llama is not None
-    with in_process._call_lock:
-        text, n_out, finish = generate_text(
-            in_process._llama,
-            ids,
-            max_tokens=200,
-            temperature=0.0,
-            stop=stop,
-            on_text=on_text,
-            cancel=cancel,
-        )
-    assert finish == "cancelled"
-    assert n_out <= 3 + len(pieces)  # stopped within a token of the flag (a piece is >= 1 token)
-    assert text.startswith("".join(pieces))
+    out = in_process.engine.generate(
+        GenerationRequest(ids, 200, temperature=0.0, stop=stop, on_text=on_text, cancel=cancel)
+    )
+    assert out.finish_reason == "cancelled"
+    # stopped within a token of the flag (a piece is >= 1 token)
+    assert out.completion_tokens <= 3 + len(pieces)
+    assert out.text.startswith("".join(pieces))

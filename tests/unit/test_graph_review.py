@@ -10,7 +10,7 @@ from tests.unit.test_graph_council import CHUNKS, ListStore
 
 def member_reply(name):
     def reply(messages):
-        if "Rank the other specialists" in messages[0]["content"]:
+        if "Rank the other specialists" in messages[-1]["content"]:
             labels = sorted(set(re.findall(r"Response [A-Z]", messages[-1]["content"])))
             return json.dumps({"ranking": labels[::-1], "reason": "the last one cites more"})
         return f"Answer from {name} [KB#mem_asa]"
@@ -48,7 +48,7 @@ async def test_review_round_ranks_anonymised_peers_and_feeds_the_judge():
     assert aggregate["specialist-1"]["mean_rank"] == 2.0
     assert out["ranking_aggregate"][0]["member"] == "specialist-3"
 
-    review_prompts = [c for c in ctx.specialists[0].calls if "Rank the other" in c[0]["content"]]
+    review_prompts = [c for c in ctx.specialists[0].calls if "Rank the other" in c[-1]["content"]]
     (prompt,) = review_prompts
     assert "Response A" in prompt[-1]["content"] and "Response B" in prompt[-1]["content"]
     assert "Answer from m0" not in prompt[-1]["content"]  # its own proposal is excluded

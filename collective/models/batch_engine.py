@@ -1,0 +1,576 @@
+"""One llama.cpp context that serves concurrent requests: shared prefixes, one batch.
+
+The K members of a council arrive together (LangGraph `Send` tasks) with prompts that share a
+long prefix (`collective.prompts.council`). `BatchEngine` owns one llama context and a worker
+thread; every request is one *sequence* in that context:
+
+* **Prefix sharing.** A new request starts from the longest common token prefix it has with a
+  sequence already in the KV (a member running, or the last finished call, e.g. the
+  planner's): those cells are copied into its own sequence id (`llama_memory_seq_cp`, which
+  shares the cells, not copies them) and only the rest of its prompt is computed. A request
+  whose prefix another request is still computing waits for it rather than computing it twice.
+* **One batch.** Each step decodes the next token of every generating sequence and a chunk of
+  any prompt still being read in one `llama_batch` with per-sequence ids; each sequence samples
+  with its own chain (temperature, seed, repetition penalty, grammar).
+* **Streaming and cancel.** Text reaches each request's `on_text` as it is written; setting a
+  request's `cancel` ends its sequence only, at the next step.
+* **Cells.** Admission is the context's cells: a request is admitted when its uncached prompt
+  and its whole output fit beside what the running requests hold and may still write; else it
+  waits (idle cached sequences are dropped first). A finished request's sequence is kept as
+  the prefix cache only while it is the most recent; older ones are removed
+  (`llama_memory_seq_rm`), freeing the cells no other sequence shares.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import itertools
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from collective.errors import InvalidResponse
+
+if TYPE_CHECKING:
+    from llama_cpp import LlamaGrammar
+    from llama_cpp._internals import LlamaModel
+
+__all__ = ["BatchEngine", "Generation", "GenerationRequest", "TextStream", "sampling_seed"]
+
+WAIT_FOR_PREFIX = 32
+"""A request waits for another one to finish computing a common prefix when that saves more
+than this many tokens; shorter shared pieces are computed again rather than waited for."""
+
+LAST_N = 64
+"""Tokens the repetition penalty looks back on (llama-cpp-python's `last_n_tokens_size`)."""
+
+
+def sampling_seed() -> int:
+    """The seed `Llama.create_completion` samples with when given none (its default seed)."""
+    import llama_cpp
+
+    return random.Random(llama_cpp.LLAMA_DEFAULT_SEED).randint(0, 2**32)
+
+
+def _held_back(text: bytes, markers: Sequence[bytes]) -> int:
+    """Bytes at the end of `text` that may be the start of one of `markers`."""
+    held = 0
+    for marker in markers:
+        for n in range(min(len(marker), len(text)), held, -1):
+            if text.endswith(marker[:n]):
+                held = n
+                break
+    return held
+
+
+class TextStream:
+    """An answer's text as tokens arrive: stop strings, held-back ends, streaming.
+
+    Text reaches `on_text` as soon as it is final: an incomplete UTF-8 character, or an end
+    that may still become a stop string, waits for the next token; from the first `hold`
+    string on (a tool call, parsed whole later) nothing more is handed out.
+    """
+
+    def __init__(
+        self,
+        stop: Sequence[str] = (),
+        hold: Sequence[str] = (),
+        on_text: Callable[[str], None] | None = None,
+    ) -> None:
+        self.stops = [s.encode("utf-8") for s in stop if s]
+        self.holds = [s.encode("utf-8") for s in hold if s]
+        self.on_text = on_text
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="ignore")
+        self.data = b""
+        self.sent = 0
+        self.held = False
+
+    def push(self, piece: bytes) -> bool:
+        """Add one token's bytes; True when a stop string ended the answer (text cut there)."""
+        self.data += piece
+        hits = [self.data.index(s) for s in self.stops if s in self.data]
+        if hits:
+            self.data = self.data[: min(hits)]
+            return True
+        return False
+
+    def flush(self) -> None:
+        """Hand out what is final so far (between tokens)."""
+        if self.on_text is None or self.held:
+            return
+        end = len(self.data) - _held_back(self.data, self.stops + self.holds)
+        marks = [self.data.index(h) for h in self.holds if h in self.data]
+        if marks:
+            end, self.held = min(marks), True
+        piece = self.decoder.decode(self.data[self.sent : end])
+        self.sent = max(self.sent, end)
+        if piece:
+            self.on_text(piece)
+
+    def close(self) -> str:
+        """Hand out the rest (up to a hold string) and return the whole text."""
+        if self.on_text is not None and not self.held:
+            marks = [self.data.index(h) for h in self.holds if h in self.data]
+            end = min(marks, default=len(self.data))
+            piece = self.decoder.decode(self.data[self.sent : end], final=True)
+            if piece:
+                self.on_text(piece)
+        return self.data.decode("utf-8", errors="ignore")
+
+
+@dataclass
+class GenerationRequest:
+    """One completion: the prompt's token ids and how to sample after them."""
+
+    ids: list[int]
+    max_tokens: int
+    temperature: float = 0.2
+    repeat_penalty: float = 1.0
+    grammar: LlamaGrammar | None = None
+    stop: Sequence[str] = ()
+    hold: Sequence[str] = ()
+    on_text: Callable[[str], None] | None = None
+    cancel: threading.Event = field(default_factory=threading.Event)
+    seed: int | None = None
+    """None: `sampling_seed()`, so answers equal `Llama.create_completion`'s."""
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What one request produced."""
+
+    text: str
+    completion_tokens: int
+    """Tokens generated (the end-of-generation token not included)."""
+    finish_reason: str
+    """`stop`, `length` or `cancelled`."""
+    prompt_tokens: int
+    cache_n: int
+    """Prompt tokens reused from the KV (a prefix shared with another sequence)."""
+    prompt_n: int
+    """Prompt tokens computed for this request."""
+    queued_ms: float
+    """Time spent waiting for room or for a shared prefix before the first computation."""
+
+
+class _Segment:
+    """Cells one sequence computed itself, from position `start` on (for cell accounting)."""
+
+    __slots__ = ("start",)
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+
+
+@dataclass
+class _Seq:
+    """One sequence id in the KV and the tokens its cells hold (positions 0..len-1)."""
+
+    id: int
+    tokens: list[int]
+    chain: list[tuple[_Segment, int, int]]
+    """The cells it refers to: (segment, start, end) ranges covering positions 0..len-1; its
+    own segment, once it computed anything, is the last."""
+    own: _Segment | None = None
+    used: int = 0
+    """When it was last used (the engine's clock), for the cache's order."""
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        """Record `tokens` computed into this sequence's own cells."""
+        n = len(self.tokens)
+        if self.own is None:
+            self.own = _Segment(n)
+            self.chain.append((self.own, n, n))
+        segment, start, _ = self.chain[-1]
+        self.chain[-1] = (segment, start, n + len(tokens))
+        self.tokens.extend(tokens)
+
+
+@dataclass(eq=False)
+class _Job:
+    request: GenerationRequest
+    stream: TextStream
+    submitted: float
+    seq: _Seq | None = None
+    pending: list[int] = field(default_factory=list)
+    """Prompt tokens still to compute."""
+    sampler: Any = None
+    next_token: int | None = None
+    """Sampled, streamed, not yet in the KV."""
+    out: list[int] = field(default_factory=list)
+    cache_n: int = 0
+    started: float | None = None
+    logit_index: int = -1
+    done: threading.Event = field(default_factory=threading.Event)
+    result: Generation | None = None
+    error: BaseException | None = None
+
+    @property
+    def reserved(self) -> int:
+        """Cells this job may still add: its prompt's rest and the output it may still write."""
+        return len(self.pending) + (self.request.max_tokens - len(self.out))
+
+
+def _common(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class BatchEngine:
+    """A llama context and the worker thread that serves every request on it.
+
+    Args:
+        model: The loaded model (llama-cpp-python's `LlamaModel`).
+        n_ctx: KV cells for all sequences together (`kv_unified`: any one may use them all).
+        n_batch: Tokens per decode step (prompt chunks plus one per generating sequence).
+        n_threads: CPU threads for llama.cpp.
+        n_seq_max: Sequences the context holds at once (requests running plus cached ones).
+        keep_idle: Finished sequences kept as the prefix cache (the most recent first).
+    """
+
+    def __init__(
+        self,
+        model: LlamaModel,
+        *,
+        n_ctx: int,
+        n_batch: int = 512,
+        n_threads: int = 1,
+        n_seq_max: int = 8,
+        keep_idle: int = 1,
+    ) -> None:
+        import llama_cpp
+        from llama_cpp._internals import LlamaContext
+
+        self.model = model
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = params.n_ubatch = n_batch
+        params.n_threads = params.n_threads_batch = n_threads
+        params.n_seq_max = n_seq_max
+        params.kv_unified = True  # one pool of cells: shared prefixes are stored once
+        params.swa_full = True  # sliding-window layers keep every cell: prefixes stay reusable
+        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED  # as `Llama`'s default
+        params.no_perf = True
+        self._ctx = LlamaContext(model=model, params=params, verbose=False)
+        self.n_ctx = llama_cpp.llama_n_ctx(self._ctx.ctx)
+        self.n_batch = n_batch
+        self.n_seq_max = n_seq_max
+        self.keep_idle = keep_idle
+        self._memory = llama_cpp.llama_get_memory(self._ctx.ctx)
+        self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        self._n_vocab = model.n_vocab()
+        self._cond = threading.Condition()
+        self._queue: list[_Job] = []
+        self._active: list[_Job] = []
+        self._seqs: dict[int, _Seq] = {}
+        self._clock = itertools.count()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self.steps = 0
+        """Decode steps run (for tests and benchmarks)."""
+        self.max_batch_seqs = 0
+        """The most sequences one step decoded together."""
+
+    # -- the caller's side ------------------------------------------------------------------
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        """Run one request to its end, blocking the calling thread (text streams meanwhile).
+
+        Raises:
+            InvalidResponse: llama.cpp failed to decode.
+            RuntimeError: The engine was closed.
+        """
+        if len(request.ids) + max(request.max_tokens, 0) > self.n_ctx:
+            raise ValueError(
+                f"{len(request.ids)} prompt + {request.max_tokens} output tokens exceed the "
+                f"context's {self.n_ctx} cells"
+            )
+        stream = TextStream(request.stop, request.hold, request.on_text)
+        job = _Job(request, stream, time.perf_counter())
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the batch engine is closed")
+            self._queue.append(job)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="llama-batch", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+        job.done.wait()
+        if job.error is not None:
+            raise job.error
+        assert job.result is not None
+        return job.result
+
+    def close(self) -> None:
+        """Stop the worker (running requests end `cancelled`) and free the context."""
+        with self._cond:
+            self._closed = True
+            for job in self._queue + self._active:
+                job.request.cancel.set()
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+        import llama_cpp
+
+        if self._batch is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            self._batch = None
+        self._ctx.close()
+
+    def used_cells(self) -> int:
+        """KV cells the sequences hold (a shared prefix counted once)."""
+        ends: dict[_Segment, int] = {}
+        for seq in self._seqs.values():
+            for segment, _, end in seq.chain:
+                ends[segment] = max(ends.get(segment, 0), end)
+        return sum(end - segment.start for segment, end in ends.items())
+
+    # -- the worker ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and not self._queue and not self._active:
+                    self._cond.wait()
+                if self._closed and not self._active and not self._queue:
+                    return
+                self._admit()
+                if not self._active:
+                    self._cond.wait(0.05)  # room or a prefix is on its way
+                    continue
+            try:
+                self._step()
+            except BaseException as error:  # noqa: BLE001 - handed to every caller
+                with self._cond:
+                    for job in self._active:
+                        self._finish(job, error=error)
+
+    def _admit(self) -> None:
+        """Start queued requests that have a sequence id and cells (in order; see module)."""
+        for job in list(self._queue):
+            if job.request.cancel.is_set():
+                self._queue.remove(job)
+                job.started = time.perf_counter()
+                self._finish(job, reason="cancelled")
+                continue
+            plan = self._plan(job)
+            if plan == "full":
+                break  # no room: later requests must not overtake it
+            if plan == "wait":
+                continue  # waiting for a prefix another request is computing
+            assert not isinstance(plan, str)
+            source, shared = plan
+            self._queue.remove(job)
+            self._start(job, source, shared)
+
+    def _plan(self, job: _Job) -> tuple[_Seq | None, int] | str:
+        """Where `job` starts: (source sequence, tokens shared).
+
+        `wait`: for a prefix another request is computing; `full`: no room now.
+        """
+        ids = job.request.ids
+        limit = len(ids) - 1  # at least one token is computed, for its logits
+        best: tuple[_Seq | None, int] = (None, 0)
+        for seq in self._seqs.values():
+            n = min(_common(seq.tokens, ids), limit)
+            if n > best[1]:
+                best = (seq, n)
+        for other in self._active:
+            if other.pending and other.seq is not None:
+                target = other.seq.tokens + other.pending
+                if min(_common(target, ids), limit) > best[1] + WAIT_FOR_PREFIX:
+                    return "wait"
+        while True:
+            free = self.n_ctx - self.used_cells() - sum(j.reserved for j in self._active)
+            need = len(ids) - best[1] + job.request.max_tokens
+            if need <= free and len(self._seqs) < self.n_seq_max:
+                return best
+            idle = [s for s in self._seqs.values() if not any(j.seq is s for j in self._active)]
+            if not idle:
+                return "full"
+            victim = min(idle, key=lambda s: (s is best[0], s.used))
+            self._drop(victim)
+            if victim is best[0]:
+                best = (None, 0)
+
+    def _start(self, job: _Job, source: _Seq | None, shared: int) -> None:
+        import llama_cpp
+        from llama_cpp._internals import LlamaSampler
+
+        seq_id = next(i for i in range(self.n_seq_max) if i not in self._seqs)
+        seq = _Seq(seq_id, [], [])
+        if source is not None and shared:
+            llama_cpp.llama_memory_seq_cp(self._memory, source.id, seq_id, 0, shared)
+            seq.tokens = source.tokens[:shared]
+            for segment, start, end in source.chain:
+                if start < shared:
+                    seq.chain.append((segment, start, min(end, shared)))
+        self._seqs[seq_id] = seq
+        job.seq, job.cache_n = seq, shared
+        job.pending = job.request.ids[shared:]
+        job.started = time.perf_counter()
+        request = job.request
+        sampler = LlamaSampler()
+        sampler.add_penalties(
+            n_vocab=self._n_vocab,
+            penalty_last_n=LAST_N,
+            penalty_repeat=request.repeat_penalty,
+            penalty_freq=0.0,
+            penalty_present=0.0,
+        )
+        if request.grammar is not None:
+            sampler.add_grammar(self.model, request.grammar)
+        seed = sampling_seed() if request.seed is None else request.seed
+        if request.temperature < 0:
+            sampler.add_dist(seed)
+        elif request.temperature == 0:
+            sampler.add_greedy()
+        else:  # `Llama`'s chain, so answers equal `create_completion`'s
+            sampler.add_top_k(40)
+            sampler.add_typical(1.0, 1)
+            sampler.add_top_p(0.95, 1)
+            sampler.add_min_p(0.05, 1)
+            sampler.add_temp(request.temperature)
+            sampler.add_dist(seed)
+        job.sampler = sampler
+        self._active.append(job)
+        if request.max_tokens <= 0:
+            self._finish(job, reason="length")
+
+    def _step(self) -> None:
+        """One decode: every generating sequence's next token and prompt chunks, together."""
+        import llama_cpp
+
+        with self._cond:
+            for job in list(self._active):
+                if job.request.cancel.is_set():
+                    self._finish(job, reason="cancelled")
+            jobs = list(self._active)
+        if not jobs:
+            return
+        batch = self._batch
+        n = 0
+        added: list[tuple[_Job, list[int]]] = []
+
+        def put(job: _Job, tokens: list[int], logits_last: bool) -> None:
+            nonlocal n
+            assert job.seq is not None
+            pos = len(job.seq.tokens)
+            for i, token in enumerate(tokens):
+                batch.token[n] = token
+                batch.pos[n] = pos + i
+                batch.n_seq_id[n] = 1
+                batch.seq_id[n][0] = job.seq.id
+                batch.logits[n] = False
+                n += 1
+            if logits_last:
+                batch.logits[n - 1] = True
+                job.logit_index = n - 1
+            added.append((job, tokens))
+
+        generating = [j for j in jobs if j.next_token is not None]
+        for job in generating:
+            assert job.next_token is not None
+            put(job, [job.next_token], True)
+        for job in jobs:
+            room = self.n_batch - n
+            if job.pending and room > 0:
+                chunk = job.pending[:room]
+                put(job, chunk, len(chunk) == len(job.pending))
+        batch.n_tokens = n
+        status = llama_cpp.llama_decode(self._ctx.ctx, batch)
+        if status != 0:
+            raise InvalidResponse(f"llama.cpp could not decode a batch of {n} tokens ({status})")
+        self.steps += 1
+        self.max_batch_seqs = max(self.max_batch_seqs, len(added))
+        sampled: list[_Job] = []
+        for job, tokens in added:
+            assert job.seq is not None
+            job.seq.extend(tokens)
+            job.seq.used = next(self._clock)
+            if job.next_token is not None and tokens == [job.next_token]:
+                job.next_token = None
+            else:
+                del job.pending[: len(tokens)]
+            if job.logit_index >= 0:
+                sampled.append(job)
+        for job in sampled:
+            index, job.logit_index = job.logit_index, -1
+            token = job.sampler.sample(self._ctx, index)
+            self._take(job, token)
+
+    def _take(self, job: _Job, token: int) -> None:
+        """A sampled token: end, stop or stream it, as `Llama.create_completion` would."""
+        import llama_cpp
+
+        if llama_cpp.llama_vocab_is_eog(self.model.vocab, token):
+            with self._cond:
+                self._finish(job, reason="stop")
+            return
+        job.out.append(token)
+        if job.stream.push(self.model.detokenize([token])):
+            with self._cond:
+                self._finish(job, reason="stop")
+            return
+        if len(job.out) >= job.request.max_tokens:
+            with self._cond:
+                self._finish(job, reason="length")
+            return
+        job.stream.flush()
+        job.next_token = token
+
+    def _finish(self, job: _Job, *, reason: str = "", error: BaseException | None = None) -> None:
+        """End a job (under the lock): hand over its result, keep or drop its sequence."""
+        if job in self._active:
+            self._active.remove(job)
+        if job.sampler is not None:
+            job.sampler.close()
+            job.sampler = None
+        if error is None:
+            try:
+                text = job.stream.close()
+            except BaseException as exc:  # noqa: BLE001 - the caller's on_text failed
+                error = exc
+        if error is not None:
+            job.error = error
+            if job.seq is not None:
+                self._drop(job.seq)
+        else:
+            started = job.started or time.perf_counter()
+            job.result = Generation(
+                text=text,
+                completion_tokens=len(job.out),
+                finish_reason=reason,
+                prompt_tokens=len(job.request.ids),
+                cache_n=job.cache_n,
+                prompt_n=len(job.request.ids) - job.cache_n,
+                queued_ms=(started - job.submitted) * 1000,
+            )
+            if job.seq is not None:
+                job.seq.used = next(self._clock)
+            self._trim_cache()
+        job.done.set()
+        self._cond.notify_all()
+
+    def _trim_cache(self) -> None:
+        """Keep the `keep_idle` most recently used idle sequences; drop the others."""
+        busy = {id(j.seq) for j in self._active}
+        idle = sorted((s for s in self._seqs.values() if id(s) not in busy), key=lambda s: -s.used)
+        for seq in idle[self.keep_idle :]:
+            self._drop(seq)
+
+    def _drop(self, seq: _Seq) -> None:
+        """Remove a sequence from the KV (cells it shares with others stay theirs)."""
+        import llama_cpp
+
+        if self._seqs.pop(seq.id, None) is not None:
+            with contextlib.suppress(Exception):
+                llama_cpp.llama_memory_seq_rm(self._memory, seq.id, -1, -1)
