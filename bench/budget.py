@@ -11,10 +11,13 @@ import random
 import statistics
 import time
 
+from rich.console import Console
+
 from collective.budget.assembly import assemble, chunks_section, labelled_section, text_section
 from collective.budget.counting import _tiktoken_encoding, tiktoken_counter
 from collective.budget.plans import JUDGE_PRESET
 from collective.budget.trimming import Scored
+from collective.commands.render import budget_table
 
 ENCODING = "o200k_harmony"
 VOCAB = (
@@ -70,8 +73,7 @@ def main(repeats: int = 5) -> None:
     p, f = statistics.median(plain), statistics.median(fit)
     print(f"candidates: {len(candidates)} texts, {total_tokens:,} tokens ({ENCODING})")
     print(f"prompt: {result.report.prompt_tokens:,} tokens of n_ctx {result.report.n_ctx:,}")
-    for line in result.report.lines():
-        print("  " + line)
+    Console().print(budget_table([result.report.to_dict()]))
     print(f"plain tokenizer pass: {p * 1000:.0f} ms (median of {repeats})")
     print(f"whole fit:            {f * 1000:.0f} ms (median of {repeats})")
     print(f"ratio fit/plain:      {f / p:.2f}  (goal <= 1.3)")

@@ -113,7 +113,7 @@ def main() -> None:
         memory.complete_task(task, outcome)
         step(outcome)
         if n % 25 == 0:
-            growth.append((n, uncompressed, memory.active_tokens()))
+            growth.append((n, uncompressed, memory.l0_tokens() + memory.l1_tokens()))
     elapsed = time.perf_counter() - start
 
     usage, metrics = memory.usage(), memory.metrics.to_dict()

@@ -39,8 +39,7 @@ from collective.budget.plans import PRESETS, ModelBudget, check_role_sections
 from collective.budget.profiles import AgentBudget, ProfileAssignments, resolve_budget
 from collective.budget.report import BudgetReport
 from collective.errors import ConfigError, ContextOverflow, PoolExhausted
-from collective.kb.retrieval import kb_allocation_factor
-from collective.models.admission import cut_answer_warning, default_admission
+from collective.models.admission import default_admission
 from collective.models.base import Backend, ChatDelta, ChatResult, collect
 from collective.models.tool_calls import text_calls, tool_call_schema
 from collective.prompts import council
@@ -54,6 +53,7 @@ __all__ = [
     "OnToken",
     "Request",
     "budgeted_call",
+    "cut_answer_warning",
     "fit_plan",
     "reused_tokens",
 ]
@@ -114,7 +114,9 @@ class Request(TypedDict, total=False):
     question: Required[str]
     """The task (its complexity sets the agent's memory budget)."""
     retrieval_profile: str
-    """The applied retrieval profile (default `balanced`): it scales the KB allocation."""
+    """The applied retrieval profile (default `balanced`), for the call's trace."""
+    kb_factor: float
+    """How much the KB allocation is scaled (default 1.0): the applied retrieval profile's."""
     json_schema: dict[str, Any] | None
     """Constrain the answer to this schema where the backend can."""
     tools: Sequence[dict[str, Any]] | None
@@ -228,7 +230,7 @@ async def budgeted_call(
     memory = resolve_budget(profile, request["question"])
     retrieval_profile = request.get("retrieval_profile", "balanced")
     with model_call_span(
-        agent, backend.model, budget_profile=retrieval_profile, role=role, backend=backend.spec
+        agent, backend.model, retrieval_profile=retrieval_profile, role=role, backend=backend.spec
     ) as span:
         admission = admission or default_admission()
         call = await _Call(
@@ -284,7 +286,7 @@ class _Call:
         """Fit, assemble, send; refit once on the server's overflow."""
         backend, request = self.backend, self.request
         contents = request["contents"]
-        kb_factor = kb_allocation_factor(request.get("retrieval_profile", "balanced"))
+        kb_factor = request.get("kb_factor", 1.0)
         keep_tools = any(c.name == "tools" for c in contents)
         n_ctx = await backend.context_window()
         counter = await backend.token_counter()
@@ -409,6 +411,32 @@ def reused_tokens(result: ChatResult) -> int | None:
         return result.usage.cached_tokens
     cache_n = result.timings.get("cache_n")
     return int(cache_n) if cache_n is not None else None
+
+
+def cut_answer_warning(
+    result: ChatResult, *, max_tokens: int, n_ctx: int, server: str
+) -> str | None:
+    """A loud warning when an answer was cut short by the context, not by its own budget.
+
+    `finish_reason == "length"` with fewer tokens than were reserved means the server ran out
+    of room for the answer: its slot is smaller than the plan assumed (a restarted server) or
+    the prompt was longer than counted. A response that reports a smaller `n_ctx` says so too.
+    """
+    done = result.usage.completion_tokens
+    reported = result.timings.get("n_ctx")
+    if reported is not None and 0 < reported < n_ctx:
+        return (
+            f"CUT ANSWER RISK on {server}: the server reports n_ctx {int(reported)}, the call "
+            f"was planned for {n_ctx}; re-read the server before the next call"
+        )
+    if result.finish_reason == "length" and done < max_tokens:
+        return (
+            f"CUT ANSWER on {server}: generation stopped after {done} of {max_tokens} reserved "
+            f"tokens (finish_reason length) with a prompt of {result.usage.prompt_tokens}; the "
+            f"server has less room than the n_ctx {n_ctx} planned for (restarted with smaller "
+            "slots?)"
+        )
+    return None
 
 
 def _text_only(on_token: OnToken) -> Callable[[ChatDelta], Awaitable[None] | None]:

@@ -65,9 +65,6 @@ __all__ = [
 Source = Literal["default", "file", ".env", "env", "cli"]
 """Where a value came from, lowest precedence first."""
 
-ROLES = ("planner", "specialist", "judge", "chat")
-"""Roles that have a budget and an output cap (`chat` is the `collective chat` model)."""
-
 DEFAULT_CONFIG_FILE = "collective.toml"
 
 
@@ -170,9 +167,10 @@ def _location(key: str) -> Any:
     return check
 
 
-BudgetRef = Annotated[str | BudgetSections, AfterValidator(_check_budget)]
+BudgetSetting = Annotated[str | BudgetSections, AfterValidator(_check_budget)]
 """A role's budget: a preset name (`specialist`, `judge`, `planner`) or explicit sections."""
 Role = Literal["planner", "specialist", "judge", "chat"]
+"""Roles the config gives a budget and an output cap (`chat`: the `collective chat` model)."""
 
 
 class CollectiveConfig(BaseSettings):
@@ -220,7 +218,7 @@ class CollectiveConfig(BaseSettings):
         default=None, description="SQLite KB; default .collective/kb.sqlite, seeded with the demo."
     )
     hidden_tags: list[str] = Field(default_factory=lambda: ["meta"])
-    budgets: dict[Role, BudgetRef] = Field(
+    budgets: dict[Role, BudgetSetting] = Field(
         default_factory=dict, description="Preset name or explicit sections per role."
     )
     output_caps: dict[Role, Annotated[int, Field(gt=0)]] = Field(
@@ -353,7 +351,7 @@ class CollectiveConfig(BaseSettings):
         from collective.graph.context import CouncilContext
 
         council = {r: ref for r, ref in self.budgets.items() if r != "chat"}
-        # Explicit sections travel as a ModelBudget (see plan_for in collective.nodes).
+        # Explicit sections travel as a ModelBudget (`budgeted_call.fit_plan` reads either).
         budgets = {
             r: ref if isinstance(ref, str) else self.budget_plan(r) for r, ref in council.items()
         }

@@ -185,7 +185,7 @@ def model_call_span(
     model: str,
     budget_report: Mapping[str, Any] | None = None,
     *,
-    budget_profile: str | None = None,
+    retrieval_profile: str | None = None,
     **attributes: Any,
 ) -> Iterator[trace.Span]:
     """A span around one model call, carrying its budget report.
@@ -195,14 +195,15 @@ def model_call_span(
         model: The model name.
         budget_report: `BudgetReport.to_dict()`; may instead be recorded later with
             `record_budget_report` once the prompt is assembled.
-        budget_profile: The applied retrieval profile that sized the KB allocation.
+        retrieval_profile: The applied retrieval profile that sized the KB allocation (the
+            span's `budget_profile` attribute, its name in traces since the first release).
         **attributes: Extra attributes (e.g. `member`).
     """
     with tracer.start_as_current_span("collective.model_call") as span:
         span.set_attribute("node", node)
         span.set_attribute("model", model)
-        if budget_profile is not None:
-            span.set_attribute("budget_profile", budget_profile)
+        if retrieval_profile is not None:
+            span.set_attribute("budget_profile", retrieval_profile)
         for key, value in attributes.items():
             span.set_attribute(key, _attribute(value))
         if budget_report is not None:

@@ -37,7 +37,6 @@ __all__ = [
     "EstimateCounter",
     "TokenCounter",
     "TokenizerCounter",
-    "counter_for_model",
     "tiktoken_counter",
 ]
 
@@ -301,19 +300,3 @@ def tiktoken_counter(name: str) -> TokenizerCounter:
         enc.decode,
         encode_batch=lambda texts: enc.encode_ordinary_batch(texts, num_threads=2),
     )
-
-
-def counter_for_model(model: str) -> TokenCounter:
-    """The best counter collective can build for `model` without asking its server.
-
-    gpt-oss models use `o200k_harmony`; OpenAI-vocabulary models the matching tiktoken encoding;
-    anything else gets the calibrated estimate (backends supply exact counters when they can).
-    """
-    name = model.lower().rsplit("/", 1)[-1]
-    if name.startswith("gpt-oss"):
-        return tiktoken_counter("o200k_harmony")
-    if name.startswith(("gpt-4o", "o1", "o3", "o4")):
-        return tiktoken_counter("o200k_base")
-    if name.startswith(("gpt-4", "gpt-3.5")):
-        return tiktoken_counter("cl100k_base")
-    return EstimateCounter()

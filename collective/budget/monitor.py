@@ -448,66 +448,95 @@ def analyze(
     groups: dict[tuple[str, str], list[UsageRecord]] = {}
     for record in records:
         groups.setdefault((record.agent, record.profile), []).append(record)
-
     agents, recommendations = [], []
     for (agent, profile_name), recs in sorted(groups.items()):
-        n = len(recs)
-        usage = [r.usage_pct for r in recs]
-        exceeded = sum(r.exceeded for r in recs)
-        total_loaded = sum(r.loaded for r in recs)
         profile = profiles.get(profile_name)
-        if profile is not None:
-            weights = dict(profile.scope_weights)
-        else:  # an unknown profile: its weights as the records allocated them
-            shares = recs[-1].scope_budgets
-            weights = {s: v / (sum(shares.values()) or 1) for s, v in shares.items()}
-        scopes = sorted({*weights, *(s for r in recs for s in r.scopes)})
-        scope_shares = {
-            s: (sum(r.scopes.get(s, 0) for r in recs) / total_loaded if total_loaded else 0.0)
-            for s in scopes
-        }
-        row = AgentUsage(
-            agent=agent,
-            profile=profile_name,
-            calls=n,
-            mean_usage_pct=round(statistics.fmean(usage), 2),
-            p90_usage_pct=round(_p90(usage), 2),
-            max_usage_pct=round(max(usage), 2),
-            exceeded=exceeded,
-            exceedance_rate=round(exceeded / n, 4),
-            bumped=sum(bool(r.bumps) for r in recs),
-            mean_loaded=round(total_loaded / n, 1),
-            scope_shares={s: round(v, 4) for s, v in scope_shares.items()},
-            scope_weights={s: weights.get(s, 0.0) for s in scopes},
-        )
+        row, shares, weights = _agent_usage(agent, profile_name, recs, profile)
         agents.append(row)
-        if n >= min_calls:
-            recommendations.extend(
-                _recommend(row, recs, profile, ladder, upgrade_threshold, downgrade_below_pct)
+        if row.calls >= min_calls:
+            recommendations += _recommend(
+                row, recs, profile, ladder, upgrade_threshold, downgrade_below_pct
             )
-            drift = {s: scope_shares[s] - weights.get(s, 0.0) for s in scopes}
-            worst = max(drift, key=lambda s: abs(drift[s])) if drift else None
-            if total_loaded and worst is not None and abs(drift[worst]) > drift_threshold:
-                listed = ", ".join(
-                    f"{s} {scope_shares[s]:.0%} vs weight {weights.get(s, 0.0):.0%}"
-                    for s in scopes
-                    if abs(drift[s]) > drift_threshold
-                )
-                recommendations.append(
-                    Recommendation(
-                        agent=agent,
-                        profile=profile_name,
-                        kind="adjust_scope_weights",
-                        suggested_weights=_round_weights(scope_shares),
-                        reason=f"actual scope usage drifts from the weights: {listed}",
-                        confidence=_confidence(n, abs(drift[worst]) / (2 * drift_threshold)),
-                    )
-                )
+            recommendations += _drift(row, shares, weights, drift_threshold)
+    return UsageReport(
+        total_calls=sum(len(r) for r in groups.values()),
+        corrupt_lines=corrupt_lines,
+        since_days=since_days,
+        agents=agents,
+        profiles=_profile_rows(groups),
+        recommendations=recommendations,
+    )
 
+
+def _agent_usage(
+    agent: str, profile_name: str, recs: list[UsageRecord], profile: BudgetProfile | None
+) -> tuple[AgentUsage, dict[str, float], dict[str, float]]:
+    """One agent's usage under one profile, its actual scope shares and the profile's weights.
+
+    The shares are empty when nothing was loaded (no drift to speak of).
+    """
+    n = len(recs)
+    usage = [r.usage_pct for r in recs]
+    exceeded = sum(r.exceeded for r in recs)
+    total_loaded = sum(r.loaded for r in recs)
+    if profile is not None:
+        weights = dict(profile.scope_weights)
+    else:  # an unknown profile: its weights as the records allocated them
+        shares = recs[-1].scope_budgets
+        weights = {s: v / (sum(shares.values()) or 1) for s, v in shares.items()}
+    scopes = sorted({*weights, *(s for r in recs for s in r.scopes)})
+    scope_shares = {
+        s: (sum(r.scopes.get(s, 0) for r in recs) / total_loaded if total_loaded else 0.0)
+        for s in scopes
+    }
+    row = AgentUsage(
+        agent=agent,
+        profile=profile_name,
+        calls=n,
+        mean_usage_pct=round(statistics.fmean(usage), 2),
+        p90_usage_pct=round(_p90(usage), 2),
+        max_usage_pct=round(max(usage), 2),
+        exceeded=exceeded,
+        exceedance_rate=round(exceeded / n, 4),
+        bumped=sum(bool(r.bumps) for r in recs),
+        mean_loaded=round(total_loaded / n, 1),
+        scope_shares={s: round(v, 4) for s, v in scope_shares.items()},
+        scope_weights={s: weights.get(s, 0.0) for s in scopes},
+    )
+    return row, (scope_shares if total_loaded else {}), weights
+
+
+def _drift(
+    row: AgentUsage, shares: dict[str, float], weights: dict[str, float], drift_threshold: float
+) -> list[Recommendation]:
+    """New scope weights when an actual scope share strays from its weight past the threshold."""
+    drift = {s: shares[s] - weights.get(s, 0.0) for s in shares}
+    worst = max(drift, key=lambda s: abs(drift[s])) if drift else None
+    if worst is None or abs(drift[worst]) <= drift_threshold:
+        return []
+    listed = ", ".join(
+        f"{s} {shares[s]:.0%} vs weight {weights.get(s, 0.0):.0%}"
+        for s in shares
+        if abs(drift[s]) > drift_threshold
+    )
+    return [
+        Recommendation(
+            agent=row.agent,
+            profile=row.profile,
+            kind="adjust_scope_weights",
+            suggested_weights=_round_weights(shares),
+            reason=f"actual scope usage drifts from the weights: {listed}",
+            confidence=_confidence(row.calls, abs(drift[worst]) / (2 * drift_threshold)),
+        )
+    ]
+
+
+def _profile_rows(groups: dict[tuple[str, str], list[UsageRecord]]) -> list[ProfileUsage]:
+    """Usage per profile across its agents."""
     by_profile: dict[str, list[UsageRecord]] = {}
     for (_, profile_name), recs in groups.items():
         by_profile.setdefault(profile_name, []).extend(recs)
-    profile_rows = [
+    return [
         ProfileUsage(
             profile=name,
             agents=sorted({r.agent for r in recs}),
@@ -517,14 +546,6 @@ def analyze(
         )
         for name, recs in sorted(by_profile.items())
     ]
-    return UsageReport(
-        total_calls=sum(len(r) for r in groups.values()),
-        corrupt_lines=corrupt_lines,
-        since_days=since_days,
-        agents=agents,
-        profiles=profile_rows,
-        recommendations=recommendations,
-    )
 
 
 def _recommend(

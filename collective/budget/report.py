@@ -23,15 +23,6 @@ class SectionUsage:
     """Whether content was cut or dropped to fit."""
     note: str = ""
 
-    def line(self) -> str:
-        """The familiar one-line form, e.g. `✓ kb_chunks: 9200/10000 (92.0%)`."""
-        limit = self.granted if self.granted is not None else self.allocated
-        pct = 100.0 * self.used / limit if limit else 0.0
-        mark = "✓" if self.used <= limit else "✗"
-        extra = f" +{self.granted - self.allocated} slack" if self.granted else ""
-        cut = " trimmed" if self.trimmed else ""
-        return f"{mark} {self.name}: {self.used}/{limit} ({pct:.1f}%){extra}{cut}"
-
 
 @dataclass(frozen=True)
 class BudgetReport:
@@ -69,20 +60,6 @@ class BudgetReport:
     def fits(self) -> bool:
         """The invariant: prompt tokens + reserved output <= the real context."""
         return self.prompt_tokens + self.max_output_tokens <= self.n_ctx
-
-    def lines(self) -> list[str]:
-        """Human-readable lines: a header, then one line per section."""
-        head = (
-            f"{self.node} [{self.model}] prompt {self.prompt_tokens} + output "
-            f"{self.max_output_tokens} <= n_ctx {self.n_ctx} ({self.token_counter})"
-        )
-        if self.memory_profile:
-            head += f" memory {self.memory_profile} @ {self.memory_tier}"
-        if self.shared_tokens is not None or self.reused_tokens is not None:
-            shared = "?" if self.shared_tokens is None else self.shared_tokens
-            reused = "?" if self.reused_tokens is None else self.reused_tokens
-            head += f" shared {shared} reused {reused}"
-        return [head, *(f"  {s.line()}" for s in self.sections)]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the shape of the `budgets` entries in state and `--json`)."""

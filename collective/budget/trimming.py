@@ -1,4 +1,4 @@
-"""Cutting content to a token budget: text, KB chunks, specialist proposals, conversation history.
+"""Cutting content to a token budget: text, KB chunks, specialist proposals.
 
 Every function returns what it kept *and* its token count under the same counter, so callers
 never count twice. Counts of individual pieces are memoised by the counter, and content made of
@@ -9,8 +9,7 @@ by a token per join; the assembler's exact count of the whole prompt is what gua
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -22,7 +21,6 @@ __all__ = [
     "Scored",
     "select_chunks",
     "share_fairly",
-    "summarize_history",
     "trim_text",
 ]
 
@@ -166,55 +164,3 @@ def share_fairly(
         shares[i] = min(needs[i], fair)
         left -= shares[i]
     return [trim_text(counter, t, s, keep=keep) for t, s in zip(texts, shares, strict=True)]
-
-
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
-
-
-def _extractive(text: str) -> str:
-    """The first sentence of a turn: a deterministic, cheap summary."""
-    first = _SENTENCE.split(text.strip(), maxsplit=1)[0]
-    return first if len(first) <= 240 else first[:240] + "…"
-
-
-def summarize_history(
-    counter: TokenCounter,
-    turns: Sequence[tuple[str, str]],
-    max_tokens: int,
-    summarizer: Callable[[str, int], str] | None = None,
-    recent_share: float = 0.7,
-) -> Fitted:
-    """Fit a conversation into `max_tokens`: recent turns verbatim, older turns compressed.
-
-    Args:
-        counter: The model's counter.
-        turns: `(role, text)` pairs, oldest first.
-        max_tokens: The budget for the whole summary.
-        summarizer: Turns older text into at most N tokens (an LLM, say); the default keeps the
-            first sentence of each older turn (deterministic, extractive).
-        recent_share: The share of the budget that verbatim recent turns may take.
-    """
-    lines = [f"{role}: {text}" for role, text in turns]
-    if not lines or max_tokens <= 0:
-        return Fitted("", 0, trimmed=bool(lines))
-    full = "\n".join(lines)
-    full_tokens = counter.count(full)
-    if full_tokens <= max_tokens:
-        return Fitted(full, full_tokens)
-    costs = counter.count_many(lines)
-    recent_room, start = int(max_tokens * recent_share), len(lines)
-    while start > 0 and costs[start - 1] + 1 <= recent_room:
-        recent_room -= costs[start - 1] + 1
-        start -= 1
-    recent = "\n".join(lines[start:])
-    room = max_tokens - counter.count(recent) - 2
-    older = turns[:start]
-    if summarizer is not None:
-        digest = summarizer("\n".join(f"{r}: {t}" for r, t in older), room)
-    else:
-        digest = "\n".join(f"{r}: {_extractive(t)}" for r, t in older)
-    header = f"Earlier ({len(older)} turns, summarized):"
-    body = trim_text(counter, digest, room - counter.count(header) - 1, keep="end").text
-    text = f"{header}\n{body}\n{recent}" if body else recent
-    fitted = trim_text(counter, text, max_tokens, keep="end")  # guards the join
-    return Fitted(fitted.text, fitted.tokens, trimmed=True)

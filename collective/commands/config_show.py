@@ -73,9 +73,10 @@ def effective_rows(effective: EffectiveConfig) -> list[tuple[str, Any, Source, s
     quorum: ceil(k/2), chat: the judge's backend, ...), and the note says how it was derived.
     """
     import math
+    from typing import get_args
 
     from collective.budget.plans import PRESETS
-    from collective.config import ROLES
+    from collective.config import Role
     from collective.kb.demo import default_kb_path
 
     config = effective.config
@@ -92,7 +93,7 @@ def effective_rows(effective: EffectiveConfig) -> list[tuple[str, Any, Source, s
         "user_id": ("default", "the long-term memory of user `default`"),
         "agent_profiles": ({}, "each agent uses its role's profile (collective budget report)"),
     }
-    for role in ROLES:
+    for role in get_args(Role):
         preset = "specialist" if role == "chat" else role
         derived[f"budgets.{role}"] = (preset, f"the {preset} preset ({PRESETS[preset].n_ctx:,})")
         derived[f"output_caps.{role}"] = (

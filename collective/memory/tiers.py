@@ -391,10 +391,6 @@ class TieredMemory:
             "L2": {"items": len(self.l2_keys), "tokens": self.metrics.archived_tokens},
         }
 
-    def active_tokens(self) -> int:
-        """L0 + L1: the context the session keeps at hand."""
-        return self.l0_tokens() + self.l1_tokens()
-
     def summary(self, max_tokens: int) -> str:
         """The council's conversation-summary section, built from L1 + L0 within `max_tokens`.
 

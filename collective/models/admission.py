@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collective.models.base import Backend, ChatResult
+    from collective.models.base import Backend
 
 __all__ = [
     "KV_LOG_FIELD",
@@ -52,7 +52,6 @@ __all__ = [
     "AdmissionControl",
     "Reservation",
     "ServerPool",
-    "cut_answer_warning",
     "default_admission",
     "llama_server_pool",
     "ollama_pool",
@@ -178,32 +177,6 @@ def ollama_pool(
     if loaded_context:
         source = f"/api/ps context_length {loaded_context}, " + source
     return ServerPool(server, num_parallel, slot_ctx, num_parallel * slot_ctx, False, source)
-
-
-def cut_answer_warning(
-    result: ChatResult, *, max_tokens: int, n_ctx: int, server: str
-) -> str | None:
-    """A loud warning when an answer was cut short by the context, not by its own budget.
-
-    `finish_reason == "length"` with fewer tokens than were reserved means the server ran out
-    of room for the answer: its slot is smaller than the plan assumed (a restarted server) or
-    the prompt was longer than counted. A response that reports a smaller `n_ctx` says so too.
-    """
-    done = result.usage.completion_tokens
-    reported = result.timings.get("n_ctx")
-    if reported is not None and 0 < reported < n_ctx:
-        return (
-            f"CUT ANSWER RISK on {server}: the server reports n_ctx {int(reported)}, the call "
-            f"was planned for {n_ctx}; re-read the server before the next call"
-        )
-    if result.finish_reason == "length" and done < max_tokens:
-        return (
-            f"CUT ANSWER on {server}: generation stopped after {done} of {max_tokens} reserved "
-            f"tokens (finish_reason length) with a prompt of {result.usage.prompt_tokens}; the "
-            f"server has less room than the n_ctx {n_ctx} planned for (restarted with smaller "
-            "slots?)"
-        )
-    return None
 
 
 @dataclass

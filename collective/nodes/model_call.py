@@ -15,6 +15,7 @@ from langgraph.config import get_stream_writer
 from collective import agents
 from collective.budgeted_call import ModelCall, OnToken, Request, budgeted_call
 from collective.errors import BackendTimeout
+from collective.kb.retrieval import kb_allocation_factor
 from collective.models.base import Backend
 from collective.nodes.token_stream import ChatModelRun
 
@@ -88,11 +89,13 @@ async def call_model(
 ) -> ModelCall:
     """`budgeted_call` for a node, its progress going to the graph's custom stream.
 
-    The call's role (budget plan, answer cap) follows from the node's name (`collective.agents`).
+    The call's role (budget plan, answer cap) follows from the node's name (`collective.agents`),
+    its KB allocation's scale from the applied retrieval profile.
     Its answer streams as a LangChain chat-model run (`ChatModelRun`: LangGraph's `messages`
     mode and `astream_events`), and to `on_token` where given.
     """
     role = agents.role_of(node)
+    request["kb_factor"] = kb_allocation_factor(request.get("retrieval_profile", "balanced"))
     # Specialists have their own limit (a failed member is not fatal); every call has one.
     limit = None if role == "specialist" else ctx.call_timeout_s
     try:

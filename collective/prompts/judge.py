@@ -1,7 +1,8 @@
-"""The judge's prompt: seven parts, the evidence the specialists cited among them.
+"""The judge's prompt: the system message, then one user turn of parts.
 
-In order: conversation context, task, planning context (in the task allocation),
-knowledge base, specialist proposals, evidence, synthesis instructions.
+In order: conversation context, task (with the planning context: plan and peer rankings),
+knowledge base, specialist proposals, the evidence the specialists cited (when any), the
+judge's own knowledge-base check (its last round after tool calls), synthesis instructions.
 """
 
 from __future__ import annotations

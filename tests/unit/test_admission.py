@@ -11,14 +11,13 @@ import pytest
 
 from collective.budget.assembly import text_section
 from collective.budget.counting import EstimateCounter
-from collective.budgeted_call import budgeted_call
+from collective.budgeted_call import budgeted_call, cut_answer_warning
 from collective.errors import BackendUnavailable, ContextOverflow, PoolExhausted
 from collective.graph.context import CouncilContext
 from collective.models.admission import (
     KV_LOG_FIELD,
     AdmissionControl,
     ServerPool,
-    cut_answer_warning,
     llama_server_pool,
     ollama_pool,
 )

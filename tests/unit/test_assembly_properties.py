@@ -12,6 +12,7 @@ from collective.budget.assembly import (
 from collective.budget.counting import EstimateCounter, tiktoken_counter
 from collective.budget.plans import JUDGE_PRESET, SPECIALIST_PRESET
 from collective.budget.trimming import Scored
+from collective.commands.render import section_summary
 
 COUNTERS = [tiktoken_counter("cl100k_base"), tiktoken_counter("o200k_harmony"), EstimateCounter()]
 alphabet = st.characters(codec="utf-8", exclude_categories=("Cs",))
@@ -81,7 +82,8 @@ def test_slack_flows_to_kb_chunks_first_and_the_report_shows_it():
     assert by_name["tools"].used == 0
     assert kb.granted is not None and kb.granted > kb.allocated + 4_000 - 1
     assert kb.used > kb.allocated  # it really used the slack
-    assert "slack" in kb.line()
+    # the budget table shows it (BudgetReport's own text lines had no caller and are gone)
+    assert f"+{kb.granted - kb.allocated}" in section_summary(kb.__dict__)
     assert result.report.fits
 
 
@@ -108,5 +110,3 @@ def test_report_lines_and_json_shape():
     assert data["token_counter"] == "tiktoken:cl100k_base"
     assert data["n_ctx"] == 4096 and "scaled" in data["scaled"]
     assert all({"name", "allocated", "used"} <= set(s) for s in data["sections"])
-    lines = result.report.lines()
-    assert any(line.strip().startswith("✓ task:") for line in lines)

@@ -7,7 +7,6 @@ from collective.budget.counting import (
     MESSAGE_OVERHEAD,
     REPLY_OVERHEAD,
     EstimateCounter,
-    counter_for_model,
     tiktoken_counter,
 )
 
@@ -65,16 +64,3 @@ def test_exact_cuts_stay_within_the_limit_on_multibyte_text():
         assert counter.count(head) <= n and text.startswith(head)
         assert counter.count(tail) <= n and text.endswith(tail)
         assert "\ufffd" not in head + tail
-
-
-@pytest.mark.parametrize(
-    ("model", "kind"),
-    [
-        ("gpt-oss-120b-judge", "tiktoken:o200k_harmony"),
-        ("openai/gpt-oss-20b", "tiktoken:o200k_harmony"),
-        ("gpt-4o-mini", "tiktoken:o200k_base"),
-        ("athene-v2-agent", "estimate:chars/3.2x1.15"),
-    ],
-)
-def test_counter_for_model(model, kind):
-    assert counter_for_model(model).kind == kind

@@ -55,7 +55,7 @@ def test_model_call_span_carries_the_budget_report(spans: InMemorySpanExporter) 
         sections=[SectionUsage("kb_chunks", allocated=15000, used=9200)],
     ).to_dict()
     spans.clear()
-    with model_call_span("specialist", "athene", report, budget_profile="deep", member=2):
+    with model_call_span("specialist", "athene", report, retrieval_profile="deep", member=2):
         pass
     (span,) = spans.get_finished_spans()
     attrs = dict(span.attributes or {})

@@ -5,7 +5,6 @@ from collective.budget.trimming import (
     Scored,
     select_chunks,
     share_fairly,
-    summarize_history,
     trim_text,
 )
 
@@ -98,20 +97,3 @@ def test_share_fairly_gives_short_texts_what_they_need_and_the_rest_to_long_ones
     assert parts[1].tokens > equal and parts[2].tokens > equal
     assert sum(p.tokens for p in parts) <= 300
     assert abs(parts[1].tokens - parts[2].tokens) <= 2
-
-
-def test_summarize_history_keeps_recent_turns_verbatim_and_compresses_old_ones(counter):
-    turns = [
-        ("user" if i % 2 == 0 else "assistant", f"Turn {i}. " + words(60, i)) for i in range(30)
-    ]
-    fitted = summarize_history(counter, turns, 400)
-    assert fitted.tokens == counter.count(fitted.text) <= 400
-    assert fitted.trimmed
-    assert f"assistant: {turns[-1][1]}" in fitted.text  # the latest turn verbatim
-    assert "Earlier (" in fitted.text
-
-
-def test_summarize_history_uses_a_plugged_summarizer(counter):
-    turns = [("user", words(200, i)) for i in range(10)]
-    fitted = summarize_history(counter, turns, 300, summarizer=lambda text, n: "SUMMARY")
-    assert "SUMMARY" in fitted.text
