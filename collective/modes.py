@@ -8,10 +8,12 @@
 * `council`: the configured specialists (across models), then the judge;
 * `council-review`: the council with the anonymous peer-review round before the judge.
 
-Every mode runs the council's own nodes (`retrieve`, `specialist`, `review`, `judge`), outside
-the graph, so the prompts, budgets and citation checks are the council's. The judge runs
-without KB tools here, so that modes compare at equal model calls (K+1 for all but `single`
-and `council-review`). `bench/council_eval.py` measures them; `collective ask --mode` runs them.
+Every mode runs a small graph of the council's own nodes (`graph.builder.build_answer_graph`:
+`retrieve`, N `specialist`s, then `quorum`, `review` and `judge` where the mode has a judge),
+without planner and memory, so the prompts, budgets and citation checks are the council's. The
+judge runs without KB tools here, so that modes compare at equal model calls (K+1 for all but
+`single` and `council-review`). `bench/council_eval.py` measures them; `collective ask --mode`
+runs them.
 """
 
 from __future__ import annotations
@@ -20,18 +22,12 @@ import asyncio
 import dataclasses
 import re
 import time
-from typing import Any, Literal
+from typing import Literal
 
-from langgraph.runtime import Runtime
-
+from collective.graph.builder import build_answer_graph
 from collective.graph.context import CouncilContext
-from collective.graph.state import Proposal, review_task, specialist_task
-from collective.models.base import Backend
-from collective.nodes.judge import judge
+from collective.graph.state import Proposal
 from collective.nodes.model_call import resolve_backend
-from collective.nodes.retrieve import retrieve
-from collective.nodes.review import review
-from collective.nodes.specialist import specialist
 
 __all__ = ["MODES", "Mode", "ModeResult", "run_mode"]
 
@@ -71,18 +67,17 @@ def most_consistent(proposals: list[Proposal]) -> Proposal:
     )
 
 
-async def _members(
-    ctx: CouncilContext, question: str, retrieved: dict[str, Any], count: int
-) -> tuple[list[Proposal], list[dict[str, Any]]]:
-    """`count` specialists (backends cycled, member temperatures), one after the other."""
-    proposals: list[Proposal] = []
-    budgets: list[dict[str, Any]] = []
-    state = {**retrieved, "question": question, "conversation": ""}  # no plan, no memory
-    for index in range(count):
-        out = await specialist(specialist_task(state, index), Runtime(context=ctx))
-        proposals += out["proposals"]
-        budgets += out.get("budgets", [])
-    return proposals, budgets
+def mode_context(ctx: CouncilContext, mode: Mode) -> tuple[CouncilContext, int, bool]:
+    """The settings a mode runs under, how many specialists answer, and whether a judge rules.
+
+    The judge's (first) backend is the best model: `single`, `self-consistency` and `self-moa`
+    sample it as every specialist. No judge tools; peer review only in `council-review`.
+    """
+    base = dataclasses.replace(ctx, judge_tools=False, review=mode == "council-review")
+    best = dataclasses.replace(base, specialists=(ctx.judges[0],))
+    if mode in ("single", "self-consistency"):
+        return best, 1 if mode == "single" else ctx.k + 1, False
+    return best if mode == "self-moa" else base, ctx.k, True
 
 
 async def run_mode(question: str, mode: Mode, ctx: CouncilContext) -> ModeResult:
@@ -90,54 +85,33 @@ async def run_mode(question: str, mode: Mode, ctx: CouncilContext) -> ModeResult
 
     Raises:
         BackendError: A model failed where the mode cannot go on without it (the judge).
+        QuorumError: Too few specialists answered for the judge to rule.
     """
     started = time.perf_counter()
-    base = dataclasses.replace(ctx, judge_tools=False, review=False)
-    retrieved = await retrieve({"question": question}, Runtime(context=base))
-    question = retrieved["question"]
-    top = ctx.judge if isinstance(ctx.judge, str | Backend) else ctx.judge[0]  # the best model
-    best = dataclasses.replace(base, specialists=(top,))
-    budgets: list[dict[str, Any]] = []
-    texts: list[str] = []
-    if mode in ("single", "self-consistency"):
-        count = 1 if mode == "single" else ctx.k + 1
-        proposals, budgets = await _members(best, question, retrieved, count)
-        chosen = most_consistent(proposals)
-        answer, cited = chosen["text"], chosen["citations"]
-        unknown = chosen["unknown_citations"]
-        texts = [p["text"] for p in proposals]
-    else:
-        members = best if mode == "self-moa" else base
-        proposals, budgets = await _members(members, question, retrieved, ctx.k)
-        texts = [p["text"] for p in proposals]
-        rankings: list[dict[str, Any]] = []
-        if mode == "council-review":
-            answered = [p for p in proposals if p["error"] is None]
-            for proposal in answered:
-                task = review_task({"question": question}, proposal["member"], answered)
-                out = await review(task, Runtime(context=members))
-                rankings += out["rankings"]
-                budgets += out.get("budgets", [])
-        state = {**retrieved, "plan": "", "proposals": proposals, "rankings": rankings}
-        verdict = await judge(state, Runtime(context=members))  # type: ignore[arg-type]
-        budgets += verdict.get("budgets", [])
-        answer = verdict["answer"]
-        cited = [c["id"] for c in verdict["citations"]]
-        unknown = list(verdict["unknown_citations"])
+    settings, members, judged = mode_context(ctx, mode)
+    graph = build_answer_graph(members, judge=judged, name=f"collective-{mode}")
+    out = await graph.ainvoke({"question": question}, context=settings)
+    proposals: list[Proposal] = out["proposals"]
+    texts = [p["text"] for p in proposals]
+    if judged:
+        answer, unknown = out["answer"], list(out["unknown_citations"])
+        cited = [c["id"] for c in out["citations"]]
         texts.append(answer)
-    sources = {c["id"]: c.get("source", "") for c in retrieved["chunks"]}
-    supplied = list(sources)
-    counter = await resolve_backend(top).token_counter()
+    else:
+        chosen = most_consistent(proposals)
+        answer, cited, unknown = chosen["text"], chosen["citations"], chosen["unknown_citations"]
+    sources = {c["id"]: c.get("source", "") for c in out["retrieval"]["chunks"]}
+    counter = await resolve_backend(ctx.judges[0]).token_counter()
     output = sum(await asyncio.to_thread(lambda: [counter.count(t) for t in texts]))
     return ModeResult(
         mode=mode,
         answer=answer,
         citations=[{"id": i, "source": sources.get(i, "")} for i in dict.fromkeys(cited)],
         unknown_citations=list(unknown),
-        supplied=supplied,
+        supplied=list(sources),
         proposals=proposals,
-        calls=len(budgets),
-        prompt_tokens=sum(b["prompt_tokens"] for b in budgets),
+        calls=len(out["budgets"]),
+        prompt_tokens=sum(b["prompt_tokens"] for b in out["budgets"]),
         output_tokens=output,
         wall_s=time.perf_counter() - started,
     )

@@ -173,6 +173,7 @@ async def _council(config: CollectiveConfig, question: str) -> list[Check]:
     from collective.commands.ask import CouncilSession, run_council
     from collective.errors import CollectiveError
     from collective.graph import build_graph
+    from collective.graph.state import answered as members_that_answered
 
     ctx = replace(config.council_context(), usage_log=None)
     session = CouncilSession(
@@ -191,7 +192,7 @@ async def _council(config: CollectiveConfig, question: str) -> list[Check]:
     for proposal in result["proposals"]:
         if proposal.get("error"):
             checks.append(Check("specialist", proposal["member"], "fail", proposal["error"]))
-    answered = {p["member"] for p in result["proposals"] if not p.get("error")}
+    answered = {p["member"] for p in members_that_answered(result["proposals"])}
     expected = {agents.PLAN, agents.JUDGE, *(set(agents.members(ctx.k)) & answered)}
     reports = {b["node"]: b for b in result["budgets"]}
     missing = sorted(expected - set(reports))

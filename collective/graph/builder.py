@@ -2,6 +2,9 @@
 
 retrieve -> plan -> specialist x K (Send) -> quorum -> [review x K (Send)] -> judge -> remember
 
+`build_answer_graph` compiles the same nodes without planner and memory for the answer modes
+(`collective.modes`): retrieve -> N specialists [-> quorum -> [review] -> judge].
+
 Every node sees a `CouncilContext`: the run's own, the defaults when the run has none, or one
 built from a JSON object; any other context (a parent graph's) is refused with a `ConfigError`
 that says to mount the council with `council_node`, which runs it under its own context.
@@ -38,7 +41,7 @@ from collective.nodes.retry import TRANSIENT_RETRY
 from collective.nodes.review import review
 from collective.nodes.specialist import specialist
 
-__all__ = ["build_graph", "council_node", "route_specialists"]
+__all__ = ["build_answer_graph", "build_graph", "council_node", "route_specialists"]
 
 DEFAULT_USER = "default"
 """The user id of runs that name none (memory is still kept per thread)."""
@@ -120,31 +123,82 @@ def build_graph(checkpointer: Any = None, store: Any = None, *, name: str = "col
     Returns:
         The compiled graph; run it with `context=CouncilContext(...)` (none: the defaults).
     """
-    builder = StateGraph(
+    builder = _builder()
+    wrap = _with_council_context
+    for node in ("retrieve", "plan", "specialist", "quorum", "review", "judge", "remember"):
+        _add(builder, node)
+    builder.add_edge(START, "retrieve")
+    builder.add_edge("retrieve", "plan")
+    builder.add_conditional_edges("plan", wrap(route_specialists), ["specialist"])
+    _verdict_edges(builder, then="remember")
+    builder.add_edge("remember", END)
+    return builder.compile(checkpointer=checkpointer, store=store, name=name)
+
+
+def build_answer_graph(members: int, *, judge: bool, name: str = "collective-answer") -> Any:
+    """Compile the council's nodes without planner and memory, for `collective.modes`.
+
+    retrieve -> `members` specialists (Send), then with `judge` the council's quorum,
+    [review] and judge; without, the run ends with the proposals.
+
+    Args:
+        members: How many specialists answer (members may exceed the context's `k`: each sees
+            the prompt of a council of `k`).
+        judge: Whether the judge rules on the proposals.
+        name: The compiled graph's name.
+    """
+
+    def route(state: CouncilState, runtime: Runtime[CouncilContext]) -> list[Send]:
+        return [Send("specialist", specialist_task(state, i)) for i in range(members)]
+
+    builder = _builder()
+    for node in ("retrieve", "specialist", *(("quorum", "review", "judge") if judge else ())):
+        _add(builder, node)
+    builder.add_edge(START, "retrieve")
+    builder.add_conditional_edges("retrieve", _with_council_context(route), ["specialist"])
+    if judge:
+        _verdict_edges(builder, then=END)
+    else:
+        builder.add_edge("specialist", END)
+    return builder.compile(name=name)
+
+
+def _builder() -> StateGraph[Any, Any, Any, Any]:
+    """A graph builder with the council's state, input, output and context schemas."""
+    return StateGraph(
         CouncilState,
         context_schema=CouncilContext,
         input_schema=CouncilInput,
         output_schema=CouncilOutput,
     )
-    wrap = _with_council_context
-    builder.add_node("retrieve", wrap(retrieve))
-    builder.add_node("plan", wrap(plan), retry_policy=TRANSIENT_RETRY)
-    builder.add_node(  # (a Send payload, not the state)
-        "specialist", wrap(specialist), input_schema=SpecialistTask, retry_policy=TRANSIENT_RETRY
-    )
-    builder.add_node("quorum", wrap(quorum))
-    builder.add_node("review", wrap(review), input_schema=ReviewTask, retry_policy=TRANSIENT_RETRY)
-    builder.add_node("judge", wrap(judge), retry_policy=TRANSIENT_RETRY)
-    builder.add_node("remember", wrap(remember))
-    builder.add_edge(START, "retrieve")
-    builder.add_edge("retrieve", "plan")
-    builder.add_conditional_edges("plan", wrap(route_specialists), ["specialist"])
+
+
+_NODES: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
+    "retrieve": (retrieve, {}),
+    "plan": (plan, {"retry_policy": TRANSIENT_RETRY}),
+    # (a Send payload, not the state)
+    "specialist": (specialist, {"input_schema": SpecialistTask, "retry_policy": TRANSIENT_RETRY}),
+    "quorum": (quorum, {}),
+    "review": (review, {"input_schema": ReviewTask, "retry_policy": TRANSIENT_RETRY}),
+    "judge": (judge, {"retry_policy": TRANSIENT_RETRY}),
+    "remember": (remember, {}),
+}
+"""Every node of the council with its options: one table for every graph built here."""
+
+
+def _add(builder: StateGraph[Any, Any, Any, Any], node: str) -> None:
+    function, options = _NODES[node]
+    builder.add_node(node, _with_council_context(function), **options)
+
+
+def _verdict_edges(builder: StateGraph[Any, Any, Any, Any], then: str) -> None:
+    """Specialist -> quorum -> [review] -> judge -> `then`."""
     builder.add_edge("specialist", "quorum")
-    builder.add_conditional_edges("quorum", wrap(route_review), ["review", "judge"])
+    builder.add_conditional_edges(
+        "quorum", _with_council_context(route_review), ["review", "judge"]
+    )
     builder.add_edge("review", "judge")
-    builder.add_edge("judge", "remember")
-    builder.add_edge("remember", END)
-    return builder.compile(checkpointer=checkpointer, store=store, name=name)
+    builder.add_edge("judge", then)
 
 
 def council_node(

@@ -169,6 +169,11 @@ class CouncilContext:
             raise ConfigError(f"memory_scope {self.memory_scope!r}: use 'thread' or 'user'")
 
     @property
+    def judges(self) -> list[str | Backend]:
+        """The judge's backends in the order they are tried (the first is the best model)."""
+        return [self.judge] if isinstance(self.judge, str | Backend) else list(self.judge)
+
+    @property
     def quorum_needed(self) -> int:
         """The quorum in force."""
         return self.quorum if self.quorum is not None else math.ceil(self.k / 2)

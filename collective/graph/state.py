@@ -19,6 +19,7 @@ __all__ = [
     "Proposal",
     "ReviewTask",
     "SpecialistTask",
+    "answered",
     "applied_profile",
     "review_task",
     "specialist_task",
@@ -120,6 +121,11 @@ class ReviewTask(TypedDict):
     conversation: str
     proposals: list[Proposal]
     """The proposals that answered (the reviewer's own is excluded when shown)."""
+
+
+def answered(proposals: list[Proposal]) -> list[Proposal]:
+    """The proposals of the members that answered (no `error`), in their order."""
+    return [p for p in proposals if not p["error"]]
 
 
 def applied_profile(state: Mapping[str, Any]) -> str:

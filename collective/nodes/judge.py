@@ -22,14 +22,13 @@ from collective.budget.counting import ChatMessage, TokenCounter
 from collective.budget.trimming import Fitted, Scored, share_fairly
 from collective.errors import BackendError, BackendUnavailable, BudgetError, InvalidResponse
 from collective.graph.context import CouncilContext
-from collective.graph.state import CouncilState, Proposal, applied_profile
+from collective.graph.state import CouncilState, Proposal, answered, applied_profile
 from collective.kb.citations import check_citations, format_chunk, neutralise, shown_ids, tag
 from collective.kb.store import Chunk
 from collective.kb.tools import VerificationTools
 from collective.models.base import Backend, ToolCall
 from collective.nodes.chunks import chunks_from_state, scored_chunks
 from collective.nodes.model_call import ModelCall, NodeProgress, call_model, emit, resolve_backend
-from collective.nodes.quorum import check_quorum
 from collective.nodes.retrieve import open_knowledge
 from collective.nodes.review import aggregate_rankings
 from collective.prompts import judge as prompt
@@ -149,8 +148,8 @@ def run_tools(
 async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
     """Synthesize the verdict and resolve its citations against the chunks supplied."""
     ctx = runtime.context
-    answered = check_quorum(state.get("proposals", []), ctx)
-    aggregate = aggregate_rankings(state.get("rankings", []), answered)
+    members = answered(state.get("proposals", []))  # the quorum node checked their number
+    aggregate = aggregate_rankings(state.get("rankings", []), members)
     retrieved = chunks_from_state(state.get("chunks", []))
     chunks = {c.id: c for c in retrieved}
     profile = applied_profile(state)
@@ -166,11 +165,11 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
         labelled_section(
             "proposals",
             # a proposal's verified citations stay tags the verdict can carry forward
-            [(_proposal_label(p), neutralise(p["text"], p["citations"])) for p in answered],
+            [(_proposal_label(p), neutralise(p["text"], p["citations"])) for p in members],
         ),
-        chunks_section("evidence", evidence(answered, chunks)),
+        chunks_section("evidence", evidence(members, chunks)),
     ]
-    refs = [ctx.judge] if isinstance(ctx.judge, str | Backend) else list(ctx.judge)
+    refs = ctx.judges
     failures: list[str] = []
     for n, ref in enumerate(refs, 1):
         backend = resolve_backend(ref)
@@ -194,6 +193,22 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
         out["notes"] = [*state.get("notes", []), *failures, *out["notes"]]
         return out
     raise AssertionError("unreachable: refs is never empty")
+
+
+def _logged(results: list[tuple[ToolCall, str, int]], round_number: int) -> list[dict[str, Any]]:
+    """The tool log's entries of one round, each also sent to the stream as it is logged."""
+    entries = []
+    for tool_call, result, tokens in results:
+        entry = {
+            "name": tool_call.name,
+            "arguments": tool_call.arguments,
+            "result_chars": len(result),
+            "tokens": tokens,
+            "round": round_number,
+        }
+        emit({"type": "tool_call", "node": agents.JUDGE, **entry})
+        entries.append(entry)
+    return entries
 
 
 def _proposal_label(proposal: Proposal) -> str:
@@ -259,16 +274,7 @@ async def _rule(
             break
         results = await asyncio.to_thread(run_tools, offer, counter, call.result.tool_calls)
         rounds.append([(tool_call, result) for tool_call, result, _ in results])
-        for tool_call, result, tokens in results:
-            entry = {
-                "name": tool_call.name,
-                "arguments": tool_call.arguments,
-                "result_chars": len(result),
-                "tokens": tokens,
-                "round": round_number,
-            }
-            tool_log.append(entry)
-            emit({"type": "tool_call", "node": agents.JUDGE, **entry})
+        tool_log += _logged(results, round_number)
     assert call is not None
     answer = call.result.text.strip()
     # Only chunks the final prompt really showed (kept after trimming, tag intact) resolve.

@@ -9,24 +9,24 @@ from langgraph.types import Send
 
 from collective.errors import QuorumError
 from collective.graph.context import CouncilContext
-from collective.graph.state import CouncilState, Proposal, review_task
+from collective.graph.state import CouncilState, Proposal, answered, review_task
 
 __all__ = ["check_quorum", "quorum", "route_review"]
 
 
 def check_quorum(proposals: list[Proposal], ctx: CouncilContext) -> list[Proposal]:
     """The proposals that answered; below quorum, a clear error that keeps what arrived."""
-    answered = [p for p in proposals if not p["error"]]
-    if len(answered) < ctx.quorum_needed:
+    arrived = answered(proposals)
+    if len(arrived) < ctx.quorum_needed:
         failures = "; ".join(f"{p['member']}: {p['error']}" for p in proposals if p["error"])
         # No failure at all: fewer members ran than k says (e.g. a run started with another k).
         why = failures or f"no specialist failed: {len(proposals)} of {ctx.k} ran"
         raise QuorumError(
-            f"only {len(answered)} of {ctx.k} specialists answered, below the quorum of "
+            f"only {len(arrived)} of {ctx.k} specialists answered, below the quorum of "
             f"{ctx.quorum_needed} ({why}); check the failing backends or lower the quorum",
             proposals=[dict(p) for p in proposals],
         )
-    return answered
+    return arrived
 
 
 async def quorum(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
@@ -39,7 +39,7 @@ def route_review(
     state: CouncilState, runtime: Runtime[CouncilContext]
 ) -> list[Send] | Literal["judge"]:
     """With `review` on and two or more answers, every member that answered ranks the others."""
-    answered = [p for p in state.get("proposals", []) if not p["error"]]
-    if not runtime.context.review or len(answered) < 2:
+    members = answered(state.get("proposals", []))
+    if not runtime.context.review or len(members) < 2:
         return "judge"
-    return [Send("review", review_task(state, p["member"], answered)) for p in answered]
+    return [Send("review", review_task(state, p["member"], members)) for p in members]
