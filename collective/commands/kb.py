@@ -12,11 +12,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from collective.kb.sqlite_store import SqliteKnowledgeStore
+    from collections.abc import Callable
+
+    from collective.kb.sqlite_store import Progress, SqliteKnowledgeStore
 
 __all__ = ["app", "fail"]
 
-app = typer.Typer(help="The knowledge base: add Markdown/text files, list and remove chunks.")
+app = typer.Typer(
+    help="The knowledge base: add Markdown/text files, list and remove chunks, reindex vectors."
+)
 
 KbOption = Annotated[
     Path | None,
@@ -86,30 +90,41 @@ def add(
     files = _files(paths)
     refused: list[tuple[str, str]] = []
     stats = IngestStats()
+    embedded, vector_error = 0, ""
     try:
         with SqliteKnowledgeStore(path) as store:
+            store.check_model()  # a KB of another embedding model: refuse before adding
             for file in files:
                 try:
-                    stats.merge(store.add_file(file))
+                    stats.merge(store.add_file(file, embed=False))
                 except CollectiveError as exc:  # not UTF-8, vanished: this file only
                     refused.append((str(file), str(exc)))
+            try:
+                embedded = _with_progress(store.embed_missing, quiet=as_json)
+            except CollectiveError as exc:  # the chunks stay; `kb reindex` finishes the vectors
+                vector_error = f"{exc}; the chunks were added, `collective kb reindex` adds vectors"
             total = store.count()
     except CollectiveError as exc:
         raise fail(str(exc), exc.exit_code, as_json=as_json) from None
     if as_json:
         rows = [{"path": name, "reason": why} for name, why in refused]
+        extra = {"vectors_added": embedded, "vector_error": vector_error or None}
         typer.echo(
-            json.dumps({"kb": str(path), "chunks": total, **stats.to_dict(), "refused": rows})
+            json.dumps(
+                {"kb": str(path), "chunks": total, **stats.to_dict(), **extra, "refused": rows}
+            )
         )
     else:
         for name, why in refused:
             typer.echo(f"refused {name}: {why}", err=True)
+        if vector_error:
+            typer.echo(f"error: {vector_error}", err=True)
         typer.echo(
             f"{path}: {stats.files} files ({stats.unchanged_files} unchanged), "
-            f"{stats.added} chunks added, {stats.removed} removed, {total} in total"
-            + (f"; {len(refused)} refused" if refused else "")
+            f"{stats.added} chunks added, {stats.removed} removed, {total} in total, "
+            f"{embedded} vectors computed" + (f"; {len(refused)} refused" if refused else "")
         )
-    if refused:
+    if refused or vector_error:
         raise typer.Exit(1)
 
 
@@ -126,6 +141,19 @@ def _files(paths: list[Path]) -> list[Path]:
         else:
             files.append(path)
     return files
+
+
+def _with_progress(run: Callable[[Progress | None], int], *, quiet: bool) -> int:
+    """`run(progress)` with a progress bar of embedded chunks on stderr (none when `quiet`)."""
+    if quiet:
+        return run(None)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    columns = ("embedding chunks", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("embed", total=None)
+        return run(lambda done, total: bar.update(task, completed=done, total=total))
 
 
 @app.command("list")
@@ -182,3 +210,31 @@ def remove(
     if deleted == 0:
         raise fail("no matching chunks; see `collective kb list` for ids and sources", 1)
     typer.echo(f"removed {deleted} chunks")
+
+
+@app.command()
+def reindex(
+    kb: KbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Recompute every chunk's vector with the configured embedding model.
+
+    Needed when the KB was built with another model (or none); $COLLECTIVE_KB_EMBEDDINGS
+    chooses the model (default: the bundled all-MiniLM-L6-v2).
+    """
+    import json
+
+    from collective.errors import CollectiveError
+
+    try:
+        with _open_existing(kb, as_json=as_json) as store:
+            count = _with_progress(store.reindex, quiet=as_json)
+            model, vectors, chunks = store.vector_status()
+    except CollectiveError as exc:
+        raise fail(str(exc), exc.exit_code, as_json=as_json) from None
+    if as_json:
+        typer.echo(json.dumps({"kb": str(_kb_path(kb)), "model": model, "vectors": count}))
+        return
+    typer.echo(
+        f"{_kb_path(kb)}: {count} vectors computed with {model} ({vectors} of {chunks} chunks)"
+    )

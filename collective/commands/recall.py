@@ -96,7 +96,7 @@ def _print(result: RetrievalResult) -> None:
         f"{len(result.injected)} injected, {result.latency_ms:.1f} ms"
     )
     for chunk in result.injected:
-        title = f"[KB#{chunk.id}] score {chunk.score:.2f}"
+        title = f"[KB#{chunk.id}] score {chunk.score:.2f}" + _sides(result.sides.get(chunk.id))
         tags = f"  tags: {', '.join(chunk.tags)}" if chunk.tags else ""
         body = Text(chunk.text)
         console.print(
@@ -115,3 +115,22 @@ def _print(result: RetrievalResult) -> None:
     console.print("[bold]diagnostics[/]")
     for line in result.diagnostics:
         console.print(f"  {line}", markup=False)
+
+
+def _sides(side: dict | None) -> str:
+    """What the lexical and dense searches said of one chunk, for its panel title."""
+    if not side:
+        return ""
+    lexical = (
+        f"lexical #{side['lexical_rank']} {side['lexical_score']:.2f}"
+        if side["lexical_rank"]
+        else "lexical -"
+    )
+    dense = (
+        f"dense #{side['dense_rank']} cos {side['dense_score']:.2f}"
+        if side["dense_rank"]
+        else f"dense cos {side['dense_score']:.2f}"
+        if side["dense_score"] is not None
+        else "dense -"
+    )
+    return f" ({lexical}, {dense})"

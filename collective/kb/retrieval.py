@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from collective.errors import ConfigError
 from collective.kb.profile_names import PROFILE_NAMES, AppliedProfile, Profile
 from collective.kb.sqlite_store import STOPWORDS, query_terms
-from collective.kb.store import Chunk, KnowledgeStore, rank_chunks
+from collective.kb.store import Chunk, DenseStore, KnowledgeStore, rank_chunks
 from collective.telemetry import record_retrieval, retrieval_span
 
 if TYPE_CHECKING:
@@ -179,6 +179,10 @@ class RetrievalResult:
     """Rewritten queries issued (their count is the rewrite attempts)."""
     diagnostics: list[str] = field(default_factory=list)
     latency_ms: float = 0.0
+    sides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per injected chunk id: its lexical and dense rank and score (None: not found that way)."""
+    dense: dict[str, Any] = field(default_factory=dict)
+    """What the dense side did: `used`, `hits`, `note`, and the fusion."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form: the docs/design.md `retrieval` object plus detail."""
@@ -192,6 +196,7 @@ class RetrievalResult:
             "rewrite_attempts": len(self.rewrites),
             "diagnostics": list(self.diagnostics),
             "latency_ms": round(self.latency_ms, 3),
+            "dense": dict(self.dense),
             "chunks": [
                 {
                     "id": c.id,
@@ -199,6 +204,7 @@ class RetrievalResult:
                     "heading": c.heading,
                     "tags": list(c.tags),
                     "score": round(c.score, 4),
+                    **self.sides.get(c.id, {}),
                 }
                 for c in self.injected
             ],
@@ -312,6 +318,58 @@ def backend_rewriter(
         return [line for line in lines if line][:3]
 
     return rewrite
+
+
+DENSE_WEIGHT = 0.6
+"""Share of the dense side in a hybrid score (the lexical score has the rest)."""
+_FUSION = "convex"
+"""`convex` (weighted sum of calibrated scores) or `rrf` (reciprocal rank fusion, k=60)."""
+_RRF_K = 60
+_COSINE_FLOOR, _COSINE_CEIL = 0.15, 0.75
+"""Cosines at or below the floor count as unrelated (0), at or above the ceiling as a match (1)."""
+DENSE_MIN = 0.3
+"""A dense hit below this cosine is no candidate (unrelated text reaches 0.25 with MiniLM)."""
+
+
+def _calibrate(cosine: float) -> float:
+    return min(1.0, max(0.0, (cosine - _COSINE_FLOOR) / (_COSINE_CEIL - _COSINE_FLOOR)))
+
+
+def _hybrid(
+    store: KnowledgeStore, query: str, lexical: list[Chunk], fetch: int
+) -> tuple[list[Chunk], dict[str, dict[str, Any]], dict[str, Any]]:
+    """Fuse the lexical ranking with a dense search: (ranking, sides per chunk, dense summary)."""
+    lex_rank = {c.id: i for i, c in enumerate(lexical)}
+    lex_score = {c.id: c.score for c in lexical}
+    if not isinstance(store, DenseStore):
+        return lexical, {}, {"used": False, "note": "the store has no dense search (lexical only)"}
+    found = store.dense_search(query, fetch, also=list(lex_rank))
+    found.hits = [c for c in found.hits if c.score >= DENSE_MIN]
+    summary: dict[str, Any] = {"used": bool(found.hits), "hits": len(found.hits)}
+    if found.note:
+        summary["note"] = found.note
+    if not found.hits:
+        summary.setdefault("note", f"dense: no chunk reached cosine {DENSE_MIN}")
+        return lexical, {}, summary
+    summary["fusion"] = _FUSION
+    dense_rank = {c.id: i for i, c in enumerate(found.hits)}
+    pool = {c.id: c for c in found.hits} | {c.id: c for c in lexical}
+    fused, sides = [], {}
+    for cid, chunk in pool.items():
+        cosine = found.similarity.get(cid, 0.0)
+        if _FUSION == "rrf":
+            score = sum(1.0 / (_RRF_K + 1 + r[cid]) for r in (lex_rank, dense_rank) if cid in r)
+            score *= (_RRF_K + 1) / 2
+        else:
+            score = DENSE_WEIGHT * _calibrate(cosine) + (1 - DENSE_WEIGHT) * lex_score.get(cid, 0.0)
+        fused.append(chunk.with_score(round(score, 6)))
+        sides[cid] = {
+            "lexical_rank": lex_rank[cid] + 1 if cid in lex_rank else None,
+            "lexical_score": round(lex_score[cid], 4) if cid in lex_score else None,
+            "dense_rank": dense_rank[cid] + 1 if cid in dense_rank else None,
+            "dense_score": round(cosine, 4) if cid in found.similarity else None,
+        }
+    return rank_chunks(fused), sides, summary
 
 
 class _Fusion:
@@ -498,7 +556,10 @@ def _retrieve(
             rewrites.append(rewritten)
             diagnostics.append(f"rewrite {step!r} {rewritten!r}: {len(found)} hits, {new} new")
 
-    ranked = fusion.ranked()
+    dense_query = query
+    if _is_follow_up(query, context):
+        dense_query = f"{query} ({' '.join(_keywords(context)[:8])})"
+    ranked, sides, dense = _hybrid(store, dense_query, fusion.ranked(), settings.fetch)
     # One copy of identical text (the same passage ingested from two files).
     seen_text: set[str] = set()
     unique: list[Chunk] = []
@@ -537,9 +598,25 @@ def _retrieve(
         f"{settings.trust} trust pass (score >= {threshold:.2f}): {len(trusted)} of "
         f"{len(unique)} candidates passed, {len(injected)} injected (range {lower}-{upper})"
     )
+    if dense.get("used"):
+        both = sum(
+            1
+            for c in injected
+            if None not in (sides[c.id]["lexical_rank"], sides[c.id]["dense_rank"])
+        )
+        lexical_only = sum(1 for c in injected if sides[c.id]["dense_rank"] is None)
+        diagnostics.append(
+            f"hybrid ({dense['fusion']}): {dense['hits']} dense + {len(fusion.chunks)} lexical "
+            f"candidates; injected {both} found both ways, "
+            f"{len(injected) - both - lexical_only} dense only, {lexical_only} lexical only"
+        )
+    if dense.get("note"):
+        diagnostics.append(dense["note"])
     if not unique:
         diagnostics.append("no chunk matched the query's content words")
     return RetrievalResult(
+        sides={c.id: sides[c.id] for c in injected if c.id in sides},
+        dense=dense,
         requested=profile,
         applied=applied,
         reason=reason,

@@ -13,27 +13,45 @@ by BM25 (the heading path weighs double). Each candidate's score is then
 where coverage is the IDF-weighted share of the query's content words that the chunk contains.
 Coverage makes the score comparable across queries (1.0: every content word present), which the
 trust passes of the retrieval profiles rely on; the BM25 part orders chunks of equal coverage.
+
+Dense vectors live in the same file (table `vectors`, float16, one per chunk), computed by the
+configured embedder (`collective.kb.embeddings`) when chunks are added, in batches, only for
+chunks that lack one. The table `meta` records the embedding model and dimension; a KB whose
+vectors came from another model is refused until `collective kb reindex`. `dense_search` scores
+by cosine similarity over all vectors held in memory (numpy, brute force).
 """
 
 from __future__ import annotations
 
 import builtins
+import functools
 import hashlib
 import math
 import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from collective.errors import ConfigError
 from collective.kb.chunking import split_text
-from collective.kb.store import Chunk, chunk_id, rank_chunks
+from collective.kb.store import Chunk, DenseResult, chunk_id, rank_chunks
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from collective.kb.embeddings import Embedder
 
 __all__ = ["IngestStats", "SqliteKnowledgeStore", "query_terms"]
+
+EMBED_BATCH = 64
+"""Chunks embedded and committed at a time (an interrupted `kb add` keeps finished batches)."""
+
+Progress = Callable[[int, int], None]
+"""`(done, total)` chunks embedded so far, called after each batch."""
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
 """Suffixes picked up when a directory is added (explicit files are read whatever their suffix)."""
@@ -79,7 +97,14 @@ CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
     INSERT INTO chunks_fts(chunks_fts, rowid, heading, text, tags)
     VALUES ('delete', old.rowid, old.heading, old.text, old.tags);
 END;
+CREATE TABLE IF NOT EXISTS vectors (rowid INTEGER PRIMARY KEY, vec BLOB NOT NULL);
+CREATE TRIGGER IF NOT EXISTS chunks_ad_vectors AFTER DELETE ON chunks BEGIN
+    DELETE FROM vectors WHERE rowid = old.rowid;
+END;
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+_UNSET: Any = object()
 
 
 def query_terms(query: str, limit: int = 32) -> list[str]:
@@ -146,8 +171,13 @@ class SqliteKnowledgeStore:
     using `asyncio.to_thread`) are safe; SQLite searches take a millisecond or two.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, embedder: Embedder | None = _UNSET) -> None:
         """Open (creating if needed) the store at `path` (`:memory:` for a throw-away one).
+
+        Args:
+            path: The KB file.
+            embedder: What computes vectors; default: the configured one
+                (`$COLLECTIVE_KB_EMBEDDINGS`, loaded when first needed); None: lexical only.
 
         Raises:
             ConfigError: The file cannot be opened as a SQLite knowledge store.
@@ -160,6 +190,8 @@ class SqliteKnowledgeStore:
         # (our own writes clear it, other connections' commits bump PRAGMA data_version).
         self._stats: dict[str, Any] = {}
         self._data_version = -1
+        self._embedder = embedder
+        self._matrix: tuple[int, np.ndarray, np.ndarray] | None = None  # version, rowids, vectors
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False)
             self._db.executescript(_SCHEMA)
@@ -168,6 +200,15 @@ class SqliteKnowledgeStore:
                 f"cannot open knowledge base {self.path}: {exc}; "
                 "point --kb at a KB file created by `collective kb add`"
             ) from exc
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder of this store (the configured one unless given), loaded on first use."""
+        if self._embedder is _UNSET:
+            from collective.kb.embeddings import configured_embedder
+
+            self._embedder = configured_embedder()
+        return self._embedder
 
     def close(self) -> None:
         """Close the database connection."""
@@ -182,12 +223,15 @@ class SqliteKnowledgeStore:
 
     # -- ingestion -----------------------------------------------------------------------------
 
-    def add_file(self, path: str | Path, *, source: str | None = None) -> IngestStats:
+    def add_file(
+        self, path: str | Path, *, source: str | None = None, embed: bool = True
+    ) -> IngestStats:
         """Ingest one Markdown or text file (idempotent).
 
         Args:
             path: The file to read (UTF-8).
             source: The label stored as the chunks' source; defaults to the absolute path.
+            embed: Compute the vectors of chunks that lack one now (else: `embed_missing`).
 
         Returns:
             What changed.
@@ -241,6 +285,8 @@ class SqliteKnowledgeStore:
                 (label, sha, len(new), time.time()),
             )
             stats.added, stats.removed, stats.kept = len(fresh), len(gone), len(new) - len(fresh)
+        if embed:
+            self.embed_missing()
         return stats
 
     def add_paths(
@@ -264,7 +310,8 @@ class SqliteKnowledgeStore:
             label = None
             if base is not None:
                 label = file.resolve().relative_to(Path(base).resolve()).as_posix()
-            stats.merge(self.add_file(file, source=label))
+            stats.merge(self.add_file(file, source=label, embed=False))
+        self.embed_missing()
         return stats
 
     @staticmethod
@@ -281,6 +328,182 @@ class SqliteKnowledgeStore:
             else:
                 raise ConfigError(f"no such file or directory: {path}; check the path")
         return files
+
+    # -- vectors -------------------------------------------------------------------------------
+
+    def _meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def vector_status(self) -> tuple[str | None, int, int]:
+        """`(model, chunks with a vector, chunks)`: the model is None before any vector."""
+        with self._lock:
+            model = self._meta("embedding_model")
+            vectors = int(self._db.execute("SELECT count(*) FROM vectors").fetchone()[0])
+            chunks = int(self._db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        return model, vectors, chunks
+
+    def check_model(self) -> Embedder | None:
+        """The embedder, after checking that the KB's vectors came from it.
+
+        Returns:
+            None when this store computes no vectors (lexical only).
+
+        Raises:
+            ConfigError: The KB's vectors came from another model (the fix: `kb reindex`).
+        """
+        embedder = self.embedder
+        if embedder is None:
+            return None
+        with self._lock:
+            model, dim = self._meta("embedding_model"), self._meta("embedding_dim")
+        if model is not None and model != embedder.name:
+            raise ConfigError(
+                f"knowledge base {self.path} holds vectors of the embedding model {model!r} "
+                f"({dim} dimensions), but the configured model is {embedder.name!r}; run "
+                f"`collective kb reindex --kb {self.path}` to recompute them, or set "
+                "COLLECTIVE_KB_EMBEDDINGS to the KB's model"
+            )
+        return embedder
+
+    def embed_missing(self, progress: Progress | None = None) -> int:
+        """Compute the vectors of chunks that lack one, in committed batches.
+
+        Args:
+            progress: Called with `(done, total)` after each batch.
+
+        Returns:
+            The number of vectors computed (0 when the store computes none).
+
+        Raises:
+            ConfigError: The KB's vectors came from another model.
+            CollectiveError: The embedder failed (finished batches stay).
+        """
+        embedder = self.check_model()
+        if embedder is None:
+            return 0
+        with self._lock:
+            todo = self._db.execute(
+                "SELECT c.rowid, c.heading, c.text FROM chunks c "
+                "LEFT JOIN vectors v ON v.rowid = c.rowid WHERE v.rowid IS NULL ORDER BY c.rowid"
+            ).fetchall()
+        done = 0
+        for start in range(0, len(todo), EMBED_BATCH):
+            batch = todo[start : start + EMBED_BATCH]
+            vectors = embedder.embed([embedding_text(h, t) for _, h, t in batch])
+            with self._lock, self._db:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES ('embedding_model', ?), "
+                    "('embedding_dim', ?)",
+                    (embedder.name, str(vectors.shape[1])),
+                )
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO vectors(rowid, vec) SELECT ?, ? "
+                    "WHERE EXISTS (SELECT 1 FROM chunks WHERE rowid = ?)",
+                    [
+                        (rowid, v.astype("<f2").tobytes(), rowid)
+                        for (rowid, _, _), v in zip(batch, vectors, strict=True)
+                    ],
+                )
+            done += len(batch)
+            if progress is not None:
+                progress(done, len(todo))
+        return done
+
+    def reindex(self, progress: Progress | None = None) -> int:
+        """Drop every vector and compute them again with the configured embedder.
+
+        Returns:
+            The number of vectors computed.
+        """
+        embedder = self.embedder
+        if embedder is None:
+            raise ConfigError(
+                "no embedding model is configured (COLLECTIVE_KB_EMBEDDINGS=none); set it to "
+                "builtin or a server to compute vectors"
+            )
+        with self._lock, self._db:
+            self._db.execute("DELETE FROM vectors")
+            self._db.execute("DELETE FROM meta WHERE key LIKE 'embedding_%'")
+        return self.embed_missing(progress)
+
+    def _vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """All rowids and vectors (float32), cached until the KB changes."""
+        import numpy as np
+
+        version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        total = self._db.execute("SELECT count(*), max(rowid) FROM vectors").fetchone()
+        key = hash((version, *total))
+        if self._matrix is None or self._matrix[0] != key:
+            rows = self._db.execute("SELECT rowid, vec FROM vectors ORDER BY rowid").fetchall()
+            rowids = np.array([r[0] for r in rows], dtype=np.int64)
+            blob = b"".join(r[1] for r in rows)
+            dim = len(rows[0][1]) // 2 if rows else 0
+            matrix = np.frombuffer(blob, dtype="<f2").reshape(len(rows), dim).astype(np.float32)
+            self._matrix = (key, rowids, matrix)
+        return self._matrix[1], self._matrix[2]
+
+    def dense_search(self, query: str, k: int, also: Sequence[str] = ()) -> DenseResult:
+        """The `k` chunks nearest to `query` by cosine similarity, and the similarity of `also`.
+
+        Returns:
+            Hits (score: cosine, clamped to 0..1) and a note saying why there are none, or
+            that some chunks lack vectors.
+
+        Raises:
+            ConfigError: The KB's vectors came from another model.
+        """
+        import numpy as np
+
+        embedder = self.check_model()
+        if embedder is None:
+            return DenseResult(note="dense off: no embedding model configured (lexical only)")
+        with self._lock:
+            rowids, matrix = self._vectors()
+            chunks = int(self._db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        if not len(rowids):
+            return DenseResult(
+                note=f"dense off: the KB has no vectors; add them with `collective kb reindex "
+                f"--kb {self.path}` (lexical only until then)"
+            )
+        vector = _query_vector(embedder, query)
+        if vector.shape[0] != matrix.shape[1]:
+            raise ConfigError(
+                f"the KB's vectors have {matrix.shape[1]} dimensions, the model gives "
+                f"{vector.shape[0]}; run `collective kb reindex --kb {self.path}`"
+            )
+        sims = matrix @ vector
+        k = min(k, len(sims))
+        top = np.argpartition(-sims, k - 1)[:k] if k else np.array([], dtype=np.int64)
+        with self._lock:
+            wanted = {int(rowids[i]): float(sims[i]) for i in top}
+            rows = self._fetch_rowids(list(wanted))
+            similarity = {}
+            if also:
+                marks = ",".join("?" * len(also))
+                pairs = self._db.execute(
+                    f"SELECT id, rowid FROM chunks WHERE id IN ({marks})", list(also)
+                ).fetchall()
+                index = {int(r): i for i, r in enumerate(rowids)}
+                similarity = {cid: float(sims[index[r]]) for cid, r in pairs if r in index}
+        hits = rank_chunks([_row_to_chunk(row, round(max(0.0, wanted[row[5]]), 6)) for row in rows])
+        note = ""
+        if len(rowids) < chunks:
+            note = (
+                f"{chunks - len(rowids)} of {chunks} chunks have no vector; "
+                f"`collective kb reindex --kb {self.path}` adds them"
+            )
+        similarity.update((c.id, c.score) for c in hits)
+        return DenseResult(hits=hits, similarity=similarity, note=note)
+
+    def _fetch_rowids(self, rowids: Sequence[int]) -> builtins.list[tuple]:
+        if not rowids:
+            return []
+        marks = ",".join("?" * len(rowids))
+        return self._db.execute(
+            f"SELECT id, source, heading, text, tags, rowid FROM chunks WHERE rowid IN ({marks})",
+            list(rowids),
+        ).fetchall()
 
     # -- inspection and removal ----------------------------------------------------------------
 
@@ -402,3 +625,19 @@ class SqliteKnowledgeStore:
             coverage = sum(idf[t] for t in terms if row[0] in present[t]) / idf_sum
             scored.append(_row_to_chunk(row, round(0.7 * coverage + 0.3 * (-row[5] / best), 6)))
         return rank_chunks(scored)[:k]
+
+
+def embedding_text(heading: str, text: str) -> str:
+    """What is embedded for a chunk: its heading path, then its text."""
+    return f"{heading}\n{text}" if heading else text
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_query(embedder: Any, query: str) -> bytes:  # Any: the embedder is the cache key
+    return embedder.embed([query])[0].tobytes()
+
+
+def _query_vector(embedder: Any, query: str) -> np.ndarray:
+    import numpy as np
+
+    return np.frombuffer(_cached_query(embedder, query), dtype=np.float32)

@@ -8,10 +8,11 @@ idempotent and citations stay valid across rebuilds of the same files.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Chunk", "KnowledgeStore", "chunk_id", "rank_chunks"]
+__all__ = ["Chunk", "DenseResult", "DenseStore", "KnowledgeStore", "chunk_id", "rank_chunks"]
 
 ID_PREFIX = "mem_"
 
@@ -72,4 +73,25 @@ class KnowledgeStore(Protocol):
 
     def get(self, chunk_id: str) -> Chunk | None:
         """The chunk with this id (score 0), or None if the store has none."""
+        ...
+
+
+@dataclass
+class DenseResult:
+    """What a dense (embedding) search found."""
+
+    hits: list[Chunk] = field(default_factory=list)
+    """The nearest chunks, score = cosine similarity (0..1), best first."""
+    similarity: dict[str, float] = field(default_factory=dict)
+    """Cosine similarity of the hits and of the other chunks asked about, by id."""
+    note: str = ""
+    """Why the search found nothing (no vectors, no model), or what is incomplete."""
+
+
+@runtime_checkable
+class DenseStore(KnowledgeStore, Protocol):
+    """A store that can also search by embedding similarity (hybrid retrieval uses it)."""
+
+    def dense_search(self, query: str, k: int, also: Sequence[str] = ()) -> DenseResult:
+        """The `k` chunks nearest to `query`, and the similarity of the chunks `also` names."""
         ...

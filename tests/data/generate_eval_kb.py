@@ -374,7 +374,7 @@ def build(out: Path = HERE) -> dict:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     with tempfile.TemporaryDirectory() as tmp:
-        store = SqliteKnowledgeStore(Path(tmp) / "eval.sqlite")
+        store = SqliteKnowledgeStore(Path(tmp) / "eval.sqlite", embedder=None)
         store.add_paths([kb_dir], base=out)
         by_ref = {}
         for chunk in store.list():

