@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -275,12 +276,27 @@ async def post_chat(client: Any, *, stream: bool, **fields: Any) -> Any:
     is built the same way and the two are added; the client's own request path (errors,
     streaming) does the rest.
     """
-    from ollama import ChatResponse
     from ollama._types import ChatRequest
 
     body = ChatRequest(stream=stream, **fields).model_dump(exclude_none=True)
     body |= {"truncate": False, "shift": False}
-    return await client._request(ChatResponse, "POST", "/api/chat", json=body, stream=stream)
+    response = _chat_response()
+    return await client._request(response, "POST", "/api/chat", json=body, stream=stream)
+
+
+@functools.cache
+def _chat_response() -> Any:
+    """The client's `ChatResponse`, keeping the fields it does not know.
+
+    Such as `prompt_eval_cached_count`, newer than the pinned client.
+    """
+    from ollama import ChatResponse
+    from pydantic import ConfigDict
+
+    class Response(ChatResponse):
+        model_config = ConfigDict(extra="allow")
+
+    return Response
 
 
 def _is_local(url: str) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from collective import agents
-from collective.budget.assembly import chunks_section, text_section
+from collective.budget.assembly import SectionContent, chunks_section, text_section
 from collective.budget.trimming import Scored
 from collective.errors import BackendError, BackendTimeout, BudgetError
 from collective.graph.context import CouncilContext
@@ -19,7 +19,7 @@ from collective.nodes.model_call import NodeProgress, call_model, resolve_backen
 from collective.nodes.retry import TRANSIENT_RETRY, is_transient
 from collective.prompts import specialist as prompt
 
-__all__ = ["specialist"]
+__all__ = ["member_sections", "specialist"]
 
 
 async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
@@ -39,20 +39,9 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
                 ctx.for_member(task["index"]),  # members on one model sample differently
                 node=member,
                 backend=backend,
-                contents=[
-                    text_section("system", prompt.SYSTEM.format(k=ctx.k)),
-                    text_section("conversation_summary", task["conversation"], keep="end"),
-                    chunks_section("kb_chunks", chunks),
-                    text_section(
-                        "task",
-                        prompt.task_text(task["question"], task["plan"], member, ctx.k),
-                        # sized alike for every member, so their prompts share one prefix
-                        alike=[
-                            prompt.task_text(task["question"], task["plan"], m, ctx.k)
-                            for m in agents.members(ctx.k)
-                        ],
-                    ),
-                ],
+                contents=member_sections(
+                    task["question"], task["plan"], task["conversation"], chunks, member, ctx.k
+                ),
                 compose=prompt.compose,
                 question=task["question"],
                 retrieval_profile=task["retrieval_profile"],
@@ -98,6 +87,26 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
         "budgets": [call.report_dict],
         "timings": timings,
     }
+
+
+def member_sections(
+    question: str, plan: str, conversation: str, chunks: list[Scored], member: str, k: int
+) -> list[SectionContent]:
+    """A member's prompt sections: all but its own part are the same for every member.
+
+    The task is sized alike for the K members (`text_section(alike=...)`), so every section
+    fitted after it comes out the same and the members' prompts share one prefix.
+    """
+    return [
+        text_section("system", prompt.SYSTEM.format(k=k)),
+        text_section("conversation_summary", conversation, keep="end"),
+        chunks_section("kb_chunks", chunks),
+        text_section(
+            "task",
+            prompt.task_text(question, plan, member, k),
+            alike=[prompt.task_text(question, plan, m, k) for m in agents.members(k)],
+        ),
+    ]
 
 
 def _partial(
