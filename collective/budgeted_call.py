@@ -35,7 +35,7 @@ from collective.budget.monitor import (
     record_model_call,
     scope_for_section,
 )
-from collective.budget.plans import PRESETS, ModelBudget, check_role_sections
+from collective.budget.plans import PRESETS, ModelBudget, check_role_sections, default_preset
 from collective.budget.profiles import AgentBudget, ProfileAssignments, resolve_budget
 from collective.budget.report import BudgetReport
 from collective.errors import ConfigError, ContextOverflow, PoolExhausted
@@ -166,7 +166,7 @@ def fit_plan(
     Raises:
         ConfigError: The role names an unknown preset.
     """
-    ref = settings.budgets.get(role, role)
+    ref = settings.budgets.get(role) or default_preset(role)
     base = ref if isinstance(ref, ModelBudget) else PRESETS.get(ref)
     if base is None:
         raise ConfigError(f"unknown budget preset {ref!r} for {role}; use one of {list(PRESETS)}")

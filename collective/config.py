@@ -46,6 +46,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from collective.budget.plans import BudgetSections
 from collective.errors import ConfigError
 from collective.kb.profile_names import Profile
 
@@ -100,43 +101,6 @@ class SpecialistGroup(BaseModel):
     @classmethod
     def _spec(cls, value: str) -> str:
         return _check_spec(value)
-
-
-class BudgetSections(BaseModel):
-    """An explicit budget plan instead of a preset name."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    n_ctx: int = Field(
-        gt=0,
-        description="The context the plan is made for (scaled down to a smaller real context).",
-    )
-    output: int = Field(gt=0, description="Tokens reserved for the answer.")
-    prompt: int | None = Field(
-        default=None, gt=0, description="Prompt budget; default: the sum of the sections."
-    )
-    sections: dict[str, int] = Field(description="Tokens per section, in prompt order.")
-
-    @field_validator("sections")
-    @classmethod
-    def _sections_positive(cls, value: dict[str, int]) -> dict[str, int]:
-        if not value:
-            raise ValueError("give at least one section, e.g. system = 1000")
-        for name, size in value.items():
-            if size < 0:
-                raise ValueError(f"section {name!r} is {size}; sizes must be >= 0")
-        return value
-
-    def plan(self, name: str) -> ModelBudget:
-        """The `ModelBudget` these figures describe.
-
-        Raises:
-            BudgetError: The figures do not add up (sections past the prompt budget, ...).
-        """
-        from collective.budget.plans import ModelBudget
-
-        prompt = self.prompt if self.prompt is not None else sum(self.sections.values())
-        return ModelBudget(name, self.n_ctx, prompt, self.output, self.sections)
 
 
 def _check_budget(ref: str | BudgetSections) -> str | BudgetSections:
@@ -328,13 +292,12 @@ class CollectiveConfig(BaseSettings):
 
     def budget_plan(self, role: str) -> ModelBudget:
         """The role's budget plan before fitting: its preset or its explicit sections."""
-        from collective.budget.plans import PRESETS
+        from collective.budget.plans import PRESETS, default_preset
 
         ref = self.budgets.get(role)  # type: ignore[call-overload]
         if isinstance(ref, BudgetSections):
             return ref.plan(role)
-        default = "specialist" if role == "chat" else role
-        return PRESETS[ref or default]
+        return PRESETS[ref or default_preset(role)]
 
     def role_backends(self) -> dict[str, list[str]]:
         """Backend specs per role, for the smoke test (`specialist` lists one per member)."""
@@ -350,10 +313,11 @@ class CollectiveConfig(BaseSettings):
         """The `CouncilContext` of a council run under this configuration."""
         from collective.graph.context import CouncilContext
 
-        council = {r: ref for r, ref in self.budgets.items() if r != "chat"}
-        # Explicit sections travel as a ModelBudget (`budgeted_call.fit_plan` reads either).
+        # Explicit sections travel as a ModelBudget (`budgeted_call.fit_plan` reads either); the
+        # chat plan and cap travel too (`collective chat` calls with this context).
         budgets = {
-            r: ref if isinstance(ref, str) else self.budget_plan(r) for r, ref in council.items()
+            r: ref if isinstance(ref, str) else self.budget_plan(r)
+            for r, ref in self.budgets.items()
         }
         # One source of field names: a context field named like a setting takes its value;
         # only the fields whose shape differs are spelled out.
@@ -366,7 +330,7 @@ class CollectiveConfig(BaseSettings):
             kb=str(self.kb) if self.kb is not None else None,
             hidden_tags=tuple(self.hidden_tags),
             budgets=budgets,
-            output_caps={role: cap for role, cap in self.output_caps.items() if role != "chat"},
+            output_caps=dict(self.output_caps),
             usage_log=str(self.usage_log) if self.usage_log is not None else None,
             agent_profiles=dict(self.agent_profiles),
             budget_profiles=dict(self.budget_profiles),

@@ -17,9 +17,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
 from collective.errors import BudgetError, ConfigError
 
 __all__ = [
+    "BudgetSections",
     "JUDGE_PRESET",
     "PLANNER_PRESET",
     "PRESETS",
@@ -30,6 +33,7 @@ __all__ = [
     "SPECIALIST_PRESET",
     "ModelBudget",
     "check_role_sections",
+    "default_preset",
 ]
 
 REQUIRED_SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
@@ -238,6 +242,11 @@ PRESETS: Mapping[str, ModelBudget] = MappingProxyType(
 """The presets by name, as config refers to them."""
 
 
+def default_preset(role: str) -> str:
+    """The preset of a role whose budget names none: its own (`chat` has the specialist's)."""
+    return "specialist" if role == "chat" else role
+
+
 def check_role_sections(role: str, plan: ModelBudget) -> None:
     """Refuse a plan that lacks a section `role` needs (see `REQUIRED_SECTIONS`).
 
@@ -251,3 +260,38 @@ def check_role_sections(role: str, plan: ModelBudget) -> None:
             f"the {role}'s budget plan {plan.name!r} has no {names} section; the {role} needs "
             f"{', '.join(REQUIRED_SECTIONS[role])}: add the section or use the {role} preset"
         )
+
+
+class BudgetSections(BaseModel):
+    """An explicit budget plan instead of a preset name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n_ctx: int = Field(
+        gt=0,
+        description="The context the plan is made for (scaled down to a smaller real context).",
+    )
+    output: int = Field(gt=0, description="Tokens reserved for the answer.")
+    prompt: int | None = Field(
+        default=None, gt=0, description="Prompt budget; default: the sum of the sections."
+    )
+    sections: dict[str, int] = Field(description="Tokens per section, in prompt order.")
+
+    @field_validator("sections")
+    @classmethod
+    def _sections_positive(cls, value: dict[str, int]) -> dict[str, int]:
+        if not value:
+            raise ValueError("give at least one section, e.g. system = 1000")
+        for name, size in value.items():
+            if size < 0:
+                raise ValueError(f"section {name!r} is {size}; sizes must be >= 0")
+        return value
+
+    def plan(self, name: str) -> ModelBudget:
+        """The `ModelBudget` these figures describe.
+
+        Raises:
+            BudgetError: The figures do not add up (sections past the prompt budget, ...).
+        """
+        prompt = self.prompt if self.prompt is not None else sum(self.sections.values())
+        return ModelBudget(name, self.n_ctx, prompt, self.output, self.sections)

@@ -56,7 +56,6 @@ async def chat_turn(
             fit.
     """
     import asyncio
-    import dataclasses
 
     from collective.budget.assembly import text_section
     from collective.budgeted_call import budgeted_call
@@ -69,12 +68,9 @@ async def chat_turn(
     config = session.config
     graph_config = {"configurable": {"thread_id": thread_id}}
     snapshot = await session.graph.aget_state(graph_config)
-    scope = config.council_context().memory(thread_id)  # the user's, this thread's L2
+    settings = config.council_context()  # with the chat plan and cap
+    scope = settings.memory(thread_id)  # the user's, this thread's L2
     memory = load_memory((snapshot.values or {}).get("memory"), session.store, scope=scope)
-    caps = {"chat": config.output_caps["chat"]} if "chat" in config.output_caps else {}
-    settings = dataclasses.replace(
-        config.council_context(), budgets={"chat": config.budget_plan("chat")}, output_caps=caps
-    )
     call = await budgeted_call(
         settings,
         role="chat",

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import GetPydanticSchema, WithJsonSchema
 from pydantic_core import core_schema
 
-from collective.budget.plans import ModelBudget
+from collective.budget.plans import BudgetSections, ModelBudget
 from collective.errors import ConfigError
 from collective.memory.conversation import MemoryScope
 from collective.models.base import Backend
@@ -107,9 +107,9 @@ class CouncilContext:
     hidden_tags: Sequence[str] = ("meta",)
     """Chunk tags that specialists do not see (the judge sees every chunk)."""
     budgets: Mapping[str, BudgetRef] = field(default_factory=dict)
-    """Budget per role (`planner`, `specialist`, `reviewer`, `judge`): a preset name, an
+    """Budget per role (`planner`, `specialist`, `reviewer`, `judge`, `chat`): a preset name, an
     explicit `ModelBudget` or a `{n_ctx, output, sections}` table (turned into a
-    `ModelBudget`); defaults to the preset named like the role."""
+    `ModelBudget`); defaults to the preset named like the role (`chat`: the specialist's)."""
     output_caps: Mapping[str, int] = field(default_factory=dict)
     """Largest answer per role, below the plan's output budget."""
     temperature: float = 0.2
@@ -148,8 +148,6 @@ class CouncilContext:
         for role, ref in dict(self.budgets).items():
             if isinstance(ref, Mapping):
                 from pydantic import ValidationError
-
-                from collective.config import BudgetSections
 
                 try:
                     ref = BudgetSections(**ref).plan(role)
