@@ -9,7 +9,6 @@ traceback.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -43,7 +42,9 @@ def _collective(
     """A local multi-model council: a planner, K specialists and a judge."""
     import logging
 
-    verbose = verbose or os.environ.get("COLLECTIVE_VERBOSE", "") not in ("", "0")
+    from collective import environment
+
+    verbose = verbose or environment.verbose()
     # llama-cpp-python prints every native log line unless its logger says otherwise; its
     # level table is older than ggml's (warnings arrive as ERROR), so quiet means CRITICAL.
     logger = logging.getLogger("llama-cpp-python")
@@ -101,7 +102,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         if environment is not None:  # a read-only directory, a broken database file
             _fail(args, environment, str(environment), 2)
         # A bug, not a user error: one line unless asked for the traceback.
-        if os.environ.get("COLLECTIVE_DEBUG"):
+        from collective.environment import debug
+
+        if debug():
             raise
         message = (
             f"internal error {type(exc).__name__}: {exc}; rerun with COLLECTIVE_DEBUG=1 "

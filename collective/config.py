@@ -46,6 +46,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from collective import environment
 from collective.budget.plans import BudgetSections
 from collective.errors import ConfigError
 from collective.kb.profile_names import Profile
@@ -196,11 +197,11 @@ class CollectiveConfig(BaseSettings):
         description="Your own memory budget profiles: base_budget, max_budget, scope_weights.",
     )
     checkpoints: Annotated[str, AfterValidator(_location("checkpoints"))] = Field(
-        default=".collective/checkpoints.sqlite",
+        default=environment.CHECKPOINTS_PATH,
         description="LangGraph checkpoints (threads): a SQLite file or a postgresql:// URL.",
     )
     store: Annotated[str, AfterValidator(_location("store"))] = Field(
-        default=".collective/memory.sqlite",
+        default=environment.STORE_PATH,
         description="L2 long-term memory (LangGraph store): a SQLite file or a postgresql:// URL.",
     )
     user_id: str | None = Field(
@@ -213,7 +214,7 @@ class CollectiveConfig(BaseSettings):
     l0_capacity: int = Field(default=8_000, ge=100, description="L0 working memory (tokens).")
     l1_capacity: int = Field(default=32_000, ge=100, description="L1 session memory (tokens).")
     usage_log: Path | None = Field(
-        default=Path(".collective/usage.jsonl"), description="Budget usage log (JSON lines)."
+        default=Path(environment.USAGE_LOG_PATH), description="Budget usage log (JSON lines)."
     )
     telemetry: Literal["none", "console", "otlp"] = "none"
 
@@ -475,8 +476,8 @@ def load_config(
     file: Path | None = None
     if path is not None:
         file = Path(path)
-    elif os.environ.get("COLLECTIVE_CONFIG"):
-        file = Path(os.environ["COLLECTIVE_CONFIG"])
+    elif environment.config_file() is not None:
+        file = environment.config_file()
     elif Path(DEFAULT_CONFIG_FILE).is_file():
         file = Path(DEFAULT_CONFIG_FILE)
     from_file = _read_toml(file) if file is not None else {}

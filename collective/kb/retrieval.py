@@ -33,7 +33,6 @@ import asyncio
 import concurrent.futures
 import functools
 import math
-import os
 import re
 import time
 from collections import Counter
@@ -43,6 +42,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from collective import environment
 from collective.errors import ConfigError
 from collective.kb.profile_names import PROFILE_NAMES, AppliedProfile, Profile
 from collective.kb.sqlite_store import STOPWORDS, query_terms
@@ -118,8 +118,7 @@ FILLER = frozenset(
     should might may must able actually just well lot lots bit quite pretty sure""".split()
 )
 
-SYNONYMS_ENV = "COLLECTIVE_SYNONYMS"
-"""Names a synonym file that replaces the packaged `data/synonyms.txt` (same format)."""
+SYNONYMS_ENV = environment.SYNONYMS_ENV
 
 
 def synonyms() -> dict[str, tuple[str, ...]]:
@@ -131,7 +130,7 @@ def synonyms() -> dict[str, tuple[str, ...]]:
     Raises:
         ConfigError: The file cannot be read.
     """
-    return _load_synonyms(os.environ.get(SYNONYMS_ENV) or "")
+    return _load_synonyms(environment.synonyms_file())
 
 
 @functools.cache

@@ -27,6 +27,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from collective import environment
 from collective.errors import CollectiveError, ConfigError
 
 __all__ = [
@@ -124,7 +125,7 @@ EMBEDDED_JUDGE = "embedded:qwen2.5-coder-1.5b"
 """The default judge's spec: the larger model of the default council."""
 EMBEDDED_MODEL_NAME = EMBEDDED_MODELS["gemma-3-270m"].name
 """The gemma model's name in results (the tests' fast model)."""
-OVERRIDE_ENV = "COLLECTIVE_EMBEDDED_MODEL"
+OVERRIDE_ENV = environment.EMBEDDED_MODEL_ENV
 
 
 def embedded_model(spec: str) -> EmbeddedModel:
@@ -134,7 +135,7 @@ def embedded_model(spec: str) -> EmbeddedModel:
         ConfigError: An unknown name (the message lists the known ones).
     """
     _, _, key = spec.strip().partition(":")
-    key = os.environ.get(OVERRIDE_ENV) or key or DEFAULT_EMBEDDED
+    key = environment.embedded_model_override() or key or DEFAULT_EMBEDDED
     model = EMBEDDED_MODELS.get(key)
     if model is None:
         known = ", ".join(EMBEDDED_MODELS)
@@ -149,10 +150,7 @@ def embedded_model_by_path(path: str | os.PathLike[str]) -> EmbeddedModel | None
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("COLLECTIVE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "collective"
-    )
-    return Path(root) / "models"
+    return environment.cache_dir() / "models"
 
 
 def _stamp(path: Path) -> str:

@@ -32,7 +32,6 @@ import contextlib
 import functools
 import json
 import logging
-import os
 import re
 import socket
 import time
@@ -44,6 +43,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from collective import environment
 from collective.budget.counting import (
     ChatMessage,
     EstimateCounter,
@@ -346,7 +346,7 @@ class OllamaBackend(Backend):
         self._clients = LoopLocal(lambda: AsyncClient(host=self.base_url, timeout=timeout))
         self._info: OllamaModelInfo | None = None
         self._counter = counter
-        self.num_parallel = num_parallel or int(os.environ.get("OLLAMA_NUM_PARALLEL") or 1)
+        self.num_parallel = num_parallel or environment.ollama_num_parallel()
         self._pool: ServerPool | None = None
         self._pool_at = 0.0
 

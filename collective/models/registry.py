@@ -16,7 +16,6 @@ and `llamacpp:` naming the embedded file is the same backend as `embedded`.
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 from importlib import resources
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
+from collective import environment
 from collective.errors import ConfigError
 from collective.models.base import Backend
 
@@ -120,7 +120,7 @@ def parse_spec(spec: str) -> BackendSpec:
     if kind == "ollama":
         model, at, url = rest.rpartition("@")
         if not at:
-            model, url = rest, ollama_host_url(os.environ.get("OLLAMA_HOST", ""))
+            model, url = rest, ollama_host_url(environment.ollama_host())
         if not model:
             raise _refuse(spec, "no model name before `@`")
         return BackendSpec("ollama", url=_url(spec, url), model=model)

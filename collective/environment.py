@@ -1,0 +1,121 @@
+"""Every environment variable and default path collective reads, in one place.
+
+The settings of a run (`COLLECTIVE_<FIELD>`, `.env`, the TOML file) are layered by
+`collective.config`; this module holds what lies outside them: where files go by default, the
+cache, and the variables that tune one part (a synonym file, the embedded model for tests, an
+Ollama server's parallelism). It imports nothing of collective, so every layer may use it.
+Each function reads the environment when called, never at import.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = [
+    "CHECKPOINTS_PATH",
+    "COMPLEXITY_SIGNALS_ENV",
+    "EMBEDDED_MODEL_ENV",
+    "KB_EMBEDDINGS_ENV",
+    "KB_PATH",
+    "STORE_PATH",
+    "SYNONYMS_ENV",
+    "USAGE_LOG_PATH",
+    "cache_dir",
+    "complexity_signals_file",
+    "config_file",
+    "debug",
+    "embedded_model_override",
+    "kb_embeddings",
+    "kb_path",
+    "ollama_host",
+    "ollama_num_parallel",
+    "synonyms_file",
+    "usage_log_path",
+    "verbose",
+]
+
+KB_PATH = Path(".collective") / "kb.sqlite"
+"""The KB when neither `--kb`, config `kb` nor `$COLLECTIVE_KB` names one."""
+CHECKPOINTS_PATH = ".collective/checkpoints.sqlite"
+"""The threads' checkpoints (config `checkpoints`) by default."""
+STORE_PATH = ".collective/memory.sqlite"
+"""L2 long-term memory (config `store`) by default."""
+USAGE_LOG_PATH = ".collective/usage.jsonl"
+"""The budget usage log (config `usage_log`) by default."""
+
+SYNONYMS_ENV = "COLLECTIVE_SYNONYMS"
+"""Names a synonym file that replaces the packaged `data/synonyms.txt` (same format)."""
+COMPLEXITY_SIGNALS_ENV = "COLLECTIVE_COMPLEXITY_SIGNALS"
+"""Names a TOML file of complexity signals that replaces `data/complexity_signals.toml`."""
+EMBEDDED_MODEL_ENV = "COLLECTIVE_EMBEDDED_MODEL"
+"""Runs every `embedded` spec on this one embedded model (the tests use the small gemma)."""
+KB_EMBEDDINGS_ENV = "COLLECTIVE_KB_EMBEDDINGS"
+"""The embedder of KB vectors (default: the bundled model)."""
+
+
+def _get(name: str) -> str:
+    return os.environ.get(name, "").strip()
+
+
+def config_file() -> Path | None:
+    """`$COLLECTIVE_CONFIG`: the TOML file to read when `--config` names none."""
+    return Path(_get("COLLECTIVE_CONFIG")) if _get("COLLECTIVE_CONFIG") else None
+
+
+def kb_path() -> Path:
+    """`$COLLECTIVE_KB` if set, else `.collective/kb.sqlite` (relative to the working dir)."""
+    return Path(_get("COLLECTIVE_KB")) if _get("COLLECTIVE_KB") else KB_PATH
+
+
+def usage_log_path() -> str:
+    """`$COLLECTIVE_USAGE_LOG`, else `.collective/usage.jsonl`."""
+    return _get("COLLECTIVE_USAGE_LOG") or USAGE_LOG_PATH
+
+
+def cache_dir() -> Path:
+    """Collective's cache (`$COLLECTIVE_CACHE`, else `$XDG_CACHE_HOME/collective` or ~/.cache)."""
+    root = _get("COLLECTIVE_CACHE") or os.path.join(
+        _get("XDG_CACHE_HOME") or Path.home() / ".cache", "collective"
+    )
+    return Path(root)
+
+
+def synonyms_file() -> str:
+    """`$COLLECTIVE_SYNONYMS`: a synonym file to use instead of the packaged one ("" for none)."""
+    return _get(SYNONYMS_ENV)
+
+
+def complexity_signals_file() -> str:
+    """`$COLLECTIVE_COMPLEXITY_SIGNALS`: a signals file instead of the packaged one ("": none)."""
+    return _get(COMPLEXITY_SIGNALS_ENV)
+
+
+def embedded_model_override() -> str:
+    """`$COLLECTIVE_EMBEDDED_MODEL`: the one embedded model every `embedded` spec runs ("")."""
+    return _get(EMBEDDED_MODEL_ENV)
+
+
+def kb_embeddings() -> str:
+    """`$COLLECTIVE_KB_EMBEDDINGS`: the KB's embedder ("": the bundled model)."""
+    return _get(KB_EMBEDDINGS_ENV)
+
+
+def ollama_host() -> str:
+    """`$OLLAMA_HOST`, as the Ollama CLI reads it ("" when unset)."""
+    return _get("OLLAMA_HOST")
+
+
+def ollama_num_parallel() -> int:
+    """`$OLLAMA_NUM_PARALLEL`: the requests an Ollama server runs at once (default 1)."""
+    return int(_get("OLLAMA_NUM_PARALLEL") or 1)
+
+
+def verbose() -> bool:
+    """`$COLLECTIVE_VERBOSE`: show the native llama.cpp logs."""
+    return _get("COLLECTIVE_VERBOSE") not in ("", "0")
+
+
+def debug() -> bool:
+    """`$COLLECTIVE_DEBUG`: an internal error shows its traceback."""
+    return bool(_get("COLLECTIVE_DEBUG"))
