@@ -6,7 +6,12 @@
 * `self-moa`: K samples of the best model, then the judge (Self-MoA, "Rethinking
   Mixture-of-Agents", 2025);
 * `council`: the configured specialists (across models), then the judge;
-* `council-review`: the council with the anonymous peer-review round before the judge.
+* `council-review`: the council with the anonymous peer-review round before the judge;
+* `council-split`: the council with split evidence (each member reads the shared head and its
+  own slice of the candidates, `collective.kb.evidence`).
+
+The council modes read the chunks as `ctx.evidence` says (`council-split` always splits); the
+modes that sample the best model give every sample the same chunks (shared evidence).
 
 Every mode runs a small graph of the council's own nodes (`graph.builder.build_answer_graph`:
 `retrieve`, N `specialist`s, then `quorum`, `review` and `judge` where the mode has a judge),
@@ -22,17 +27,29 @@ import asyncio
 import dataclasses
 import re
 import time
-from typing import Literal
+from typing import Any, Literal
 
 from collective.graph.builder import build_answer_graph
 from collective.graph.context import CouncilContext
 from collective.graph.state import Proposal
+from collective.kb.evidence import council_evidence
+from collective.kb.support import cited_claims, support_share
 from collective.nodes.model_call import resolve_backend
+from collective.nodes.retrieve import open_knowledge
 
 __all__ = ["MODES", "Mode", "ModeResult", "run_mode"]
 
-Mode = Literal["single", "self-consistency", "self-moa", "council", "council-review"]
-MODES: tuple[Mode, ...] = ("single", "self-consistency", "self-moa", "council", "council-review")
+Mode = Literal[
+    "single", "self-consistency", "self-moa", "council", "council-review", "council-split"
+]
+MODES: tuple[Mode, ...] = (
+    "single",
+    "self-consistency",
+    "self-moa",
+    "council",
+    "council-review",
+    "council-split",
+)
 
 
 @dataclasses.dataclass
@@ -46,6 +63,12 @@ class ModeResult:
     unknown_citations: list[str]
     supplied: list[str]
     """Ids of the chunks retrieval supplied."""
+    seen: list[str]
+    """Ids of the chunks some model's prompt really showed (kept after trimming)."""
+    evidence: dict[str, Any]
+    """How the members read the chunks (`collective.kb.evidence.council_evidence`)."""
+    citation_support: float | None
+    """Share of the answer's cited claims whose chunks state their numbers and names."""
     proposals: list[Proposal]
     calls: int
     prompt_tokens: int
@@ -73,7 +96,12 @@ def mode_context(ctx: CouncilContext, mode: Mode) -> tuple[CouncilContext, int, 
     The judge's (first) backend is the best model: `single`, `self-consistency` and `self-moa`
     sample it as every specialist. No judge tools; peer review only in `council-review`.
     """
-    base = dataclasses.replace(ctx, judge_tools=False, review=mode == "council-review")
+    reading = "split" if mode == "council-split" else ctx.evidence
+    if mode not in ("council", "council-review", "council-split"):
+        reading = "shared"  # samples of one model: the same chunks each
+    base = dataclasses.replace(
+        ctx, judge_tools=False, review=mode == "council-review", evidence=reading
+    )
     best = dataclasses.replace(base, specialists=(ctx.judges[0],))
     if mode in ("single", "self-consistency"):
         return best, 1 if mode == "single" else ctx.k + 1, False
@@ -96,10 +124,16 @@ async def run_mode(question: str, mode: Mode, ctx: CouncilContext) -> ModeResult
     if judged:
         answer, unknown = out["answer"], list(out["unknown_citations"])
         cited = [c["id"] for c in out["citations"]]
+        support, evidence = out["citation_support"], out["evidence"]
         texts.append(answer)
     else:
         chosen = most_consistent(proposals)
         answer, cited, unknown = chosen["text"], chosen["citations"], chosen["unknown_citations"]
+        store = open_knowledge(settings)
+        seen_by = (chosen.get("evidence") or {}).get("seen", [])
+        shown = {i: c for i in seen_by if (c := store.get(i)) is not None}
+        support = support_share(cited_claims(answer, shown))
+        evidence = council_evidence(settings.evidence, proposals)
     sources = {c["id"]: c.get("source", "") for c in out["retrieval"]["chunks"]}
     counter = await resolve_backend(ctx.judges[0]).token_counter()
     output = sum(await asyncio.to_thread(lambda: [counter.count(t) for t in texts]))
@@ -109,6 +143,11 @@ async def run_mode(question: str, mode: Mode, ctx: CouncilContext) -> ModeResult
         citations=[{"id": i, "source": sources.get(i, "")} for i in dict.fromkeys(cited)],
         unknown_citations=list(unknown),
         supplied=list(sources),
+        seen=list(
+            dict.fromkeys(i for p in proposals for i in (p.get("evidence") or {}).get("seen", []))
+        ),
+        evidence=evidence,
+        citation_support=support,
         proposals=proposals,
         calls=len(out["budgets"]),
         prompt_tokens=sum(b["prompt_tokens"] for b in out["budgets"]),

@@ -96,6 +96,12 @@ class CouncilContext:
     """Retrieval profile (`collective.kb.retrieval.Profile`)."""
     max_inject: int | None = None
     max_latency_ms: float | None = None
+    # -- evidence (issue 29) --
+    evidence: Literal["shared", "split", "auto"] = "auto"
+    """How the specialists read the chunks (`collective.kb.evidence`): all the same ones
+    (`shared`), a shared head plus a slice each (`split`), or split when they do not fit one
+    member's KB section (`auto`)."""
+    # -- end evidence --
     rewriter: BackendRef | None = None
     """A model that rewrites queries for the deep retrieval profile (deterministic if None)."""
     summarizer: BackendRef | None = None
@@ -163,6 +169,8 @@ class CouncilContext:
         from collective.budget.profiles import ProfileAssignments
 
         ProfileAssignments.from_settings(self)  # an unknown or invalid profile fails here
+        if self.evidence not in ("shared", "split", "auto"):
+            raise ConfigError(f"evidence {self.evidence!r}: use 'shared', 'split' or 'auto'")
         if self.memory_scope not in ("thread", "user"):
             raise ConfigError(f"memory_scope {self.memory_scope!r}: use 'thread' or 'user'")
 

@@ -46,6 +46,9 @@ class Proposal(TypedDict):
     """Why the member produced nothing (failure or timeout); None when it answered."""
     partial: NotRequired[bool]
     """True when the member ran out of time: `text` is what it had written by then."""
+    evidence: NotRequired[dict[str, Any]]
+    """What the member read (`collective.kb.evidence`): `mode` (shared or split), the shared
+    `head` and its `own` slice (split), the chunks its prompt kept (`seen`) and the `reason`."""
 
 
 class CouncilInput(TypedDict):
@@ -78,6 +81,15 @@ class CouncilOutput(TypedDict, total=False):
     """Mean rank per proposal (`member`, `mean_rank`, `votes`), best first."""
     tool_calls: list[dict[str, Any]]
     """The judge's verification tool calls."""
+    evidence: dict[str, Any]
+    """How the members read the chunks: `requested`, `applied` (shared or split), `reason`, and
+    per member the chunks it saw."""
+    citation_support: float | None
+    """Share of the verdict's cited claims whose cited chunks state their numbers and names
+    (None when it cites nothing)."""
+    claim_check: dict[str, Any]
+    """The check of the verdict's cited claims: `claims`, the draft's support share
+    (`draft_support`), whether the judge `revised` it, the claims `dropped`."""
     notes: list[str]
 
 

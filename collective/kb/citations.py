@@ -24,7 +24,11 @@ read as two citations. Ids are returned in first-appearance order, deduplicated.
 
 Checking (`check_citations`): a cited id counts only if it is among the chunks the model was
 actually shown (kept after trimming, tag intact); every other tag-like string the model wrote
-(`[KB#unknown]`, `[KB#has space]`, `[KB mem_1]`, a bare `KB#mem_1`) is reported as unknown.
+(`[KB#unknown]`, `[KB#has space]`, `[KB mem_1]`) is reported as unknown. A tag written without
+its brackets or in odd case (`kb#mem_1`, `KB#MEM_1`) that names a shown chunk is read as a
+citation of it; one that names no shown chunk stays unknown. Untrusted text cannot use this to
+cite an unsupplied chunk: only shown ids resolve, and `neutralise` rewrites bare `KB#` openings
+(`KB-ref x`) as it does bracketed ones.
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ _CITATION = re.compile(f"{_OPEN}\\s*{_KB}\\s*#({_NOT_BRACKET}*){_CLOSE}", re.IGN
 # bare `KB#x`.
 _BRACKETED = re.compile(f"{_OPEN}\\s*{_KB}(?![a-z0-9]){_NOT_BRACKET}*{_CLOSE}", re.IGNORECASE)
 _BARE = re.compile(f"(?<![A-Za-z0-9]){_KB}\\s*#\\s*[^\\s\\[\\],;)]+", re.IGNORECASE)
+_BARE_OPEN = re.compile(f"(?<![A-Za-z0-9\\[]){_KB}\\s*#", re.IGNORECASE)
 _ITEM_PREFIX = re.compile(f"^{_KB}\\s*#\\s*", re.IGNORECASE)
 _ID = re.compile(r"^[A-Za-z0-9_.:\-]+$")
 
@@ -109,7 +114,8 @@ def neutralise(text: str, keep: Iterable[str] = ()) -> str:
     text = normalise(text)
     tags = sorted({tag(i) for i in keep}, key=len, reverse=True)
     if not tags:
-        return _SCORE_OPEN.sub("[Score-ref:", _TAG_OPEN.sub("[KB-ref ", text))
+        text = _SCORE_OPEN.sub("[Score-ref:", _TAG_OPEN.sub("[KB-ref ", text))
+        return _BARE_OPEN.sub("KB-ref ", text)
     pieces = re.split(f"({'|'.join(map(re.escape, tags))})", text)
     # odd pieces are kept tags; the text between them is rewritten piece by piece
     return "".join(p if n % 2 else neutralise(p) for n, p in enumerate(pieces))
@@ -127,9 +133,23 @@ def format_chunk(chunk: Chunk) -> str:
     return f"{tag(chunk.id)} [Score: {chunk.score:.2f}] {body}"
 
 
-def _read(text: str) -> tuple[list[str], list[str]]:
-    """Ids cited in `text` and the tag-like strings that name no id, first-appearance order."""
+def _read(text: str, shown: Collection[str] = ()) -> tuple[list[str], list[str]]:
+    """Ids cited in `text` and the tag-like strings that name no id, first-appearance order.
+
+    A bare tag (`kb#mem_1`, no brackets) is an id only when it names one of `shown`; an id in
+    odd case becomes the shown id it matches (case-insensitively, when only one does).
+    """
     text = normalise(text)
+    folded: dict[str, list[str]] = {}
+    for i in shown:
+        folded.setdefault(i.casefold(), []).append(i)
+
+    def known(item: str) -> str | None:
+        if item in shown:
+            return item
+        same = folded.get(item.casefold(), [])
+        return same[0] if len(same) == 1 else None
+
     ids: dict[str, None] = {}
     malformed: dict[str, None] = {}
     for match in _BRACKETED.finditer(text):
@@ -139,12 +159,16 @@ def _read(text: str) -> tuple[list[str], list[str]]:
         for item in items:
             item = _ITEM_PREFIX.sub("", item.strip()).strip()
             if item and _ID.match(item):
-                ids.setdefault(item, None)
+                ids.setdefault(known(item) or item, None)
                 found = True
         if not found:
             malformed.setdefault(match.group(0), None)
     for match in _BARE.finditer(_BRACKETED.sub(" ", text)):
-        malformed.setdefault(match.group(0), None)
+        item = _ITEM_PREFIX.sub("", match.group(0)).rstrip(".:!?'\"")
+        if (cid := known(item)) is not None:
+            ids.setdefault(cid, None)
+        else:
+            malformed.setdefault(match.group(0), None)
     return list(ids), list(malformed)
 
 
@@ -204,7 +228,7 @@ def split_citations(text: str, shown: Collection[str]) -> tuple[list[str], list[
 
     See `check_citations`; this is the same check for callers that only hold the shown ids.
     """
-    ids, malformed = _read(text)
+    ids, malformed = _read(text, shown)
     return [i for i in ids if i in shown], [*(i for i in ids if i not in shown), *malformed]
 
 

@@ -24,7 +24,9 @@ from collective.errors import BackendError, BackendUnavailable, BudgetError, Inv
 from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState, Proposal, answered, applied_profile
 from collective.kb.citations import check_citations, format_chunk, neutralise, shown_ids, tag
+from collective.kb.evidence import council_evidence, seen_counts
 from collective.kb.store import Chunk
+from collective.kb.support import cited_claims, drop_claims, support_share
 from collective.kb.tools import VerificationTools
 from collective.models.base import Backend, ToolCall
 from collective.nodes.chunks import chunks_from_state, scored_chunks
@@ -38,19 +40,29 @@ __all__ = ["judge"]
 
 
 def evidence(proposals: list[Proposal], chunks: Mapping[str, Chunk]) -> list[Scored]:
-    """The chunks the specialists cited, once each, most-cited first."""
+    """The chunks the specialists cited, once each: those several members cite first.
+
+    Each says who cited it and, where members read different parts (split evidence), whether
+    it rests on one member's reading alone (only that member saw it).
+    """
     counts = Counter(i for p in proposals for i in p["citations"] if i in chunks)
     by_member: dict[str, list[str]] = {}
     for p in proposals:
         for i in p["citations"]:
             by_member.setdefault(i, []).append(p["member"])
+    seen = seen_counts(proposals)
+    split = any((p.get("evidence") or {}).get("mode") == "split" for p in proposals)
+
+    def label(i: str) -> str:
+        members = by_member[i]
+        if len(members) > 1:
+            return f"(supported by {len(members)} members: {', '.join(members)})"
+        if split and seen[i] <= 1:
+            return f"(only {members[0]} saw this chunk: check the claim against it)"
+        return f"(cited by {members[0]} only)"
+
     return [
-        Scored(
-            i,
-            f"{format_chunk(chunks[i])}\n(cited by {', '.join(by_member[i])})",
-            float(n),
-            mark=tag(i),
-        )
+        Scored(i, f"{format_chunk(chunks[i])}\n{label(i)}", float(n), mark=tag(i))
         for i, n in counts.most_common()
     ]
 
@@ -190,6 +202,7 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
                 ) from error
             continue
         out["ranking_aggregate"] = aggregate
+        out["evidence"] = council_evidence(ctx.evidence, members)
         out["notes"] = [*state.get("notes", []), *failures, *out["notes"]]
         return out
     raise AssertionError("unreachable: refs is never empty")
@@ -276,18 +289,58 @@ async def _rule(
         rounds.append([(tool_call, result) for tool_call, result, _ in results])
         tool_log += _logged(results, round_number)
     assert call is not None
-    answer = call.result.text.strip()
-    # Only chunks the final prompt really showed (kept after trimming, tag intact) resolve.
-    supplied = {i: chunks[i] for i in call.prompt.kept("kb_chunks", "evidence")}
-    if tools:
-        shown = shown_ids("\n".join(transcript.fitted), tools.fetched)
-        supplied.update((i, tools.fetched[i]) for i in shown)
+
+    def shown(call: ModelCall, transcript: ToolTranscript) -> dict[str, Chunk]:
+        # Only chunks the prompt really showed (kept after trimming, tag intact) resolve.
+        supplied = {i: chunks[i] for i in call.prompt.kept("kb_chunks", "evidence")}
+        if tools:
+            seen = shown_ids("\n".join(transcript.fitted), tools.fetched)
+            supplied.update((i, tools.fetched[i]) for i in seen)
+        return supplied
+
+    answer, supplied = call.result.text.strip(), shown(call, transcript)
+    # -- faithful verdicts (issue 29): each cited claim checked against its chunks --
+    claims = cited_claims(answer, supplied)
+    check: dict[str, Any] = {"claims": len(claims), "draft_support": support_share(claims)}
+    if unsupported := [c for c in claims if not c.supported]:
+        problems = [(c.text, [format_chunk(supplied[i]) for i in c.cited], c.missing)
+                    for c in unsupported]  # fmt: skip
+        revision = prompt.revision_text(answer, problems, supplied)
+        final = ToolTranscript(rounds, [])
+        revised = await call_model(
+            ctx,
+            node=agents.JUDGE,
+            backend=backend,
+            contents=[*contents, final.section()],
+            compose=final.compose(functools.partial(prompt.compose, revise=revision)),
+            question=state["question"],
+            retrieval_profile=profile,
+        )
+        budgets.append(revised.report_dict)
+        if revised.result.text.strip():
+            call, answer = revised, revised.result.text.strip()
+            supplied = shown(revised, final)
+            check["revised"] = True
+        claims = cited_claims(answer, supplied)
+        if dropped := [c for c in claims if not c.supported]:
+            kept_answer = drop_claims(answer, dropped)
+            if kept_answer != answer:
+                notes.append(
+                    f"dropped {len(dropped)} cited claim(s) their chunks do not support: "
+                    + "; ".join(f"{c.text.strip()!r} ({', '.join(c.missing)})" for c in dropped)
+                )
+                check["dropped"] = [c.text.strip() for c in dropped]
+                answer = kept_answer
+                claims = cited_claims(answer, supplied)
+    # -- end faithful verdicts --
     citations, unknown = check_citations(answer, supplied)
     timings = progress.done(call)
     return {
         "answer": answer,
         "citations": citations,
         "unknown_citations": unknown,
+        "citation_support": support_share(claims),
+        "claim_check": check,
         "budgets": budgets,
         "timings": timings,
         "tool_calls": tool_log,

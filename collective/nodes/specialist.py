@@ -14,6 +14,7 @@ from collective.errors import BackendError, BackendTimeout, BudgetError
 from collective.graph.context import CouncilContext
 from collective.graph.state import Proposal, SpecialistTask
 from collective.kb.citations import split_citations
+from collective.kb.evidence import MemberEvidence
 from collective.nodes.chunks import chunks_from_state, scored_chunks
 from collective.nodes.model_call import NodeProgress, call_model, resolve_backend
 from collective.nodes.retry import TRANSIENT_RETRY, is_transient
@@ -31,6 +32,9 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
     member = task["member"]
     backend = resolve_backend(ctx.member_backend(task["index"]))
     chunks = scored_chunks(chunks_from_state(task["chunks"]), ctx.hidden_tags)
+    # -- evidence (issue 29): shared, or a shared head plus this member's own slice --
+    kb = MemberEvidence(chunks, ctx.k, task["index"], ctx.evidence)
+    # -- end evidence --
     progress = NodeProgress(member, backend.model)
     written: list[str] = []  # what the member has streamed, kept if it runs out of time
     try:
@@ -40,7 +44,7 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
                 node=member,
                 backend=backend,
                 contents=member_sections(
-                    task["question"], task["plan"], task["conversation"], chunks, member, ctx.k
+                    task["question"], task["plan"], task["conversation"], chunks, member, ctx.k, kb
                 ),
                 compose=prompt.compose,
                 question=task["question"],
@@ -81,6 +85,7 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
         citations=cited,
         unknown_citations=unknown,
         error=None,
+        evidence=kb.summary(call.prompt.kept("kb_chunks")),
     )
     return {
         "proposals": [proposal],
@@ -90,17 +95,25 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
 
 
 def member_sections(
-    question: str, plan: str, conversation: str, chunks: list[Scored], member: str, k: int
+    question: str,
+    plan: str,
+    conversation: str,
+    chunks: list[Scored],
+    member: str,
+    k: int,
+    evidence: MemberEvidence | None = None,
 ) -> list[SectionContent]:
     """A member's prompt sections: all but its own part are the same for every member.
 
     The task is sized alike for the K members (`text_section(alike=...)`), so every section
-    fitted after it comes out the same and the members' prompts share one prefix.
+    fitted after it comes out the same and the members' prompts share one prefix. With split
+    `evidence` the KB section is the shared head plus the member's own slice, which the prompt
+    puts after the shared prefix (`collective.prompts.council.compose`).
     """
     return [
         text_section("system", prompt.SYSTEM.format(k=k)),
         text_section("conversation_summary", conversation, keep="end"),
-        chunks_section("kb_chunks", chunks),
+        evidence.section("kb_chunks") if evidence else chunks_section("kb_chunks", chunks),
         text_section(
             "task",
             prompt.task_text(question, plan, member, k),

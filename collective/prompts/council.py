@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from collective.budget.counting import ChatMessage
+from collective.kb.evidence import SLICE
 
 __all__ = ["OWN_PART", "SYSTEM", "compose", "own_part", "task_text"]
 
@@ -41,12 +42,25 @@ def own_part(text: str) -> str:
 
 
 def compose(sections: Mapping[str, str]) -> list[ChatMessage]:
-    """Messages from the fitted sections: the shared part first, the task (own part) last."""
+    """Messages from the fitted sections: the shared part first, the task (own part) last.
+
+    With split evidence the KB section ends with the member's own slice (`SLICE` and its
+    chunks): it goes after the question, just before the member's own part, so the shared
+    prefix holds only the chunks every member reads.
+    """
     user = []
     if sections.get("conversation_summary"):
         user.append(f"## Conversation so far\n{sections['conversation_summary']}")
-    user.append(f"## Knowledge base\n{sections.get('kb_chunks') or '(no chunks retrieved)'}")
-    user.append(f"## Task\n{sections['task']}")
+    # -- evidence (issue 29): the member's own slice after the shared prefix --
+    kb, mark, own = (sections.get("kb_chunks") or "").partition(SLICE)
+    task = sections["task"]
+    if mark:
+        at = task.rfind(OWN_PART)
+        at = len(task) if at < 0 else at
+        task = f"{task[:at].rstrip()}\n\n{SLICE}\n{own.strip()}\n\n{task[at:]}".rstrip()
+    # -- end evidence --
+    user.append(f"## Knowledge base\n{kb.strip() or '(no chunks retrieved)'}")
+    user.append(f"## Task\n{task}")
     # Tools travel beside the messages (the backend's native tool calling), never as text here.
     return [
         {"role": "system", "content": sections["system"]},

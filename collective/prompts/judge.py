@@ -7,7 +7,7 @@ judge's own knowledge-base check (its last round after tool calls), synthesis in
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from collective.budget.counting import ChatMessage
 from collective.kb.citations import neutralise
@@ -16,7 +16,9 @@ SYSTEM = """You are the judge of a council of specialists. Weigh their proposals
 knowledge base and write the verdict: the single best answer to the question.
 - Prefer claims supported by the knowledge base; say where specialists disagree and who is right.
 - Cite the chunks your verdict relies on by tag exactly as shown, e.g. [KB#mem_0a1b2c3d].
-- Cite only tags shown in the knowledge base, the proposals or the evidence; never invent one."""
+- Cite only tags shown in the knowledge base, the proposals or the evidence; never invent one.
+- Evidence several members cite is better supported than a chunk only one member saw.
+- State numbers and names exactly as the cited chunk states them."""
 
 FORMAT = """first the direct answer in one short sentence, then at most three short reasons, \
 one per line, each ending with the tag of the chunk it comes from, copied exactly from the \
@@ -34,6 +36,30 @@ rest on: call kb_search (or kb_get for a tag you want in full) once. Then write 
 one that rules at once still gets the verdict's shape)."""
 
 
+REVISE = f"""Some cited claims of your draft verdict state numbers or names that their cited \
+chunk does not state (listed above with the chunks). Rewrite the verdict: state each number and \
+name exactly as its chunk states it, cite the chunk each claim comes from, and leave out any \
+claim no chunk supports. Write it now, with no tool call: {FORMAT}"""
+"""The check of each cited claim against its chunk, asked once when a claim failed it."""
+
+
+def revision_text(
+    draft: str, problems: list[tuple[str, list[str], tuple[str, ...]]], keep: Iterable[str]
+) -> str:
+    """The draft and each unsupported claim with its chunks and what they do not state.
+
+    The draft is model output: it is neutralised except for the tags of `keep` (chunks the judge
+    was shown), so it cannot show the judge a tag of anything else.
+    """
+    keep = list(keep)
+    lines = [f"Draft verdict:\n{neutralise(draft, keep)}", "Claims their chunks do not support:"]
+    for claim, chunks, missing in problems:
+        said = neutralise(claim, keep)
+        lines.append(f"- {said!r} states {', '.join(missing)}; its chunk says:")
+        lines += [f"  {chunk}" for chunk in chunks]
+    return "\n".join(lines)
+
+
 def task_text(question: str, plan: str, ranking: str = "") -> str:
     """The task framing with the planning context (plan and peer rankings) after it.
 
@@ -47,7 +73,7 @@ def task_text(question: str, plan: str, ranking: str = "") -> str:
 
 
 def compose(
-    sections: Mapping[str, str], verify: bool = False, checked: str = ""
+    sections: Mapping[str, str], verify: bool = False, checked: str = "", revise: str = ""
 ) -> list[ChatMessage]:
     """Messages from the fitted sections.
 
@@ -56,6 +82,8 @@ def compose(
         verify: Ask for a tool check before the verdict (tools on offer).
         checked: The judge's tool rounds told as text (the final round, no tools on offer):
             shown just before the instructions, in the same user turn.
+        revise: The check of the draft verdict's cited claims (`revision_text`): shown last,
+            with the instruction to fix or drop what the chunks do not support.
     """
     user = [
         f"## Conversation context\n{sections.get('conversation_summary') or '(new conversation)'}",
@@ -67,7 +95,10 @@ def compose(
         user.append(f"## Evidence cited by the specialists\n{sections['evidence']}")
     if checked:
         user.append(f"## Your knowledge-base check\n{checked}")
-    user.append(f"## Synthesis instructions\n{VERIFY if verify else SYNTHESIS}")
+    if revise:
+        user.append(f"## Check of your draft\n{revise}")
+    instructions = REVISE if revise else VERIFY if verify else SYNTHESIS
+    user.append(f"## Synthesis instructions\n{instructions}")
     # Tools travel beside the messages (the backend's native tool calling), never as text here.
     return [
         {"role": "system", "content": sections["system"]},

@@ -6,10 +6,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from collective.kb.citations import (
+    check_citations,
     format_chunk,
     neutralise,
     parse_citations,
     resolve,
+    split_citations,
     visible_chunks,
 )
 from collective.kb.store import Chunk
@@ -60,3 +62,17 @@ def test_resolve_splits_known_and_unknown() -> None:
 def test_visible_chunks_hides_tags_for_proposers_only() -> None:
     assert visible_chunks([A, B], {"META"}) == [A]
     assert visible_chunks([A, B], []) == [A, B]
+
+
+def test_a_tag_without_brackets_or_in_odd_case_that_names_a_supplied_chunk_is_a_citation() -> None:
+    # issue 29: verdicts wrote `kb#mem_...` and counted as citing nothing
+    answer = "PETG dries at 65 °C, kb#mem_a1. Also KB#MEM_A1 and KB#mem_zz and kb#mem_b2."
+    citations, unknown = check_citations(answer, {"mem_a1": A})
+    assert citations == [{"id": "mem_a1", "source": "petg.md"}]
+    assert unknown == ["KB#mem_zz", "kb#mem_b2."]  # not supplied: unknown, never a citation
+    assert split_citations("[kb#MEM_A1]", ["mem_a1"]) == (["mem_a1"], [])
+
+
+@given(st.text(alphabet=st.sampled_from(list("#KkBb :,_ma1\n")), max_size=60))
+def test_neutralised_text_never_cites_a_supplied_chunk_by_a_bare_tag(text: str) -> None:
+    assert split_citations(neutralise(text), ["mem_a1", "a1"])[0] == []

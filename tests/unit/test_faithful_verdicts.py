@@ -1,0 +1,96 @@
+"""Faithful verdicts (issue 29): each cited claim is checked against its chunk before it stands.
+
+The judge is scripted here: a model that misstates a chunk's numbers on demand cannot be had
+for real. The council's own nodes, prompts and citation checks run as they do in a real run.
+"""
+
+from __future__ import annotations
+
+from collective.graph import build_graph
+from collective.kb.store import Chunk
+from collective.kb.support import cited_claims, drop_claims, support_share
+from tests.fakes import ListStore, ScriptedBackend
+from tests.unit.test_graph_council import context
+
+PETG = Chunk(
+    "mem_petg",
+    "PETG prints at a nozzle temperature of 230-250 °C with the bed at 70-85 °C.",
+    "filament/petg.md",
+    score=0.9,
+    heading="PETG > Print temperatures",
+)
+PP = Chunk(
+    "mem_pp",
+    "Polypropylene survives repeated folding as living hinges and floats.",
+    "filament/polypropylene.md",
+    score=0.8,
+    heading="polypropylene > Mechanical behaviour",
+)
+SUPPLIED = {c.id: c for c in (PETG, PP)}
+
+
+def test_claims_state_numbers_and_names_as_their_chunk_does() -> None:
+    answer = (
+        "PETG prints at 240-260 °C [KB#mem_petg]. Use PA6 nylon for the hinge [KB#mem_pp].\n"
+        "- The bed of PETG-like parts sits at 70-85 °C. [KB#mem_petg]\n"
+        "- Polypropylene floats kb#mem_pp\n"
+        "Decision: polypropylene"
+    )
+    claims = cited_claims(answer, SUPPLIED)
+    assert [c.missing for c in claims] == [("240", "260"), ("PA6",), (), ()]
+    assert support_share(claims) == 0.5
+    kept = drop_claims(answer, [c for c in claims if not c.supported])
+    assert "240" not in kept and "PA6" not in kept and "Decision: polypropylene" in kept
+    assert drop_claims("PETG: 240 °C [KB#mem_petg].", claims[:1]) == "PETG: 240 °C [KB#mem_petg]."
+
+
+def judge_says(*replies: str) -> ScriptedBackend:
+    """A judge that gives `replies` in turn (the last one again after that)."""
+    said: list[str] = []
+
+    def reply(messages) -> str:
+        said.append(messages[-1]["content"])
+        return replies[min(len(said), len(replies)) - 1]
+
+    backend = ScriptedBackend("judge", reply)
+    backend.prompts = said  # type: ignore[attr-defined]
+    return backend
+
+
+async def test_the_judge_fixes_a_misstated_number_before_the_verdict_is_final() -> None:
+    judge = judge_says(
+        "PETG. It prints at 240-260 °C [KB#mem_petg].",
+        "PETG. It prints at 230-250 °C [KB#mem_petg].",
+    )
+    ctx = context(judge=judge, knowledge=ListStore([PETG, PP]), judge_tools=False)
+    out = await build_graph().ainvoke({"question": "What nozzle heat for PETG?"}, context=ctx)
+    assert out["answer"] == "PETG. It prints at 230-250 °C [KB#mem_petg]."
+    assert out["citation_support"] == 1.0
+    assert out["claim_check"] == {"claims": 1, "draft_support": 0.0, "revised": True}
+    check = judge.prompts[1]  # type: ignore[attr-defined]
+    assert "states 240, 260; its chunk says" in check and "230-250 °C" in check
+    assert [b["node"] for b in out["budgets"]][-2:] == ["judge", "judge"]
+
+
+async def test_a_claim_its_chunk_does_not_support_is_dropped_when_the_fix_fails() -> None:
+    wrong = "\n".join(
+        [
+            "Polypropylene [KB#mem_pp].",
+            "- It folds as a hinge [KB#mem_pp]",
+            "- PA6 floats [KB#mem_pp]",
+        ]
+    )
+    ctx = context(judge=judge_says(wrong), knowledge=ListStore([PETG, PP]), judge_tools=False)
+    out = await build_graph().ainvoke({"question": "Which plastic floats?"}, context=ctx)
+    assert "PA6" not in out["answer"] and "folds as a hinge" in out["answer"]
+    assert out["citation_support"] == 1.0
+    assert out["claim_check"]["draft_support"] == 2 / 3
+    assert any("dropped 1 cited claim" in note for note in out["notes"])
+
+
+async def test_a_bare_tag_naming_a_supplied_chunk_counts_as_its_citation() -> None:
+    judge = judge_says("Polypropylene floats, kb#mem_pp. See also KB#mem_gone.")
+    ctx = context(judge=judge, knowledge=ListStore([PETG, PP]), judge_tools=False)
+    out = await build_graph().ainvoke({"question": "Which plastic floats?"}, context=ctx)
+    assert out["citations"] == [{"id": "mem_pp", "source": "filament/polypropylene.md"}]
+    assert out["unknown_citations"] == ["KB#mem_gone."]
