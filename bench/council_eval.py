@@ -2,26 +2,37 @@
 
 Questions come from the fact tables behind `tests/data/eval_kb` (tests/data/generate_eval_kb.py),
 never from model output: direct lookups (density, nozzle temperature, Janka hardness),
-paraphrases (melting range, bed temperature, "how heavy"), and two-hop comparisons of two
-entities. Each has the numbers (or the entity) a correct answer states, and its gold chunk ids.
+paraphrases (melting range, bed temperature, "how heavy"), two-hop comparisons of two
+entities, and *wide* questions: which of 5-10 named entities ranks first on a property, whose
+evidence (one chunk per entity, among their other chunks) exceeds one member's KB section at the
+evaluated windows. Each has the numbers (or the entity) a correct answer states, and its gold
+chunk ids.
 
-Arms (collective.modes, the council's own nodes; K = 3; judge without KB tools so that arms 2-4
-make equal calls, K+1):
+Arms (collective.modes, the council's own nodes; K = 3; judge without KB tools so that arms 2-5
+make equal calls, K+1, plus one judge call where it fixes a claim its chunk does not support):
 
-1. `single`: the best model (the judge's, Qwen2.5-Coder 1.5B), one call;
+1. `single`: the best model (the judge's, Qwen2.5-Coder 1.5B), one call, the top chunks that fit;
 2. `self-consistency`: K+1 samples of it, the most consistent answer;
 3. `self-moa`: K samples of it + its judge;
-4. `council`: the default council (K Qwen 0.5B specialists at temperatures 0.2/0.5/0.8) + judge;
-5. `council-review`: 4 plus the peer-review round (2K+1 calls).
+4. `council`: the default council (K Qwen 0.5B specialists at temperatures 0.2/0.5/0.8) + judge,
+   every member reading the same chunks (shared evidence);
+5. `council-split`: 4 with split evidence (a shared head plus each member's own slice);
+6. `council-review` (on request): 4 plus the peer-review round (2K+1 calls).
 
-Scoring: correct when the answer states every gold number (a comparison: names the right entity
-first); an answer that parrots the prompt or raw KB lines (`[Score: ...]`, section headers,
-the system prompt) is wrong. Accuracy gets a paired bootstrap 95% CI of its difference to arm 1;
-citations get precision / recall against the gold chunks; unknown citations, prompt and output
-tokens, model calls and wall time are per question.
+The evaluated windows (`WINDOWS`) are small on purpose: a specialist's KB section holds about 8
+chunks, the judge's about 10 plus the evidence its members cite, and retrieval hands over up to
+24 candidates (deep). Caps: specialists 128 output tokens, the judge 192.
 
-Run: .venv/bin/python bench/council_eval.py [--questions N] [--arms single,council] [--json]
-(`make eval` runs every question and arm: hours on two CPU cores; see bench/README.md.)
+Scoring: correct when the answer states every gold number (a comparison or a wide question:
+names the right entity first, restated lists aside); an answer that parrots the prompt or raw KB
+lines (`[Score: ...]`, section headers, the system prompt) is wrong. Accuracy and evidence recall
+(the share of gold chunks the answer's citations cover) get paired bootstrap 95% CIs of their
+difference to the first arm; citation precision (cited chunks that are gold), the share of cited
+claims their chunk supports, unknown citations, prompt and output tokens, model calls and wall
+time are per question. Summaries are given for all questions, the wide ones and the rest.
+
+Run: .venv/bin/python bench/council_eval.py [--questions N] [--kinds wide] [--arms ...] [--json]
+(`make eval` runs every question and arm; see bench/README.md.)
 """
 
 from __future__ import annotations
@@ -60,13 +71,15 @@ class Question:
     """One question, what a correct answer states, and the chunks that hold it."""
 
     id: str
-    kind: str  # direct, paraphrase, comparison
+    kind: str  # direct, paraphrase, comparison, wide
     text: str
     numbers: list[float] = field(default_factory=list)
     """Every one must appear in a correct answer."""
     winner: str = ""
     loser: str = ""
     """Comparisons: the answer must name `winner` before (or instead of) `loser`."""
+    entities: list[str] = field(default_factory=list)
+    """Wide questions: the entities listed; the answer must name `winner` first among them."""
     gold: list[str] = field(default_factory=list)
     """Gold chunk ids."""
 
@@ -152,12 +165,105 @@ def build_questions(by_ref: dict[tuple[str, str], str]) -> list[Question]:
     pairs("hotter", filaments, lambda e: _numbers(e["row"][1])[0], "Print temperatures",
           "Which needs the hotter nozzle to print, {a} or {b}?", 7)  # fmt: skip
     out: list[Question] = []
-    groups = [direct, para, comp]
+    groups = [direct, para, comp, wide_questions(by_ref)]
     while any(groups):
         for group in groups:
             if group:
                 out.append(group.pop(0))
     return out
+
+
+# (id prefix, category, table, section, value of a row, question, "highest" or "lowest")
+WIDE = [
+    ("densest", "metal", facts.METALS, "Density and melting range", lambda r: float(r[1]),
+     "Which of these metals has the highest density: {}?", "highest"),
+    ("hottest-nozzle", "filament", facts.FILAMENTS, "Print temperatures",
+     lambda r: _numbers(r[1])[0],
+     "Which of these filaments needs the highest nozzle temperature: {}?", "highest"),
+    ("coolest-nozzle", "filament", facts.FILAMENTS, "Print temperatures",
+     lambda r: _numbers(r[1])[0],
+     "Which of these filaments prints at the lowest nozzle temperature: {}?", "lowest"),
+    ("hardest-wood", "wood", [r for r in facts._table(facts.WOODS) if "Janka" in r[1]],
+     "Density and hardness", lambda r: _numbers(r[1].split("Janka")[1])[0],
+     "Which of these woods has the highest Janka hardness: {}?", "highest"),
+    ("lightest-plastic", "plastic", facts.PLASTICS, "Density", lambda r: float(r[1]),
+     "Which of these plastics has the lowest density: {}?", "lowest"),
+    ("hottest-plastic", "plastic", facts.PLASTICS, "Service temperature", lambda r: float(r[2]),
+     "Which of these plastics has the highest continuous service temperature: {}?", "highest"),
+    ("strongest-plastic", "plastic", facts.PLASTICS, "Tensile strength", lambda r: float(r[3]),
+     "Which of these plastics has the highest tensile strength: {}?", "highest"),
+]  # fmt: skip
+WIDE_PER_PROPERTY = 4
+
+
+def wide_questions(by_ref: dict[tuple[str, str], str]) -> list[Question]:
+    """Which of 5-10 named entities ranks first on a property (a unique winner each).
+
+    Gold chunks: every listed entity's chunk for the property (ranking needs them all).
+    """
+    out: list[Question] = []
+    rng = random.Random(29)
+    for prefix, category, table, section, value, template, order in WIDE:
+        rows = facts._table(table) if isinstance(table, str) else table
+        made, winners = 0, []
+        while made < WIDE_PER_PROPERTY:
+            picked = rng.sample(rows, rng.randint(5, min(10, len(rows))))
+            values = sorted((value(r) for r in picked), reverse=order == "highest")
+            best = next(r for r in picked if value(r) == values[0])
+            if values[0] == values[1] or winners.count(best[0]) >= 2:
+                continue  # no unique winner, or the same winner again and again
+            winners.append(best[0])
+            names = [r[0] for r in picked]
+            made += 1
+            out.append(
+                Question(
+                    f"{prefix}-{made}",
+                    "wide",
+                    template.format(", ".join(names[:-1]) + " or " + names[-1]),
+                    winner=best[0],
+                    entities=names,
+                    gold=[by_ref[(f"{category}/{facts.slug(n)}.md", section)] for n in names],
+                )
+            )
+    return out
+
+
+def aliases(name: str) -> list[str]:
+    """Ways an answer may name an entity: its name, without a parenthesis or a stock form
+    (`PEEK rod` -> `PEEK`), and a first word that is a code (`6061-T6`, `PA6`, `C360`)."""
+    out = [name, re.sub(r"\s*\(.*?\)", "", name)]
+    out.append(re.sub(r"\s+(sheet|rod|nylon|aluminium|stainless steel|tool steel)$", "", name))
+    first = name.split()[0]
+    if any(ch.isdigit() for ch in first) or sum(ch.isupper() for ch in first) >= 2:
+        out.append(first)
+    return [a.lower() for a in dict.fromkeys(out) if a]
+
+
+_JOIN = re.compile(r"\s*(?:,\s*)?(?:(?:or|and)\s+)?")
+
+
+def _first_named(answer: str, entities: list[str]) -> str | None:
+    """The entity an answer names first; a restated list (three or more of the names in the
+    question's order, joined by commas, "or", "and") names none."""
+    low = answer.lower()
+    forms = sorted(((a, e) for e in entities for a in aliases(e)), key=lambda t: -len(t[0]))
+    entity = dict(forms)
+    one = rf"(?<![\w-])(?:{'|'.join(re.escape(a) for a, _ in forms)})(?![\w-])"
+    hits = list(re.finditer(one, low))
+    i = 0
+    while i < len(hits):
+        j = i
+        while (
+            j + 1 < len(hits)
+            and _JOIN.fullmatch(low[hits[j].end() : hits[j + 1].start()])
+            and entities.index(entity[hits[j + 1].group(0)])
+            > entities.index(entity[hits[j].group(0)])
+        ):
+            j += 1
+        if j - i < 2:  # not a restated list
+            return entity[hits[i].group(0)]
+        i = j + 1
+    return None
 
 
 def is_parrot(answer: str) -> bool:
@@ -169,6 +275,8 @@ def score(question: Question, answer: str) -> bool:
     """Whether `answer` states what a correct answer states (and does not parrot)."""
     if not answer.strip() or is_parrot(answer):
         return False
+    if question.kind == "wide":
+        return _first_named(answer, question.entities) == question.winner
     if question.kind == "comparison":
         names = "|".join(re.escape(n.lower()) for n in (question.winner, question.loser))
         # "between A and B", "A or B": a restated pair names no winner
@@ -180,7 +288,9 @@ def score(question: Question, answer: str) -> bool:
     return all(any(abs(n - gold) < 1e-9 for n in stated) for gold in question.numbers)
 
 
-def bootstrap_diff(a: list[bool], b: list[bool], rounds: int = 2000) -> tuple[float, float]:
+def bootstrap_diff(
+    a: list[bool] | list[float], b: list[bool] | list[float], rounds: int = 2000
+) -> tuple[float, float]:
     """Paired bootstrap 95% CI of mean(a) - mean(b) over the same questions."""
     rng = random.Random(0)
     n = len(a)
@@ -204,13 +314,38 @@ def open_kb(tmp: Path) -> tuple[Path, dict[tuple[str, str], str]]:
     return path, by_ref
 
 
+WINDOWS: dict[str, dict[str, Any]] = {
+    "specialist": {
+        "n_ctx": 4096,
+        "output": 512,
+        "sections": {"system": 200, "kb_chunks": 300, "task": 160, "safety_margin": 64},
+    },
+    "judge": {
+        "n_ctx": 8192,
+        "output": 512,
+        "sections": {
+            "system": 260,
+            "kb_chunks": 360,
+            "proposals": 480,
+            "evidence": 480,
+            "task": 160,
+            "safety_margin": 96,
+        },
+    },
+}
+"""The evaluated windows: small KB sections (a specialist's holds about 8 chunks), so that a
+wide question's evidence exceeds one member's and splitting it can matter. Outputs are capped
+by `--specialist-cap` / `--judge-cap`."""
+
+
 def context(kb: Path, caps: dict[str, int], k: int) -> CouncilContext:
     """The default council's settings (its judge is the best model) on the eval KB."""
     return CouncilContext(
         k=k,
         kb=str(kb),
-        retrieval="balanced",
-        max_inject=4,
+        retrieval="deep",
+        max_inject=24,
+        budgets=WINDOWS,
         output_caps=caps,
         usage_log=None,
     )
@@ -236,11 +371,15 @@ async def run(
             gold = set(question.gold)
             row = {
                 "question": question.id,
+                "kind": question.kind,
                 "correct": score(question, result.answer),
                 "parrot": is_parrot(result.answer),
                 "precision": len(cited & gold) / len(cited) if cited else 0.0,
                 "recall": len(cited & gold) / len(gold),
-                "gold_supplied": bool(gold & set(result.supplied)),
+                "gold_supplied": len(gold & set(result.supplied)) / len(gold),
+                "gold_seen": len(gold & set(result.seen)) / len(gold),
+                "evidence": result.evidence.get("applied", ""),
+                "support": result.citation_support,
                 "unknown": len(result.unknown_citations),
                 "calls": result.calls,
                 "prompt_tokens": result.prompt_tokens,
@@ -260,18 +399,24 @@ async def run(
 
 
 def summarise(rows: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """Per arm: accuracy, its CI against the first arm, citations, tokens, calls, time."""
+    """Per arm: accuracy and evidence recall with CIs against the first arm, citations, cost."""
     first = next(iter(rows.values()))
     out = {}
     for arm, arm_rows in rows.items():
         correct = [r["correct"] for r in arm_rows]
+        recall = [r["recall"] for r in arm_rows]
         low, high = bootstrap_diff(correct, [r["correct"] for r in first])
+        r_low, r_high = bootstrap_diff(recall, [r["recall"] for r in first])
+        supports = [r["support"] for r in arm_rows if r.get("support") is not None]
         out[arm] = {
             "n": len(arm_rows),
             "accuracy": sum(correct) / len(correct),
             "diff_vs_first_ci95": [round(low, 3), round(high, 3)],
             "citation_precision": statistics.mean(r["precision"] for r in arm_rows),
-            "citation_recall": statistics.mean(r["recall"] for r in arm_rows),
+            "citation_recall": statistics.mean(recall),
+            "recall_diff_vs_first_ci95": [round(r_low, 3), round(r_high, 3)],
+            "gold_seen": statistics.mean(r.get("gold_seen", 0.0) for r in arm_rows),
+            "citation_support": statistics.mean(supports) if supports else None,
             "unknown_citations": sum(r["unknown"] for r in arm_rows),
             "parrots": sum(r["parrot"] for r in arm_rows),
             "calls_per_q": statistics.mean(r["calls"] for r in arm_rows),
@@ -279,6 +424,16 @@ def summarise(rows: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]
             "output_tokens_per_q": statistics.mean(r["output_tokens"] for r in arm_rows),
             "wall_s_per_q": statistics.mean(r["wall_s"] for r in arm_rows),
         }
+    return out
+
+
+def groups(rows: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """The rows of all questions, of the wide ones and of the rest (groups with rows only)."""
+    out = {"all": rows}
+    for name, wide in (("wide", True), ("narrow", False)):
+        picked = {a: [r for r in rs if (r.get("kind") == "wide") == wide] for a, rs in rows.items()}
+        if all(picked.values()) and picked != rows:
+            out[name] = picked
     return out
 
 
@@ -299,20 +454,35 @@ def completed(path: Path) -> dict[str, list[dict[str, Any]]]:
 def table(summary: dict[str, dict[str, Any]]) -> str:
     """The summary as a Markdown table."""
     lines = [
-        "| arm | n | accuracy | diff vs single (95% CI) | cit. precision | cit. recall | "
-        "unknown cit. | calls/q | prompt tok/q | output tok/q | wall s/q |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| arm | n | accuracy | diff vs first (95% CI) | evidence recall | recall diff (95% CI) | "
+        "cit. precision | claims supported | unknown cit. | calls/q | prompt tok/q | "
+        "output tok/q | wall s/q |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for arm, s in summary.items():
         low, high = s["diff_vs_first_ci95"]
+        r_low, r_high = s.get("recall_diff_vs_first_ci95", [0.0, 0.0])
+        support = s.get("citation_support")
         lines.append(
             f"| {arm} | {s['n']} | {s['accuracy']:.2f} | [{low:+.2f}, {high:+.2f}] | "
-            f"{s['citation_precision']:.2f} | {s['citation_recall']:.2f} | "
+            f"{s['citation_recall']:.2f} | [{r_low:+.2f}, {r_high:+.2f}] | "
+            f"{s['citation_precision']:.2f} | {'-' if support is None else f'{support:.2f}'} | "
             f"{s['unknown_citations']} | {s['calls_per_q']:.1f} | "
             f"{s['prompt_tokens_per_q']:.0f} | {s['output_tokens_per_q']:.0f} | "
             f"{s['wall_s_per_q']:.1f} |"
         )
     return "\n".join(lines)
+
+
+def tables(rows: dict[str, list[dict[str, Any]]]) -> str:
+    """One table per group of questions (all, wide, narrow)."""
+    return "\n\n".join(
+        f"{name} questions:\n\n{table(summarise(group))}" for name, group in groups(rows).items()
+    )
+
+
+DEFAULT_ARMS = ["single", "self-consistency", "self-moa", "council", "council-split"]
+"""The arms `make eval` runs (council-review on request: it costs 2K+1 calls)."""
 
 
 def subset(questions: list[Question], n: int) -> list[Question]:
@@ -330,6 +500,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         questions = build_questions(by_ref)
         if args.ids:
             questions = [q for q in questions if q.id in args.ids]
+        if args.kinds:
+            questions = [q for q in questions if q.kind in args.kinds]
         questions = subset(questions, args.questions)
         ctx = context(kb, caps, args.k)
         started = time.perf_counter()
@@ -340,14 +512,17 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             await close_all()
         wall = time.perf_counter() - started
-    summary = summarise(rows)
+    summary = {name: summarise(group) for name, group in groups(rows).items()}
     return {"questions": len(questions), "wall_s": round(wall, 1), "summary": summary, "rows": rows}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=10_000, help="evenly spread subset")
-    parser.add_argument("--arms", type=lambda s: s.split(","), default=list(MODES))
+    parser.add_argument("--arms", type=lambda s: s.split(","), default=DEFAULT_ARMS)
+    parser.add_argument(
+        "--kinds", type=lambda s: s.split(","), help="only these kinds (direct, ..., wide)"
+    )
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--specialist-cap", type=int, default=128)
     parser.add_argument("--judge-cap", type=int, default=192)
@@ -366,7 +541,8 @@ def main(argv: list[str] | None = None) -> None:
         for arm_rows in rows.values():  # scored again: the scoring may have been fixed since
             for row in arm_rows:
                 row["correct"] = score(by_id[row["question"]], row["answer"])
-        print(table(summarise(rows)))
+                row.setdefault("kind", by_id[row["question"]].kind)
+        print(tables(rows))
         return
     unknown = [a for a in args.arms if a not in MODES]
     if unknown:
@@ -378,8 +554,8 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(result, indent=1))
         return
     print(f"{result['questions']} questions, {result['wall_s']} s in all")
-    print(table(result["summary"]))
-    best = max(result["summary"].items(), key=lambda kv: kv[1]["accuracy"])
+    print(tables(result["rows"]))
+    best = max(result["summary"]["all"].items(), key=lambda kv: kv[1]["accuracy"])
     print(f"most accurate: {best[0]} ({best[1]['accuracy']:.2f})")
 
 

@@ -49,7 +49,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from collective import environment
 from collective.budget.plans import BudgetSections
 from collective.errors import ConfigError
-from collective.kb.profile_names import Profile
+from collective.kb.profile_names import Evidence, Profile
 
 if TYPE_CHECKING:
     from collective.budget.plans import ModelBudget
@@ -179,6 +179,13 @@ class CollectiveConfig(BaseSettings):
     retrieval: Profile = "auto"
     max_inject: int | None = Field(default=None, ge=1)
     max_latency_ms: float | None = Field(default=None, gt=0)
+    # -- evidence (issue 29) --
+    evidence: Evidence = Field(
+        default="auto",
+        description="Specialists read the same chunks (shared), a shared head plus a slice "
+        "each (split), or split when the chunks exceed one member's KB section (auto).",
+    )
+    # -- end evidence --
     kb: Path | None = Field(
         default=None, description="SQLite KB; default .collective/kb.sqlite, seeded with the demo."
     )

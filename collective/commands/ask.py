@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from collective import agents
-from collective.commands.options import ConfigOption, KbOption, RetrievalOption, missing_kb
+from collective.commands.options import (
+    ConfigOption,
+    EvidenceOption,
+    KbOption,
+    RetrievalOption,
+    missing_kb,
+)
 
 if TYPE_CHECKING:
     from collective.config import CollectiveConfig, EffectiveConfig
@@ -289,7 +295,13 @@ SETTINGS_KEY = "collective_settings"
 _LOCAL_KEYS = ("checkpoints", "store", "usage_log", "telemetry")
 """Settings of this machine, not of the run: a resume keeps the current ones."""
 
-_OPTIONS = {"k": "--k", "retrieval": "--retrieval", "kb": "--kb", "review": "--review"}
+_OPTIONS = {
+    "k": "--k",
+    "retrieval": "--retrieval",
+    "kb": "--kb",
+    "review": "--review",
+    "evidence": "--evidence",
+}
 
 
 async def start_run(
@@ -478,6 +490,7 @@ def ask(
     ] = None,
     config: ConfigOption = None,
     retrieval: RetrievalOption = None,
+    evidence: EvidenceOption = None,
     kb: KbOption = None,
     thread: Annotated[
         str | None, typer.Option("--thread", "-t", help="Continue this conversation thread.")
@@ -521,6 +534,7 @@ def ask(
             "retrieval": retrieval,
             "kb": str(kb) if kb else None,
             "review": review,
+            "evidence": evidence,
         }
         explicit = {key: value for key, value in overrides.items() if value is not None}
         if config is not None:

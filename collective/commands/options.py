@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from collective.kb.profile_names import Profile
+from collective.kb.profile_names import Evidence, Profile
 
-__all__ = ["ConfigOption", "KbOption", "RetrievalOption", "missing_kb"]
+__all__ = ["ConfigOption", "EvidenceOption", "KbOption", "RetrievalOption", "missing_kb"]
 
 ConfigOption = Annotated[
     Path | None,
@@ -24,6 +24,16 @@ ConfigOption = Annotated[
 
 RetrievalOption = Annotated[Profile | None, typer.Option("--retrieval", help="Retrieval profile.")]
 """`--retrieval lean|balanced|deep|auto`."""
+
+EvidenceOption = Annotated[
+    Evidence | None,
+    typer.Option(
+        "--evidence",
+        help="Specialists read the same chunks (shared), a shared head plus a slice each "
+        "(split), or split when the chunks exceed one member's KB section (auto).",
+    ),
+]
+"""`--evidence shared|split|auto`."""
 
 KbOption = Annotated[
     Path | None,

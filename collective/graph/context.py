@@ -18,6 +18,7 @@ from pydantic_core import core_schema
 
 from collective.budget.plans import BudgetSections, ModelBudget
 from collective.errors import ConfigError
+from collective.kb.profile_names import EVIDENCE_MODES, Evidence
 from collective.memory.conversation import MemoryScope
 from collective.models.base import Backend
 
@@ -97,7 +98,7 @@ class CouncilContext:
     max_inject: int | None = None
     max_latency_ms: float | None = None
     # -- evidence (issue 29) --
-    evidence: Literal["shared", "split", "auto"] = "auto"
+    evidence: Evidence = "auto"
     """How the specialists read the chunks (`collective.kb.evidence`): all the same ones
     (`shared`), a shared head plus a slice each (`split`), or split when they do not fit one
     member's KB section (`auto`)."""
@@ -169,8 +170,8 @@ class CouncilContext:
         from collective.budget.profiles import ProfileAssignments
 
         ProfileAssignments.from_settings(self)  # an unknown or invalid profile fails here
-        if self.evidence not in ("shared", "split", "auto"):
-            raise ConfigError(f"evidence {self.evidence!r}: use 'shared', 'split' or 'auto'")
+        if self.evidence not in EVIDENCE_MODES:
+            raise ConfigError(f"evidence {self.evidence!r}: use one of {', '.join(EVIDENCE_MODES)}")
         if self.memory_scope not in ("thread", "user"):
             raise ConfigError(f"memory_scope {self.memory_scope!r}: use 'thread' or 'user'")
 

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from collective.budget.assembly import SectionContent
 from collective.budget.counting import TokenCounter
 from collective.budget.trimming import Fitted, Scored, select_chunks
+from collective.kb.profile_names import EVIDENCE_MODES, Evidence
 
 __all__ = [
     "EVIDENCE_MODES",
@@ -37,8 +38,6 @@ __all__ = [
     "split",
 ]
 
-Evidence = Literal["shared", "split", "auto"]
-EVIDENCE_MODES: tuple[Evidence, ...] = ("shared", "split", "auto")
 
 SLICE = "## Your own slice of the knowledge base (no other member sees these chunks)"
 """Heads a member's own chunks in a split KB section; the prompt puts them after the shared

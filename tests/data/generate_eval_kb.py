@@ -89,6 +89,35 @@ silicone sealant|skins in 10-30 minutes and cures about 2 mm per day|fills gaps 
 methacrylate structural adhesive|working time 5-15 minutes, handling strength within an hour|good gap filling|metals, composites and hard plastics with minimal surface preparation|very high strength and toughness, even on oily metal|good heat resistance, around 120 °C for many grades|strong odour; ventilate the work area
 """
 
+# Engineering plastics as sheet and rod stock: numeric properties for the council eval's wide
+# questions (compare 5-10 of them); their sections are not among the retrieval eval's templates.
+# name | density g/cm3 | continuous service °C | tensile MPa | friction and wear | chemicals | uses
+PLASTICS = """
+HDPE|0.95|80|26|low friction and good wear resistance, but it creeps under load|resists most acids, bases and solvents|cutting boards, tanks and chemical liners
+UHMW-PE|0.93|82|42|the best abrasion resistance of common plastics and very low friction|excellent; almost nothing dissolves it at room temperature|wear strips, chute liners and conveyor guides
+acetal|1.41|105|67|low friction and excellent dimensional stability, ideal for moving parts|good with fuels and solvents, attacked by strong acids|precision gears, bushings and snap fits
+nylon 66|1.14|95|82|tough with good wear resistance, but it swells as it absorbs water|good with oils and fuels, poor with acids|gears, rollers and wear pads
+PTFE|2.17|260|24|the lowest friction of any solid plastic, but it creeps and wears fast unfilled|inert to almost every chemical|seals, gaskets and non-stick bearings
+PVC|1.40|60|52|moderate wear; not a bearing material|resists acids, bases and salts; attacked by ketones|pipes, tanks and electrical enclosures
+acrylic|1.19|78|72|scratches easily|attacked by many solvents, resists dilute acids|windows, light guides and display cases
+polycarbonate sheet|1.20|120|64|poor wear and scratch resistance without a hard coat|attacked by solvents and alkalis|machine guards, safety glazing and riot shields
+PEEK rod|1.31|250|98|excellent wear resistance at high temperature|resists almost everything but concentrated sulphuric acid|pump parts, valve seats and aerospace bushings
+PET-P|1.39|110|85|low friction and wear, better than acetal in humid air|good with dilute acids and oils|food-machinery parts and precision bearings
+ABS sheet|1.05|70|44|moderate wear|attacked by acetone and many solvents|housings, vacuum-formed trays and signage
+polypropylene sheet|0.90|100|33|moderate wear and a waxy surface|excellent against acids, bases and many solvents|chemical tanks, lab benches and living hinges
+PVDF|1.78|145|48|good abrasion resistance|resists acids, halogens and most solvents|chemical pipework, pump housings and membranes
+polysulfone|1.24|160|70|moderate wear|resists hydrolysis and steam, attacked by polar solvents|steam-sterilised medical parts and hot-water fittings
+"""
+
+PLASTIC_SECTIONS = [
+    ("Density", "{Name} stock has a density of {1} g/cm3."),
+    ("Service temperature", "{Name} is rated for continuous service up to {2} °C."),
+    ("Tensile strength", "The tensile strength of {name} is about {3} MPa."),
+    ("Friction and wear", "Friction and wear of {name}: {4}."),
+    ("Chemical resistance", "Chemical resistance of {name}: {5}."),
+    ("Applications", "{Name} is used for {6}."),
+]
+
 METAL_SECTIONS = [
     ("Density and melting range", "{name} has a density of about {1} g/cm3 and melts over {2} °C."),
     ("Strength", "Typical figures for {name}: {3}."),
@@ -159,6 +188,7 @@ def render_kb() -> dict[str, str]:
     files |= _render("filament", _table(FILAMENTS), FILAMENT_SECTIONS)
     files |= _render("wood", _table(WOODS), WOOD_SECTIONS)
     files |= _render("adhesive", _table(ADHESIVES), ADHESIVE_SECTIONS)
+    files |= _render("plastic", _table(PLASTICS), PLASTIC_SECTIONS)
     return files
 
 

@@ -26,28 +26,25 @@ def test_five_questions_through_every_arm(capsys, tmp_path, gguf_path):
     )
     out = json.loads(capsys.readouterr().out)
     assert out["questions"] == 5
-    summary = out["summary"]
-    assert list(summary) == list(ce.MODES)
-    # equal calls where possible: K+1 for arms 2-4, one for single, 2K+1 with peer review
+    summary = out["summary"]["all"]
+    assert list(summary) == ce.DEFAULT_ARMS
+    # equal calls: K+1 for arms 2-5 (plus the judge's fix of a claim its chunk does not
+    # support, where one was needed), one for single
     calls = {arm: s["calls_per_q"] for arm, s in summary.items()}
-    assert calls == {
-        "single": 1,
-        "self-consistency": 3,
-        "self-moa": 3,
-        "council": 3,
-        "council-review": 5,
-    }
+    assert calls["single"] == 1 and calls["self-consistency"] == 3
+    assert all(3 <= calls[arm] <= 4 for arm in ("self-moa", "council", "council-split"))
     for arm, s in summary.items():
         assert s["n"] == 5
         low, high = s["diff_vs_first_ci95"]
         assert -1 <= low <= high <= 1
         assert 0 <= s["citation_precision"] <= 1 and 0 <= s["citation_recall"] <= 1
+        assert 0 <= s["gold_seen"] <= 1
         assert s["prompt_tokens_per_q"] > 0 and s["output_tokens_per_q"] > 0
     assert summary["single"]["diff_vs_first_ci95"] == [0, 0]
     # the rows file holds every row, and summarises to the same figures
     assert len(rows.read_text().splitlines()) == 25
     again = ce.summarise(ce.completed(rows))
-    assert {a: s["accuracy"] for a, s in again.items()} == {
+    assert {a: s["accuracy"] for a, s in again.items()} == {  # same figures again
         a: s["accuracy"] for a, s in summary.items()
     }
 
