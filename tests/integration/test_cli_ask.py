@@ -54,7 +54,13 @@ def test_json_output_has_the_design_contract(workdir):
     for proposal in out["proposals"]:
         assert {"member", "model", "text", "citations", "error"} <= set(proposal)
         assert proposal["model"] == "gemma-3-270m-q4_k_m"
-    assert [b["node"] for b in out["budgets"]] == ["plan", "specialist-1", "specialist-2", "judge"]
+    fix = ["judge"] if out["claim_check"]["draft_support"] not in (None, 1.0) else []
+    assert [b["node"] for b in out["budgets"]] == [
+        "plan",
+        "specialist-1",
+        "specialist-2",
+        "judge",
+    ] + fix
     for budget in out["budgets"]:
         assert {
             "node",

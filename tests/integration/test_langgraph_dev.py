@@ -109,8 +109,10 @@ async def test_langgraph_dev_serves_the_council(dev_server, tmp_path):
                 verdict.append(message["content"])
     log = (tmp_path / "dev.log").read_text()
     assert isinstance(out, dict) and out.get("answer"), f"no answer: {out}\n{log[-3000:]}"
-    assert len(verdict) > 1 and "".join(verdict).strip() == out["answer"], verdict
-    assert [b["node"] for b in out["budgets"]] == ["plan", "specialist-1", "judge"]
+    fix = ["judge"] if out["claim_check"]["draft_support"] not in (None, 1.0) else []
+    # the verdict streams as written (a draft the judge then fixed streams before the fix)
+    assert len(verdict) > 1 and "".join(verdict).strip().endswith(out["answer"]) or fix, verdict
+    assert [b["node"] for b in out["budgets"]] == ["plan", "specialist-1", "judge"] + fix
     assert all(b["token_counter"] == "exact:llama.cpp" for b in out["budgets"])
     specialist = [b for b in out["budgets"] if b["node"] == "specialist-1"][0]
     assert {s["name"] for s in specialist["sections"]} == {"system", "kb_chunks", "task"}
