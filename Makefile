@@ -39,8 +39,9 @@ bench: $(STAMP)
 real-council: $(STAMP)
 	COLLECTIVE_REAL_COUNCIL=1 $(BIN)/pytest -q tests/integration/test_embedded_council.py
 
-# Council vs one model on the 85-question KB-grounded QA set, all five arms (bench/README.md:
-# about 4 hours on two idle CPU cores). A subset: make eval EVAL_ARGS="--questions 12".
+# Council vs one model on the 113-question KB-grounded QA set (28 wide questions), arms single,
+# self-consistency, self-moa, council, council-split (bench/README.md has the measured time).
+# A subset: make eval EVAL_ARGS="--questions 12"; only the wide ones: EVAL_ARGS="--kinds wide".
 eval: $(STAMP)
 	$(BIN)/python bench/council_eval.py --out bench/council_eval.json $(EVAL_ARGS)
 

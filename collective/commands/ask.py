@@ -581,6 +581,8 @@ def _run_mode(config: CollectiveConfig, question: str, mode: AnswerMode) -> dict
             "citations": result.citations,
             "unknown_citations": result.unknown_citations,
             "proposals": result.proposals,
+            "evidence": result.evidence,
+            "citation_support": result.citation_support,
             "timings": {"total_ms": result.wall_s * 1000},
             "notes": [f"mode {mode.value}: {result.calls} model calls, no council graph"],
         }
