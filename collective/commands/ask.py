@@ -595,10 +595,6 @@ def _usage(message: str) -> Exception:
     return ConfigError(message)
 
 
-_IN_PROCESS = ("embedded", "llamacpp:")
-"""Backend specs served in this process: their model file is checked when they are made."""
-
-
 async def preflight(config: CollectiveConfig) -> None:
     """Before a run: every server it needs answers and serves its model (seconds, not a run).
 
@@ -608,7 +604,6 @@ async def preflight(config: CollectiveConfig) -> None:
     Raises:
         BackendUnavailable: With each failing role, server and the server's own answer.
     """
-    from collective.commands.smoke import _model_exists
     from collective.errors import BackendUnavailable
     from collective.models.registry import backend_from_spec
 
@@ -618,22 +613,19 @@ async def preflight(config: CollectiveConfig) -> None:
     del named["chat"]
     for role, specs in named.items():
         for spec in specs:
-            if not spec.startswith(_IN_PROCESS):
-                roles.setdefault(spec, [])
-                if role not in roles[spec]:
-                    roles[spec].append(role)
+            roles.setdefault(spec, [])
+            if role not in roles[spec]:
+                roles[spec].append(role)
     problems = []
     failed: set[str] = set()
     for spec, used_by in roles.items():
         backend = backend_from_spec(spec)
+        if backend.in_process:
+            continue
         health = await backend.health()
-        check = await _model_exists(backend) if health.ok else None
+        check = await backend.model_check() if health.ok else None
         detail = (
-            health.detail
-            if not health.ok
-            else check.detail
-            if check and check.status == "fail"
-            else None
+            health.detail if not health.ok else check.detail if check and not check.ok else None
         )
         if detail:
             problems.append(f"{'/'.join(used_by)} {spec}: {detail}")

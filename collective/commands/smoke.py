@@ -1,11 +1,12 @@
 """`collective smoke`: check a deployment the way an operator would.
 
 For every configured server: it answers and is healthy; the configured model exists
-(llama-server `/props`, Ollama `/api/tags`, a GGUF file in process). For every role: the real
-context versus the role's budget preset, with a loud warning when a slot is smaller than the
-preset (a 32K specialist preset on a 4K slot is scaled to an eighth). For every server: its KV
-pool (slots, pool size, unified or not), with a warning when the K specialists on it need more
-than the pool at once (admission control then makes them take turns). Then one council run that
+(`Backend.model_check`: llama-server `/props`, Ollama `/api/tags`, `/v1/models`). For every
+role: the real context versus the role's budget preset, with a loud warning when a slot is
+smaller than the preset (a 32K specialist preset on a 4K slot is scaled to an eighth). For
+every server: its KV pool (slots, pool size, unified or not), with a warning when the K
+specialists on it need more than the pool at once (admission control then makes them take
+turns). Then one council run that
 must finish with no HTTP 400/500, every specialist answering, and a budget report for every
 model call that fits its context. Exit code 0 only when nothing failed (`--strict`: and
 nothing warned).
@@ -26,7 +27,6 @@ from collective.commands.options import ConfigOption
 if TYPE_CHECKING:
     from collective.config import CollectiveConfig
     from collective.models.base import Backend
-    from collective.models.ollama_api import OllamaBackend
 
 __all__ = ["Check", "run_checks", "smoke"]
 
@@ -47,50 +47,8 @@ class Check:
 
 async def _model_exists(backend: Backend) -> Check:
     """The configured model is really served."""
-    from collective.errors import CollectiveError
-    from collective.models.llama_server import LlamaServerBackend
-    from collective.models.llamacpp_in_process import LlamaCppBackend
-    from collective.models.ollama_api import OllamaBackend
-
-    target = backend.spec
-    try:
-        if isinstance(backend, LlamaServerBackend):
-            props = await backend.props()
-            path = props.get("model_path") or props.get("model_alias")
-            if not path:
-                return Check("model", target, "fail", "/props names no model")
-            return Check("model", target, "pass", f"/props: {path}")
-        if isinstance(backend, OllamaBackend):
-            return await _ollama_model(backend)
-        if isinstance(backend, LlamaCppBackend):
-            health = await backend.health()
-            return Check("model", target, "pass" if health.ok else "fail", health.detail)
-    except CollectiveError as exc:
-        return Check("model", target, "fail", str(exc))
-    return Check("model", target, "pass", f"{backend.model} (no model listing for this kind)")
-
-
-async def _ollama_model(backend: OllamaBackend) -> Check:
-    from collective.errors import CollectiveError
-
-    try:
-        names = await backend.list_models()
-    except CollectiveError as exc:
-        return Check("model", backend.spec, "fail", f"/api/tags failed: {exc}")
-
-    def plain(name: str) -> str:
-        return name.removesuffix(":latest")
-
-    if plain(backend.model) in {plain(str(n)) for n in names}:
-        return Check("model", backend.spec, "pass", f"/api/tags lists {backend.model}")
-    listed = ", ".join(str(n) for n in names) or "none"
-    return Check(
-        "model",
-        backend.spec,
-        "fail",
-        f"/api/tags does not list {backend.model} (it has: {listed}); create it with "
-        f"`ollama create {backend.model} -f ops/ollama/Modelfile...` or `ollama pull`",
-    )
+    check = await backend.model_check()
+    return Check("model", backend.spec, "pass" if check.ok else "fail", check.detail)
 
 
 async def _context(config: CollectiveConfig, role: str, backend: Backend) -> Check:
@@ -114,14 +72,7 @@ async def _context(config: CollectiveConfig, role: str, backend: Backend) -> Che
         if kb is not None
         else ""
     )
-    fix = (
-        " Give each llama-server slot the preset's context: -c $((32768*K)) -np K "
-        "(ops/llama-server/launch.sh)."
-        if backend.spec.startswith("llama-server:")
-        else " Raise num_ctx (ops/ollama/Modelfile.*) or choose a smaller preset."
-        if backend.spec.startswith("ollama:")
-        else ""
-    )
+    fix = backend.context_fix
     return Check(
         "context",
         target,

@@ -37,7 +37,7 @@ import collections
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -53,8 +53,6 @@ __all__ = [
     "Reservation",
     "ServerPool",
     "default_admission",
-    "llama_server_pool",
-    "ollama_pool",
 ]
 
 log = logging.getLogger(__name__)
@@ -117,66 +115,6 @@ class ServerPool:
             "unified": self.unified,
             "source": self.source,
         }
-
-
-def llama_server_pool(
-    props: Mapping[str, Any],
-    slots: list[Any] | None,
-    *,
-    server: str,
-    kv: str = "auto",
-) -> ServerPool:
-    """The pool of a llama-server from its `/props` (and `/slots` where enabled).
-
-    Args:
-        props: The `/props` body: `total_slots` and the per-slot
-            `default_generation_settings.n_ctx`.
-        slots: The `/slots` body (one entry per slot with its `n_ctx`), or None where the
-            server disables it.
-        server: The server's URL.
-        kv: One of `KV_POOL_MODES`.
-
-    Raises:
-        ValueError: `props` reports no usable per-slot `n_ctx`.
-    """
-    settings = props.get("default_generation_settings") or {}
-    slot_ctx = settings.get("n_ctx", props.get("n_ctx"))
-    if not isinstance(slot_ctx, int) or slot_ctx <= 0:
-        raise ValueError("/props reports no per-slot n_ctx")
-    n_slots = props.get("total_slots")
-    source = "/props"
-    if slots:
-        listed = [s.get("n_ctx") for s in slots if isinstance(s, dict)]
-        ctxs = [c for c in listed if isinstance(c, int) and c > 0]
-        if ctxs:
-            n_slots, slot_ctx, source = len(ctxs), min(ctxs), "/props+/slots"
-    n_slots = n_slots if isinstance(n_slots, int) and n_slots > 0 else 1
-    if n_slots == 1:
-        return ServerPool(server, 1, slot_ctx, slot_ctx, False, source)
-    if kv == "per-slot":
-        return ServerPool(server, n_slots, slot_ctx, n_slots * slot_ctx, False, source + ", ?kv")
-    why = ", ?kv" if kv == "unified" else ", several slots read as one unified pool"
-    return ServerPool(server, n_slots, slot_ctx, slot_ctx, True, source + why)
-
-
-def ollama_pool(
-    loaded_context: int | None, *, server: str, num_ctx: int, num_parallel: int
-) -> ServerPool:
-    """The pool of one model on Ollama.
-
-    Args:
-        loaded_context: `context_length` of the model in `/api/ps` (None: not loaded now).
-        server: The server's URL and model.
-        num_ctx: The window collective sends with every request.
-        num_parallel: Requests Ollama runs at once per model (`OLLAMA_NUM_PARALLEL`).
-    """
-    # Ollama reloads the model when a request asks for another num_ctx, so the window a
-    # request gets is the one it sends; /api/ps says what is loaded now.
-    slot_ctx = num_ctx
-    source = f"num_ctx sent, OLLAMA_NUM_PARALLEL={num_parallel}"
-    if loaded_context:
-        source = f"/api/ps context_length {loaded_context}, " + source
-    return ServerPool(server, num_parallel, slot_ctx, num_parallel * slot_ctx, False, source)
 
 
 @dataclass

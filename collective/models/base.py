@@ -131,6 +131,13 @@ class Backend(ABC):
     output_cap: int | None = None
     """The largest answer worth asking this model for (a small model's limit); None: no cap."""
 
+    in_process: bool = False
+    """Whether the model runs in this process (its file is checked when the backend is made, so
+    a preflight has nothing to ask)."""
+
+    context_fix: str = ""
+    """What to change on the server when its window is smaller than a role's preset (smoke)."""
+
     @abstractmethod
     async def context_window(self) -> int:
         """The context (tokens) one request really has, as the server reports it."""
@@ -190,6 +197,10 @@ class Backend(ABC):
     @abstractmethod
     async def health(self) -> Health:
         """Whether the backend can serve requests now (never raises)."""
+
+    async def model_check(self) -> Health:
+        """Whether the configured model is really served (never raises; asked after `health`)."""
+        return Health(True, f"{self.model} (no model listing for this kind)")
 
     async def aclose(self) -> None:
         """Release connections and models."""

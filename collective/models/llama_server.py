@@ -17,13 +17,12 @@ What the server really offers is read from the server, never from its command li
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -31,31 +30,20 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 
 from collective.budget.counting import ChatMessage, TokenizerCounter
-from collective.errors import (
-    BackendError,
-    BackendUnavailable,
-    ContextOverflow,
-    InvalidResponse,
-    PoolExhausted,
-)
-from collective.models._transport import LoopLocal, parse_json, translate_transport_error
-from collective.models.admission import KV_POOL_MODES, POOL_TTL_S, ServerPool, llama_server_pool
-from collective.models.base import (
-    Backend,
-    ChatDelta,
-    ChatResult,
-    Health,
-    ToolCall,
-    Usage,
-)
-from collective.models.special_tokens import escape_messages, escape_specials
+from collective.errors import BackendError, InvalidResponse
+from collective.models._transport import parse_json, translate_transport_error
+from collective.models.admission import KV_POOL_MODES, POOL_TTL_S, ServerPool
+from collective.models.base import Health
+from collective.models.openai_compat import LIMITS, OpenAICompatBackend, chat_body, http_error
+from collective.models.registry import BackendKind, BackendSpec, checked_url, register
+from collective.models.special_tokens import escape_specials
 
 __all__ = [
     "CountRoute",
     "LlamaServerBackend",
     "LlamaServerCounter",
     "PromptMemo",
-    "parse_chat_response",
+    "llama_server_pool",
 ]
 
 log = logging.getLogger(__name__)
@@ -71,22 +59,7 @@ def _how_to_start(base_url: str) -> str:
     )
 
 
-def _chat_body(
-    messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None
-) -> dict[str, Any]:
-    # Content is untrusted: escaped so the server never parses it as special tokens.
-    body: dict[str, Any] = {"messages": escape_messages(messages)}
-    if tools:
-        body["tools"] = list(tools)
-    return body
-
-
 INPUT_TOKENS_PATH = "/v1/chat/completions/input_tokens"
-
-_LIMITS = httpx.Limits(max_keepalive_connections=16, keepalive_expiry=2.0)
-"""Idle connections are dropped after 2 s, before llama-server's own keep-alive timeout (5 s)
-closes them: a request sent on a connection the server is closing fails with 'Server
-disconnected' (calls waiting for KV room leave connections idle that long)."""
 
 
 class CountRoute:
@@ -183,7 +156,7 @@ class LlamaServerCounter(TokenizerCounter):
         route: CountRoute | None = None,
     ) -> None:
         self.base_url = base_url
-        self._client = httpx.Client(base_url=base_url, timeout=timeout, limits=_LIMITS)
+        self._client = httpx.Client(base_url=base_url, timeout=timeout, limits=LIMITS)
         self.prompt_memo = memo or PromptMemo()
         self.route = route or CountRoute()
         super().__init__("exact:llama-server", self._encode, self._decode)
@@ -200,7 +173,7 @@ class LlamaServerCounter(TokenizerCounter):
     def _post(self, path: str, body: dict[str, Any]) -> Any:
         status, data = self._post_raw(path, body)
         if status != 200:
-            raise _http_error(status, data, self.base_url)
+            raise http_error(status, data, self.base_url)
         return data
 
     def _encode(self, text: str) -> list[int]:
@@ -220,7 +193,7 @@ class LlamaServerCounter(TokenizerCounter):
         self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None = None
     ) -> int:
         """Tokens of the chat prompt exactly as the server will evaluate it (memoised)."""
-        body = _chat_body(messages, tools)
+        body = chat_body(messages, tools)
         key = PromptMemo.key(body)
         n = self.prompt_memo.get(key)
         if n is not None:
@@ -230,7 +203,7 @@ class LlamaServerCounter(TokenizerCounter):
             if status == 200:
                 n = _input_tokens(data, self.base_url)
             elif not self.route.unsupported(status):
-                raise _http_error(status, data, self.base_url)
+                raise http_error(status, data, self.base_url)
         if n is None:
             prompt = _template_prompt(self._post("/apply-template", body), self.base_url)
             data = self._post("/tokenize", {"content": prompt, "add_special": True})
@@ -255,177 +228,47 @@ def _int_list(data: Any, key: str, url: str) -> list[int]:
     return value
 
 
-def _http_error(status: int, data: Any, url: str) -> BackendError:
-    """The collective error for a non-200 JSON answer from llama-server."""
-    error = data.get("error") if isinstance(data, dict) else None
-    error = error if isinstance(error, dict) else {"message": str(data)}
-    kind, message = error.get("type", ""), error.get("message", "")
-    if kind == "exceed_context_size_error":
-        n_prompt, n_ctx = error.get("n_prompt_tokens"), error.get("n_ctx")
-        if isinstance(n_prompt, int) and isinstance(n_ctx, int):
-            return ContextOverflow(
-                f"{_SERVER} at {url} refused a prompt of {n_prompt} tokens: its slots hold "
-                f"{n_ctx} tokens ({message}). Refit the prompt to n_ctx={n_ctx}.",
-                n_prompt_tokens=n_prompt,
-                n_ctx=n_ctx,
-            )
-    if status >= 500 and "Context size has been exceeded" in message:
-        # Not this request's prompt: the requests in flight together outgrew a shared KV pool,
-        # and llama.cpp failed every active slot. Sending the same again fails again.
-        return PoolExhausted(
-            f"{_SERVER} at {url} ran out of KV pool under concurrent requests ({message}); its "
-            "slots share one pool (unified KV: no -np, or --kv-unified). collective re-reads "
-            "the server and waits for room; if it recurs, give the server -np K (independent "
-            "slots) or a larger -c"
-        )
-    if status == 503:
-        return BackendUnavailable(
-            f"{_SERVER} at {url} is not ready ({message or 'HTTP 503'}); it is loading the model "
-            "or all slots are busy. Wait and retry."
-        )
-    if status >= 500 and "does not match the expected" in message:
-        # The model wrote something its template's tool-call format cannot parse: the server is
-        # fine, the answer is not (small models do this).
-        return InvalidResponse(
-            f"{_SERVER} at {url} could not parse the model's answer ({message}); the model may "
-            "not be able to call tools: run that role without tools"
-        )
-    if status >= 500:
-        return BackendUnavailable(f"{_SERVER} at {url} failed with HTTP {status}: {message}")
-    return InvalidResponse(
-        f"{_SERVER} at {url} rejected the request with HTTP {status} ({kind}): {message}"
-    )
+def llama_server_pool(
+    props: Mapping[str, Any],
+    slots: list[Any] | None,
+    *,
+    server: str,
+    kv: str = "auto",
+) -> ServerPool:
+    """The pool of a llama-server from its `/props` (and `/slots` where enabled).
 
-
-def parse_chat_response(data: Any, *, url: str, wall_ms: float) -> ChatResult:
-    """Turn an OpenAI-style `/v1/chat/completions` body into a `ChatResult`.
+    Args:
+        props: The `/props` body: `total_slots` and the per-slot
+            `default_generation_settings.n_ctx`.
+        slots: The `/slots` body (one entry per slot with its `n_ctx`), or None where the
+            server disables it.
+        server: The server's URL.
+        kv: One of `KV_POOL_MODES`.
 
     Raises:
-        InvalidResponse: The body lacks the fields every completion has.
+        ValueError: `props` reports no usable per-slot `n_ctx`.
     """
-    try:
-        choice = data["choices"][0]
-        message = choice["message"]
-        usage = data["usage"]
-        prompt_tokens = int(usage["prompt_tokens"])
-        completion_tokens = int(usage["completion_tokens"])
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
-        raise InvalidResponse(
-            f"{_SERVER} at {url} sent a completion without {exc}: {str(data)[:200]!r}"
-        ) from exc
-    details = usage.get("prompt_tokens_details") or {}
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    calls = []
-    for i, call in enumerate(message.get("tool_calls") or []):
-        try:
-            fn = call["function"]
-            args = fn.get("arguments") or "{}"
-            arguments = json.loads(args) if isinstance(args, str) else dict(args)
-            calls.append(
-                ToolCall(id=call.get("id") or f"call_{i}", name=fn["name"], arguments=arguments)
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidResponse(
-                f"{_SERVER} at {url} sent a malformed tool call ({exc}): {call!r}"
-            ) from exc
-    raw_timings = data.get("timings") or {}
-    timings = {
-        k: float(v)
-        for k, v in raw_timings.items()
-        if isinstance(v, int | float) and not isinstance(v, bool)
-    }
-    timings["wall_ms"] = wall_ms
-    return ChatResult(
-        text=message.get("content") or "",
-        usage=Usage(prompt_tokens, completion_tokens, cached if isinstance(cached, int) else None),
-        model=str(data.get("model", "")),
-        finish_reason=choice.get("finish_reason"),
-        tool_calls=calls,
-        timings=timings,
-        reasoning=message.get("reasoning_content") or None,
-    )
+    settings = props.get("default_generation_settings") or {}
+    slot_ctx = settings.get("n_ctx", props.get("n_ctx"))
+    if not isinstance(slot_ctx, int) or slot_ctx <= 0:
+        raise ValueError("/props reports no per-slot n_ctx")
+    n_slots = props.get("total_slots")
+    source = "/props"
+    if slots:
+        listed = [s.get("n_ctx") for s in slots if isinstance(s, dict)]
+        ctxs = [c for c in listed if isinstance(c, int) and c > 0]
+        if ctxs:
+            n_slots, slot_ctx, source = len(ctxs), min(ctxs), "/props+/slots"
+    n_slots = n_slots if isinstance(n_slots, int) and n_slots > 0 else 1
+    if n_slots == 1:
+        return ServerPool(server, 1, slot_ctx, slot_ctx, False, source)
+    if kv == "per-slot":
+        return ServerPool(server, n_slots, slot_ctx, n_slots * slot_ctx, False, source + ", ?kv")
+    why = ", ?kv" if kv == "unified" else ", several slots read as one unified pool"
+    return ServerPool(server, n_slots, slot_ctx, slot_ctx, True, source + why)
 
 
-class _StreamedReply:
-    """Assembles `/v1/chat/completions` server-sent events into the non-streaming body."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.text: list[str] = []
-        self.reasoning: list[str] = []
-        self.calls: dict[int, dict[str, str]] = {}
-        self.finish_reason: str | None = None
-        self.usage: Any = None
-        self.timings: Any = None
-        self.model = ""
-
-    def feed(self, line: str) -> ChatDelta | None:
-        """Take one line of the event stream; the text it adds, if any.
-
-        Raises:
-            BackendError: The server reported an error inside the stream.
-            InvalidResponse: A chunk that is not JSON.
-        """
-        field, _, payload = line.partition(":")
-        payload = payload.strip()
-        if field not in ("data", "error") or not payload or payload == "[DONE]":
-            return None
-        try:
-            chunk = json.loads(payload)
-        except json.JSONDecodeError as exc:
-            raise InvalidResponse(
-                f"{_SERVER} at {self.url} streamed a chunk that is not JSON ({exc}): "
-                f"{payload[:200]!r}"
-            ) from exc
-        if not isinstance(chunk, dict):
-            raise InvalidResponse(f"{_SERVER} at {self.url} streamed {payload[:200]!r}")
-        if field == "error" or "error" in chunk:
-            raise _http_error(500, chunk if "error" in chunk else {"error": chunk}, self.url)
-        self.model = str(chunk.get("model") or self.model)
-        self.usage = chunk.get("usage") or self.usage
-        self.timings = chunk.get("timings") or self.timings
-        text = reasoning = ""
-        for choice in chunk.get("choices") or []:
-            self.finish_reason = choice.get("finish_reason") or self.finish_reason
-            delta = choice.get("delta") or {}
-            text += delta.get("content") or ""
-            reasoning += delta.get("reasoning_content") or ""
-            for i, call in enumerate(delta.get("tool_calls") or []):
-                # Each call arrives in pieces under its index: id and name first, then the
-                # arguments' JSON text in fragments.
-                slot = self.calls.setdefault(
-                    call.get("index", i), {"id": "", "name": "", "arguments": ""}
-                )
-                slot["id"] = call.get("id") or slot["id"]
-                function = call.get("function") or {}
-                slot["name"] += function.get("name") or ""
-                slot["arguments"] += function.get("arguments") or ""
-        self.text.append(text)
-        self.reasoning.append(reasoning)
-        return ChatDelta(text, reasoning) if text or reasoning else None
-
-    def body(self) -> dict[str, Any]:
-        """What the non-streaming endpoint would have answered (for `parse_chat_response`)."""
-        message: dict[str, Any] = {"content": "".join(self.text)}
-        if any(self.reasoning):
-            message["reasoning_content"] = "".join(self.reasoning)
-        if self.calls:
-            message["tool_calls"] = [
-                {"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"]}}
-                for _, c in sorted(self.calls.items())
-            ]
-        body: dict[str, Any] = {
-            "model": self.model,
-            "choices": [{"message": message, "finish_reason": self.finish_reason}],
-        }
-        if self.usage is not None:
-            body["usage"] = self.usage
-        if self.timings is not None:
-            body["timings"] = self.timings
-        return body
-
-
-class LlamaServerBackend(Backend):
+class LlamaServerBackend(OpenAICompatBackend):
     """A `llama-server` at `base_url`.
 
     Args:
@@ -448,6 +291,10 @@ class LlamaServerBackend(Backend):
 
     supports_tools = True  # refined from /props `chat_template_caps` at discovery
     supports_json_schema = True  # response_format json_schema becomes a grammar
+    context_fix = (
+        "Give each llama-server slot the preset's context: -c $((32768*K)) -np K "
+        "(ops/llama-server/launch.sh)."
+    )
 
     def __init__(
         self,
@@ -465,20 +312,16 @@ class LlamaServerBackend(Backend):
         if kv not in KV_POOL_MODES:
             raise ValueError(f"kv={kv!r}: use one of {', '.join(KV_POOL_MODES)}")
         self.kv_pool = kv
-        base_url = parts._replace(query="", fragment="").geturl()
-        self.base_url = base_url.rstrip("/")
+        super().__init__(
+            parts._replace(query="", fragment="").geturl(),
+            server=_SERVER,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            load_wait=load_wait,
+            precheck=precheck,
+        )
         self.spec = f"llama-server:{self.base_url}"
         self.model = _SERVER
-        self.load_wait = load_wait
-        self.precheck = precheck
-        self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
-        self._clients = LoopLocal(
-            lambda: httpx.AsyncClient(
-                base_url=self.base_url,
-                timeout=self._timeout,
-                limits=_LIMITS,
-            )
-        )
         self._n_ctx: int | None = None
         self._pool: ServerPool | None = None
         self._read_at = 0.0
@@ -488,72 +331,20 @@ class LlamaServerBackend(Backend):
         """Exact prompt counts shared with `token_counter()` (see `PromptMemo`)."""
         self.count_route = CountRoute(count_mode)
 
-    # -- transport --------------------------------------------------------------------------
+    @classmethod
+    def from_spec(cls, spec: BackendSpec) -> LlamaServerBackend:
+        """The backend a `llama-server:URL` spec names."""
+        return cls(spec.url)
 
-    async def _request(
-        self, method: str, path: str, body: dict[str, Any] | None = None
-    ) -> tuple[int, Any]:
-        client: httpx.AsyncClient = self._clients.get()
-        for attempt in (1, 2):
-            try:
-                response = await client.request(method, path, json=body)
-                break
-            except httpx.RemoteProtocolError as exc:
-                # The server closed a pooled keep-alive connection as the request went out:
-                # nothing was processed, so it is sent once more on a fresh connection.
-                if attempt == 2 or "without sending a response" not in str(exc):
-                    raise self._transport_error(exc) from exc
-            except httpx.HTTPError as exc:
-                raise self._transport_error(exc) from exc
-        return response.status_code, parse_json(response, server=_SERVER, url=self.base_url)
+    def _how_to_start(self) -> str:
+        return _how_to_start(self.base_url)
 
-    def _transport_error(self, exc: httpx.HTTPError) -> BackendError:
-        """The collective error for a transport failure; forgets what was read from the server."""
-        # Whatever comes back at this URL may be another server: re-read, recount.
+    def _forget(self) -> None:
         self._n_ctx = None
         self.prompt_memo.clear()
-        return translate_transport_error(
-            exc, server=_SERVER, url=self.base_url, how_to_start=_how_to_start(self.base_url)
-        )
 
-    def _refusal(self, status: int, data: Any) -> BackendError:
-        """The collective error for a non-200 answer; an overflow forgets the cached window."""
-        error = _http_error(status, data, self.base_url)
-        if isinstance(error, ContextOverflow | PoolExhausted):
-            # The server differs from what we planned for (restarted, other model?).
-            self._n_ctx = None
-            self.prompt_memo.clear()
-        return error
-
-    async def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        """One request; a 503 while loading is waited out once (bounded by `load_wait`)."""
-        status, data = await self._request(method, path, body)
-        if status == 503:
-            await self.wait_ready()
-            status, data = await self._request(method, path, body)
-        if status != 200:
-            raise self._refusal(status, data)
-        return data
-
-    async def wait_ready(self, timeout: float | None = None) -> None:
-        """Wait until `/health` answers 200 (the model is loaded).
-
-        Raises:
-            BackendUnavailable: Still loading after `timeout` (default `load_wait`) seconds, or
-                refused.
-        """
-        deadline = time.monotonic() + (self.load_wait if timeout is None else timeout)
-        while True:
-            status, _ = await self._request("GET", "/health")
-            if status == 200:
-                return
-            if time.monotonic() >= deadline:
-                raise BackendUnavailable(
-                    f"{_SERVER} at {self.base_url} was still loading its model after "
-                    f"{self.load_wait:g}s (HTTP {status} on /health). Wait for it to finish "
-                    "loading, or check its log."
-                )
-            await asyncio.sleep(0.25)
+    def _extra_body(self) -> dict[str, Any]:
+        return {"cache_prompt": True}  # reuse the slot's KV cache for a shared prefix
 
     # -- discovery --------------------------------------------------------------------------
 
@@ -606,6 +397,17 @@ class LlamaServerBackend(Backend):
         assert self._pool is not None
         return self._pool
 
+    async def model_check(self) -> Health:
+        """`/props` names the model the server loaded."""
+        try:
+            props = await self.props()
+        except BackendError as exc:
+            return Health(False, str(exc))
+        path = props.get("model_path") or props.get("model_alias")
+        if not path:
+            return Health(False, "/props names no model")
+        return Health(True, f"/props: {path}")
+
     async def token_counter(self) -> LlamaServerCounter:
         """The server's own tokenizer (`exact:llama-server`)."""
         if self._counter is None:
@@ -623,7 +425,7 @@ class LlamaServerBackend(Backend):
 
         Memoised per request body in `prompt_memo`, shared with the sync counter.
         """
-        body = _chat_body(messages, tools)
+        body = chat_body(messages, tools)
         key = PromptMemo.key(body)
         n = self.prompt_memo.get(key)
         if n is not None:
@@ -636,7 +438,7 @@ class LlamaServerBackend(Backend):
             if status == 200:
                 n = _input_tokens(data, self.base_url)
             elif not self.count_route.unsupported(status):
-                raise _http_error(status, data, self.base_url)
+                raise http_error(status, data, self.base_url)
         if n is None:
             rendered = await self._call("POST", "/apply-template", body)
             prompt = _template_prompt(rendered, self.base_url)
@@ -645,115 +447,19 @@ class LlamaServerBackend(Backend):
         self.prompt_memo.put(key, n)
         return n
 
-    # -- chat -------------------------------------------------------------------------------
-
-    async def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        max_tokens: int,
-        temperature: float = 0.2,
-        stop: Sequence[str] | None = None,
-        json_schema: dict[str, Any] | None = None,
-        tools: Sequence[dict[str, Any]] | None = None,
-        tool_choice: str | None = None,
-    ) -> AsyncIterator[ChatDelta]:
-        """Stream a chat from `/v1/chat/completions` as server-sent events (see `Backend.stream`).
-
-        Usage and timings come from the final chunk; tool calls and reasoning are assembled
-        from their deltas. Closing the stream closes the connection, and llama-server then
-        stops generating and frees the slot.
-        """
-        count_ms = await self._check_fits(messages, tools, max_tokens) if self.precheck else None
-        body = _chat_body(messages, tools)
-        body |= {
-            "max_tokens": max_tokens,
-            "temperature": temperature,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "cache_prompt": True,  # reuse the slot's KV cache for a shared prefix
-        }
-        if stop:
-            body["stop"] = list(stop)
-        if tools and tool_choice:
-            body["tool_choice"] = tool_choice
-        if json_schema is not None:
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "response", "schema": json_schema, "strict": True},
-            }
-        client: httpx.AsyncClient = self._clients.get()
-        sent = time.perf_counter()
-        reply = _StreamedReply(self.base_url)
-        for attempt in (1, 2):
-            try:
-                async with client.stream("POST", "/v1/chat/completions", json=body) as response:
-                    if response.status_code == 200:
-                        async for line in response.aiter_lines():
-                            delta = reply.feed(line)
-                            if delta is not None:
-                                yield delta
-                        break
-                    await response.aread()
-                    data = parse_json(response, server=_SERVER, url=self.base_url)
-            except httpx.RemoteProtocolError as exc:
-                # A pooled connection closed by the server as the request went out (nothing
-                # was processed or streamed yet): once more on a fresh connection.
-                fresh = "without sending a response" in str(exc) and reply.finish_reason is None
-                if attempt == 2 or not fresh or any(reply.text):
-                    raise self._transport_error(exc) from exc
-                continue
-            except httpx.HTTPError as exc:
-                raise self._transport_error(exc) from exc
-            if response.status_code != 503 or attempt == 2:
-                raise self._refusal(response.status_code, data)
-            await self.wait_ready()  # loading: wait it out once, bounded by load_wait
-        result = parse_chat_response(
-            reply.body(), url=self.base_url, wall_ms=(time.perf_counter() - sent) * 1000
-        )
-        if count_ms is not None:
-            result.timings["count_ms"] = count_ms
-        yield ChatDelta(result=result)
-
-    async def _check_fits(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[dict[str, Any]] | None,
-        max_tokens: int,
-    ) -> float:
-        """Refuse a prompt that cannot fit with `max_tokens` of output; the counting time (ms).
-
-        Raises:
-            ContextOverflow: It cannot fit (nothing was sent).
-        """
-        started = time.perf_counter()
-        n_ctx = await self.context_window()
-        n_prompt = await self.count_prompt(messages, tools)
-        if n_prompt + max_tokens > n_ctx:
-            raise ContextOverflow(
-                f"the prompt for {_SERVER} at {self.base_url} has {n_prompt} tokens and "
-                f"{max_tokens} are reserved for output, but its slots hold {n_ctx}. Refit "
-                f"the prompt to n_ctx={n_ctx} (nothing was sent).",
-                n_prompt_tokens=n_prompt,
-                n_ctx=n_ctx,
-            )
-        return (time.perf_counter() - started) * 1000
-
-    async def health(self) -> Health:
-        """`/health`: ok, loading (503) or unreachable; never raises."""
-        try:
-            status, data = await self._request("GET", "/health")
-        except BackendError as exc:
-            return Health(False, str(exc))
-        if status == 200:
-            return Health(True, f"{_SERVER} at {self.base_url} is ready")
-        if status == 503:
-            return Health(False, f"{_SERVER} at {self.base_url} is loading its model")
-        return Health(False, f"{_SERVER} at {self.base_url} answered /health with HTTP {status}")
-
     async def aclose(self) -> None:
         """Close pooled connections (the async ones of this loop and the counter's)."""
-        await self._clients.aclose()
+        await super().aclose()
         if self._counter is not None:
             self._counter.close()
             self._counter = None
+
+
+register(
+    BackendKind(
+        "llama-server",
+        "llama-server:http://HOST:PORT",
+        lambda spec, rest: BackendSpec("llama-server", url=checked_url(spec, rest)),
+        LlamaServerBackend.from_spec,
+    )
+)

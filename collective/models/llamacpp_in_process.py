@@ -43,6 +43,7 @@ from collective.models.base import (
     Usage,
 )
 from collective.models.batch_engine import BatchEngine, GenerationRequest
+from collective.models.registry import BackendKind, BackendSpec, refuse, register
 from collective.models.special_tokens import escape_messages
 from collective.models.tool_calls import parse_tool_calls, tool_call_schema
 
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from llama_cpp._internals import LlamaModel
 
 __all__ = [
+    "EMBEDDED_N_CTX",
     "GGUFChat",
     "LlamaCppBackend",
     "LlamaCppCounter",
@@ -326,6 +328,7 @@ class LlamaCppBackend(Backend):
     """
 
     supports_json_schema = True  # via a grammar built from the schema
+    in_process = True
     forces_tool_calls = True  # `required` opens the answer as the template's own `<tool_call>`
 
     def __init__(
@@ -625,3 +628,54 @@ class LlamaCppBackend(Backend):
         if engine is not None:
             await asyncio.to_thread(engine.close)
             engine.model.close()
+
+
+EMBEDDED_N_CTX = 32768
+"""Context of the embedded model in process: its full training context."""
+
+
+def _parse_llamacpp(spec: str, rest: str) -> BackendSpec:
+    path = Path(rest).expanduser()
+    if path.suffix != ".gguf":
+        raise refuse(spec, f"{rest!r} is not a .gguf file path")
+    return BackendSpec("llamacpp", path=str(path.resolve()))
+
+
+def _parse_embedded(spec: str, rest: str) -> BackendSpec:
+    from collective.models.embedded import embedded_model, embedded_model_path
+
+    path = embedded_model_path(embedded_model(spec.strip()).key)
+    return BackendSpec("llamacpp", path=str(path))
+
+
+def _create(spec: BackendSpec) -> LlamaCppBackend:
+    from collective.models.embedded import embedded_model_by_path
+
+    if not Path(spec.path).is_file():
+        raise ConfigError(f"llamacpp: no GGUF file at {spec.path}; check the path in config")
+    # The one place the embedded model is recognised; its backend declares what it can do.
+    embedded = embedded_model_by_path(spec.path)
+    template = None
+    if embedded and embedded.turn_template:
+        template = resources.files("collective") / "data/templates" / embedded.turn_template
+    backend = LlamaCppBackend(
+        spec.path,
+        n_ctx=EMBEDDED_N_CTX,
+        name=embedded.name if embedded else None,
+        chat_template=template.read_text() if template else None,
+        repeat_penalty=embedded.repeat_penalty if embedded else 1.0,
+    )
+    if embedded:
+        backend.output_cap = embedded.output_cap
+    return backend
+
+
+register(BackendKind("llamacpp", "llamacpp:/path/to/model.gguf", _parse_llamacpp, _create))
+register(
+    BackendKind(
+        "embedded",
+        "embedded\nembedded:NAME (qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, gemma-3-270m)",
+        _parse_embedded,
+        _create,
+    )
+)

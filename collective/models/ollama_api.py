@@ -58,7 +58,7 @@ from collective.errors import (
     InvalidResponse,
 )
 from collective.models._transport import LoopLocal, translate_transport_error
-from collective.models.admission import POOL_TTL_S, ServerPool, ollama_pool
+from collective.models.admission import POOL_TTL_S, ServerPool
 from collective.models.base import (
     Backend,
     ChatDelta,
@@ -67,15 +67,19 @@ from collective.models.base import (
     ToolCall,
     Usage,
 )
+from collective.models.registry import BackendKind, BackendSpec, checked_url, refuse, register
 from collective.models.special_tokens import escape_messages
 
 __all__ = [
     "DEFAULT_NUM_CTX_CAP",
+    "DEFAULT_OLLAMA_URL",
     "HARMONY_PREAMBLE_TOKENS",
     "OLLAMA_DEFAULT_NUM_CTX",
     "OllamaBackend",
     "OllamaModelInfo",
     "choose_num_ctx",
+    "ollama_host_url",
+    "ollama_pool",
     "overflow_from_refusal",
     "parse_show",
     "truncation_warning",
@@ -85,6 +89,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _SERVER = "Ollama"
+
+DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
 
 OLLAMA_DEFAULT_NUM_CTX = 4096
 """Ollama's documented default `num_ctx`, used when nothing else is known."""
@@ -247,6 +253,26 @@ def truncation_warning(
     return None
 
 
+def ollama_pool(
+    loaded_context: int | None, *, server: str, num_ctx: int, num_parallel: int
+) -> ServerPool:
+    """The pool of one model on Ollama.
+
+    Args:
+        loaded_context: `context_length` of the model in `/api/ps` (None: not loaded now).
+        server: The server's URL and model.
+        num_ctx: The window collective sends with every request.
+        num_parallel: Requests Ollama runs at once per model (`OLLAMA_NUM_PARALLEL`).
+    """
+    # Ollama reloads the model when a request asks for another num_ctx, so the window a
+    # request gets is the one it sends; /api/ps says what is loaded now.
+    slot_ctx = num_ctx
+    source = f"num_ctx sent, OLLAMA_NUM_PARALLEL={num_parallel}"
+    if loaded_context:
+        source = f"/api/ps context_length {loaded_context}, " + source
+    return ServerPool(server, num_parallel, slot_ctx, num_parallel * slot_ctx, False, source)
+
+
 def overflow_from_refusal(
     status: int, message: str, *, counted: int, num_ctx: int, model: str, url: str
 ) -> ContextOverflow | None:
@@ -322,6 +348,7 @@ class OllamaBackend(Backend):
 
     supports_tools = True  # refined from /api/show capabilities at discovery
     supports_json_schema = True  # `format` takes a JSON schema
+    context_fix = " Raise num_ctx (ops/ollama/Modelfile.*) or choose a smaller preset."
 
     def __init__(
         self,
@@ -666,6 +693,25 @@ class OllamaBackend(Backend):
             reasoning=message.get("thinking") or None,
         )
 
+    async def model_check(self) -> Health:
+        """`/api/tags` lists the model (tags `:latest` or not)."""
+        try:
+            names = await self.list_models()
+        except BackendError as exc:
+            return Health(False, f"/api/tags failed: {exc}")
+
+        def plain(name: str) -> str:
+            return name.removesuffix(":latest")
+
+        if plain(self.model) in {plain(str(n)) for n in names}:
+            return Health(True, f"/api/tags lists {self.model}")
+        listed = ", ".join(str(n) for n in names) or "none"
+        return Health(
+            False,
+            f"/api/tags does not list {self.model} (it has: {listed}); create it with "
+            f"`ollama create {self.model} -f ops/ollama/Modelfile...` or `ollama pull`",
+        )
+
     async def health(self) -> Health:
         """Reachable and the model exists (`/api/show`); never raises."""
         try:
@@ -677,3 +723,41 @@ class OllamaBackend(Backend):
     async def aclose(self) -> None:
         """Close this loop's pooled connections."""
         await self._clients.aclose()
+
+
+def ollama_host_url(host: str) -> str:
+    """The URL `$OLLAMA_HOST` names, read as Ollama reads it.
+
+    Empty: `DEFAULT_OLLAMA_URL`. Without a scheme, http and port 11434 unless given
+    (`127.0.0.1` -> `http://127.0.0.1:11434`); with one, the scheme's own default port.
+    """
+    host = host.strip()
+    if not host:
+        return DEFAULT_OLLAMA_URL
+    if "://" in host:
+        return host
+    url = f"http://{host}"
+    try:
+        port = urlsplit(url).port
+    except ValueError:
+        return url  # not a host[:port]: `checked_url` refuses it with the valid forms
+    return url if port is not None else f"{url.rstrip('/')}:11434"
+
+
+def _parse(spec: str, rest: str) -> BackendSpec:
+    model, at, url = rest.rpartition("@")
+    if not at:
+        model, url = rest, ollama_host_url(environment.ollama_host())
+    if not model:
+        raise refuse(spec, "no model name before `@`")
+    return BackendSpec("ollama", url=checked_url(spec, url), model=model)
+
+
+register(
+    BackendKind(
+        "ollama",
+        "ollama:MODEL@http://HOST:PORT",
+        _parse,
+        lambda spec: OllamaBackend(spec.model, spec.url),
+    )
+)

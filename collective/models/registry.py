@@ -1,8 +1,14 @@
 """Backends named by the strings users type in config, created once per process.
 
-Valid forms (see `VALID_FORMS`):
+Each backend module registers its kind (`register(BackendKind(...))` at its end): the prefix
+before the first `:`, the form shown to users, how to parse the rest and how to create the
+backend. The registry keeps no list of backends beyond `BUILTIN_MODULES`, which it imports on
+first use; adding a backend is one new file plus its line there. The built-in forms (see
+`valid_forms()`):
 
 * `llama-server:http://127.0.0.1:8083`: a llama.cpp server;
+* `openai:MODEL@http://HOST:PORT`: any server with OpenAI's `/v1/chat/completions` (vLLM,
+  SGLang, LM Studio, llama-server, TGI);
 * `ollama:MODEL@http://127.0.0.1:11434`: a model on an Ollama server (`@URL` may be omitted:
   `$OLLAMA_HOST`, else `http://127.0.0.1:11434`);
 * `llamacpp:/path/model.gguf`: a GGUF loaded in this process;
@@ -16,46 +22,41 @@ and `llamacpp:` naming the embedded file is the same backend as `embedded`.
 
 from __future__ import annotations
 
+import importlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
-from typing import Literal
 from urllib.parse import urlsplit
 
-from collective import environment
 from collective.errors import ConfigError
 from collective.models.base import Backend
 
 __all__ = [
-    "DEFAULT_OLLAMA_URL",
-    "EMBEDDED_N_CTX",
-    "VALID_FORMS",
+    "BUILTIN_MODULES",
+    "BackendKind",
     "BackendSpec",
     "backend_from_spec",
+    "checked_url",
     "close_all",
     "parse_spec",
+    "refuse",
+    "register",
+    "valid_forms",
 ]
 
-VALID_FORMS = (
-    "llama-server:http://HOST:PORT",
-    "ollama:MODEL@http://HOST:PORT",
-    "llamacpp:/path/to/model.gguf",
-    "embedded",
-    "embedded:NAME (qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, gemma-3-270m)",
+BUILTIN_MODULES = (
+    "collective.models.llama_server",
+    "collective.models.ollama_api",
+    "collective.models.llamacpp_in_process",
 )
-"""The backend spec forms, as shown to users when a spec is refused."""
-
-DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
-EMBEDDED_N_CTX = 32768
-"""Context of the embedded model in process: its full training context."""
+"""The modules whose import registers collective's own backend kinds."""
 
 
 @dataclass(frozen=True)
 class BackendSpec:
-    """A parsed backend spec."""
+    """A parsed backend spec: its kind and whichever of url, model and path the kind uses."""
 
-    kind: Literal["llama-server", "ollama", "llamacpp"]
+    kind: str
     url: str = ""
     model: str = ""
     path: str = ""
@@ -63,42 +64,62 @@ class BackendSpec:
     @property
     def key(self) -> str:
         """The normalised spec: equal keys mean one shared backend."""
-        if self.kind == "llama-server":
-            return f"llama-server:{self.url}"
-        if self.kind == "ollama":
-            return f"ollama:{self.model}@{self.url}"
-        return f"llamacpp:{self.path}"
+        if self.path:
+            return f"{self.kind}:{self.path}"
+        return f"{self.kind}:{self.model}@{self.url}" if self.model else f"{self.kind}:{self.url}"
 
 
-def _refuse(spec: str, why: str) -> ConfigError:
-    forms = "\n  ".join(VALID_FORMS)
+@dataclass(frozen=True)
+class BackendKind:
+    """One kind of backend, as its module registers it."""
+
+    name: str
+    """The spec's prefix, e.g. `llama-server`."""
+    form: str
+    """The spec's form as shown to users, e.g. `llama-server:http://HOST:PORT`."""
+    parse: Callable[[str, str], BackendSpec]
+    """(the whole spec, the text after `NAME:`) -> the parsed spec; raises `refuse(...)`."""
+    create: Callable[[BackendSpec], Backend]
+    """Makes the backend (nothing connects or loads until it is used)."""
+
+
+_kinds: dict[str, BackendKind] = {}
+_loaded = False
+_lock = threading.RLock()
+
+
+def register(kind: BackendKind) -> None:
+    """Add a backend kind (a module calls this once, at import)."""
+    _kinds[kind.name] = kind
+
+
+def _all_kinds() -> dict[str, BackendKind]:
+    global _loaded
+    if not _loaded:
+        with _lock:
+            for module in BUILTIN_MODULES:
+                importlib.import_module(module)
+            _loaded = True
+    return _kinds
+
+
+def valid_forms() -> list[str]:
+    """The spec forms of every registered kind, as shown when a spec is refused."""
+    return [form for kind in _all_kinds().values() for form in kind.form.split("\n")]
+
+
+def refuse(spec: str, why: str) -> ConfigError:
+    """The error for a spec that has none of the valid forms (it lists them)."""
+    forms = "\n  ".join(valid_forms())
     return ConfigError(f"invalid backend spec {spec!r}: {why}. Valid forms:\n  {forms}")
 
 
-def _url(spec: str, url: str) -> str:
+def checked_url(spec: str, url: str) -> str:
+    """`url` without a trailing `/`, or `refuse` when it is not http(s) with a host."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise _refuse(spec, f"{url!r} is not an http(s) URL with a host")
+        raise refuse(spec, f"{url!r} is not an http(s) URL with a host")
     return url.rstrip("/")
-
-
-def ollama_host_url(host: str) -> str:
-    """The URL `$OLLAMA_HOST` names, read as Ollama reads it.
-
-    Empty: `DEFAULT_OLLAMA_URL`. Without a scheme, http and port 11434 unless given
-    (`127.0.0.1` -> `http://127.0.0.1:11434`); with one, the scheme's own default port.
-    """
-    host = host.strip()
-    if not host:
-        return DEFAULT_OLLAMA_URL
-    if "://" in host:
-        return host
-    url = f"http://{host}"
-    try:
-        port = urlsplit(url).port
-    except ValueError:
-        return url  # not a host[:port]: `_url` refuses it with the valid forms
-    return url if port is not None else f"{url.rstrip('/')}:11434"
 
 
 def parse_spec(spec: str) -> BackendSpec:
@@ -108,32 +129,16 @@ def parse_spec(spec: str) -> BackendSpec:
         ConfigError: The spec has none of the valid forms (the message lists them).
     """
     text = spec.strip()
-    if text == "embedded" or text.startswith("embedded:"):
-        from collective.models.embedded import embedded_model, embedded_model_path
-
-        return BackendSpec("llamacpp", path=str(embedded_model_path(embedded_model(text).key)))
-    kind, sep, rest = text.partition(":")
-    if not sep or not rest:
-        raise _refuse(spec, "expected KIND:TARGET or `embedded`")
-    if kind == "llama-server":
-        return BackendSpec("llama-server", url=_url(spec, rest))
-    if kind == "ollama":
-        model, at, url = rest.rpartition("@")
-        if not at:
-            model, url = rest, ollama_host_url(environment.ollama_host())
-        if not model:
-            raise _refuse(spec, "no model name before `@`")
-        return BackendSpec("ollama", url=_url(spec, url), model=model)
-    if kind == "llamacpp":
-        path = Path(rest).expanduser()
-        if path.suffix != ".gguf":
-            raise _refuse(spec, f"{rest!r} is not a .gguf file path")
-        return BackendSpec("llamacpp", path=str(path.resolve()))
-    raise _refuse(spec, f"unknown backend kind {kind!r}")
+    kinds = _all_kinds()
+    name, sep, rest = text.partition(":")
+    if name in kinds and (name == "embedded" or (sep and rest)):
+        return kinds[name].parse(spec, rest)
+    if name in kinds or not sep or not rest:
+        raise refuse(spec, "expected KIND:TARGET or `embedded`")
+    raise refuse(spec, f"unknown backend kind {name!r}")
 
 
 _cache: dict[str, Backend] = {}
-_lock = threading.Lock()
 
 
 def backend_from_spec(spec: str) -> Backend:
@@ -147,39 +152,8 @@ def backend_from_spec(spec: str) -> Backend:
     with _lock:
         backend = _cache.get(parsed.key)
         if backend is None:
-            backend = _cache[parsed.key] = _create(parsed)
+            backend = _cache[parsed.key] = _all_kinds()[parsed.kind].create(parsed)
         return backend
-
-
-def _create(parsed: BackendSpec) -> Backend:
-    if parsed.kind == "llama-server":
-        from collective.models.llama_server import LlamaServerBackend
-
-        return LlamaServerBackend(parsed.url)
-    if parsed.kind == "ollama":
-        from collective.models.ollama_api import OllamaBackend
-
-        return OllamaBackend(parsed.model, parsed.url)
-    from collective.models.embedded import embedded_model_by_path
-    from collective.models.llamacpp_in_process import LlamaCppBackend
-
-    if not Path(parsed.path).is_file():
-        raise ConfigError(f"llamacpp: no GGUF file at {parsed.path}; check the path in config")
-    # The one place the embedded model is recognised; its backend declares what it can do.
-    embedded = embedded_model_by_path(parsed.path)
-    template = None
-    if embedded and embedded.turn_template:
-        template = resources.files("collective") / "data/templates" / embedded.turn_template
-    backend = LlamaCppBackend(
-        parsed.path,
-        n_ctx=EMBEDDED_N_CTX,
-        name=embedded.name if embedded else None,
-        chat_template=template.read_text() if template else None,
-        repeat_penalty=embedded.repeat_penalty if embedded else 1.0,
-    )
-    if embedded:
-        backend.output_cap = embedded.output_cap
-    return backend
 
 
 async def close_all() -> None:

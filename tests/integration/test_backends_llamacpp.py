@@ -13,7 +13,11 @@ from test_backends_contract import SHORT, BackendContract
 from collective.errors import ConfigError
 from collective.models import registry
 from collective.models.base import ChatMessage
-from collective.models.llamacpp_in_process import LlamaCppBackend, gguf_vocab_counter
+from collective.models.llamacpp_in_process import (
+    EMBEDDED_N_CTX,
+    LlamaCppBackend,
+    gguf_vocab_counter,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -96,7 +100,7 @@ async def test_registry_shares_one_backend_for_the_embedded_model(gguf_path: Pat
         assert a is b is c
         assert isinstance(a, LlamaCppBackend) and not a.loaded
         assert a.model == "gemma-3-270m-q4_k_m"
-        assert await a.context_window() == registry.EMBEDDED_N_CTX
+        assert await a.context_window() == EMBEDDED_N_CTX
     finally:
         await registry.close_all()
 

@@ -17,13 +17,14 @@ from conftest import OLLAMA_MODEL, ServerProcess, need_llama_cpp
 
 from collective.budget.counting import ChatMessage
 from collective.models.base import Backend
-from collective.models.llama_server import LlamaServerBackend, _chat_body
+from collective.models.llama_server import LlamaServerBackend
 from collective.models.llamacpp_in_process import (
     GEMMA_TEMPLATE,
     LlamaCppBackend,
     gguf_vocab_counter,
 )
 from collective.models.ollama_api import OllamaBackend
+from collective.models.openai_compat import chat_body as _chat_body
 
 pytestmark = pytest.mark.integration
 

@@ -18,12 +18,11 @@ from collective.models.admission import (
     KV_LOG_FIELD,
     AdmissionControl,
     ServerPool,
-    llama_server_pool,
-    ollama_pool,
 )
 from collective.models.base import ChatResult, Usage
-from collective.models.llama_server import _http_error
-from collective.models.ollama_api import overflow_from_refusal
+from collective.models.llama_server import llama_server_pool
+from collective.models.ollama_api import ollama_pool, overflow_from_refusal
+from collective.models.openai_compat import http_error as _http_error
 from collective.nodes.retry import is_transient
 from tests.fakes import ScriptedBackend
 

@@ -8,7 +8,8 @@ import pytest
 
 from collective.errors import ConfigError
 from collective.models import registry
-from collective.models.registry import VALID_FORMS, BackendSpec, backend_from_spec, parse_spec
+from collective.models.ollama_api import DEFAULT_OLLAMA_URL
+from collective.models.registry import BackendSpec, backend_from_spec, parse_spec, valid_forms
 
 
 def test_llama_server_spec() -> None:
@@ -27,7 +28,7 @@ def test_ollama_spec_without_url_uses_ollama_host(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("OLLAMA_HOST", "127.0.0.1:9999")
     assert parse_spec("ollama:judge").url == "http://127.0.0.1:9999"
     monkeypatch.delenv("OLLAMA_HOST")
-    assert parse_spec("ollama:judge").url == registry.DEFAULT_OLLAMA_URL
+    assert parse_spec("ollama:judge").url == DEFAULT_OLLAMA_URL
 
 
 @pytest.mark.parametrize(
@@ -66,7 +67,7 @@ def test_llamacpp_spec_resolves_the_path(tmp_path: Path, monkeypatch: pytest.Mon
 def test_invalid_specs_are_refused_with_the_valid_forms(spec: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_spec(spec)
-    for form in VALID_FORMS:
+    for form in valid_forms():
         assert form in str(info.value)
 
 

@@ -10,12 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from collective.errors import BackendTimeout, BackendUnavailable, ContextOverflow, InvalidResponse
-from collective.models.llama_server import (
-    LlamaServerBackend,
-    PromptMemo,
-    _http_error,
-    parse_chat_response,
-)
+from collective.models.llama_server import LlamaServerBackend, PromptMemo
+from collective.models.openai_compat import http_error as _http_error
+from collective.models.openai_compat import parse_chat_response
 
 COMPLETION = {
     "model": "gemma",

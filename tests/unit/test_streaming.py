@@ -130,7 +130,8 @@ def test_progress_view_shows_the_verdict_as_it_is_written_and_specialist_rates()
 def test_llama_server_events_assemble_tool_calls_and_reasoning_from_fragments():
     import json
 
-    from collective.models.llama_server import _StreamedReply, parse_chat_response
+    from collective.models.openai_compat import StreamedReply as _StreamedReply
+    from collective.models.openai_compat import parse_chat_response
 
     def event(delta=None, **extra):
         choices = [] if delta is None else [{"index": 0, "delta": delta, **extra}]
@@ -173,7 +174,7 @@ def test_an_error_inside_the_event_stream_is_a_backend_error():
     import pytest
 
     from collective.errors import BackendUnavailable
-    from collective.models.llama_server import _StreamedReply
+    from collective.models.openai_compat import StreamedReply as _StreamedReply
 
     reply = _StreamedReply("http://h:1")
     with pytest.raises(BackendUnavailable, match="the slot crashed"):

@@ -1,0 +1,565 @@
+"""The OpenAI-compatible chat API, shared by the backends that speak it.
+
+llama-server, vLLM, SGLang, LM Studio and TGI all serve `/v1/chat/completions`:
+
+* `chat_body`: the request body that is counted and sent (content escaped, tools).
+* `parse_chat_response`, `StreamedReply`: a completion, whole or as server-sent events.
+* `http_error`: the collective error for a refusal. It knows the servers' context errors:
+  llama-server's HTTP 400 `exceed_context_size_error` (with `n_prompt_tokens` and `n_ctx`) and
+  vLLM's HTTP 400 "This model's maximum context length is N tokens. However, you requested M
+  tokens (P in the messages, O in the completion) ..." (and its newer wordings); both become
+  `ContextOverflow`, which the budgeted call refits once.
+* `OpenAICompatBackend`: one choke point for HTTP (`_request`), the streaming chat with its
+  exact precheck, health and cancel. A subclass supplies the window, the counter and the pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from abc import abstractmethod
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import httpx
+
+from collective.budget.counting import ChatMessage
+from collective.errors import (
+    BackendError,
+    BackendUnavailable,
+    ContextOverflow,
+    InvalidResponse,
+    PoolExhausted,
+)
+from collective.models._transport import LoopLocal, parse_json, translate_transport_error
+from collective.models.base import Backend, ChatDelta, ChatResult, Health, ToolCall, Usage
+from collective.models.special_tokens import escape_messages
+
+__all__ = [
+    "CHAT_PATH",
+    "LIMITS",
+    "OpenAICompatBackend",
+    "StreamedReply",
+    "chat_body",
+    "http_error",
+    "parse_chat_response",
+]
+
+CHAT_PATH = "/v1/chat/completions"
+
+LIMITS = httpx.Limits(max_keepalive_connections=16, keepalive_expiry=2.0)
+"""Idle connections are dropped after 2 s, before llama-server's own keep-alive timeout (5 s)
+closes them: a request sent on a connection the server is closing fails with 'Server
+disconnected' (calls waiting for KV room leave connections idle that long)."""
+
+_SERVER = "llama-server"
+"""The default server name in messages (the helpers are shared; backends pass their own)."""
+
+
+def chat_body(
+    messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None
+) -> dict[str, Any]:
+    """The messages and tools of a request, as counted and as sent."""
+    # Content is untrusted: escaped so the server never parses it as special tokens.
+    body: dict[str, Any] = {"messages": escape_messages(messages)}
+    if tools:
+        body["tools"] = list(tools)
+    return body
+
+
+_VLLM_N_CTX = re.compile(r"maximum context length is (\d+) tokens")
+_VLLM_PROMPT = re.compile(
+    r"(\d+) in the messages|request has (\d+) input tokens|contains at least (\d+) input tokens"
+)
+
+
+def _error_fields(data: Any) -> dict[str, Any]:
+    """The error object of a refusal: `{"error": {...}}`, vLLM's older flat form, or text."""
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict):
+        return error
+    if isinstance(error, str):
+        return {"message": error}
+    if isinstance(data, dict) and "message" in data:
+        return data
+    return {"message": str(data)}
+
+
+def _overflow(error: dict[str, Any], counted: int | None, server: str, url: str) -> Any:
+    """The `ContextOverflow` a context error describes, or None."""
+    message = str(error.get("message", ""))
+    if error.get("type") == "exceed_context_size_error":  # llama-server
+        n_prompt, n_ctx = error.get("n_prompt_tokens"), error.get("n_ctx")
+        if isinstance(n_prompt, int) and isinstance(n_ctx, int):
+            return ContextOverflow(
+                f"{server} at {url} refused a prompt of {n_prompt} tokens: its slots hold "
+                f"{n_ctx} tokens ({message}). Refit the prompt to n_ctx={n_ctx}.",
+                n_prompt_tokens=n_prompt,
+                n_ctx=n_ctx,
+            )
+    window = _VLLM_N_CTX.search(message)  # vLLM (and OpenAI's own wording)
+    if window is None:
+        return None
+    n_ctx = int(window.group(1))
+    said = _VLLM_PROMPT.search(message)
+    n_prompt = int(next(g for g in said.groups() if g)) if said else counted
+    if n_prompt is None:
+        return None
+    return ContextOverflow(
+        f"{server} at {url} refused a prompt of {n_prompt} tokens: its window is {n_ctx} "
+        f"tokens ({message}). Refit the prompt to n_ctx={n_ctx}.",
+        n_prompt_tokens=n_prompt,
+        n_ctx=n_ctx,
+    )
+
+
+def http_error(
+    status: int, data: Any, url: str, *, server: str = _SERVER, counted: int | None = None
+) -> BackendError:
+    """The collective error for a non-200 JSON answer from an OpenAI-compatible server.
+
+    Args:
+        status: The HTTP status.
+        data: The JSON body.
+        url: The server's base URL.
+        server: What runs there, for messages.
+        counted: Our count of the prompt, where the server's error names no prompt count.
+    """
+    error = _error_fields(data)
+    kind, message = error.get("type", ""), str(error.get("message", ""))
+    if status == 400 or kind == "exceed_context_size_error":
+        overflow = _overflow(error, counted, server, url)
+        if overflow is not None:
+            return overflow
+    if status >= 500 and "Context size has been exceeded" in message:
+        # Not this request's prompt: the requests in flight together outgrew a shared KV pool,
+        # and llama.cpp failed every active slot. Sending the same again fails again.
+        return PoolExhausted(
+            f"{server} at {url} ran out of KV pool under concurrent requests ({message}); its "
+            "slots share one pool (unified KV: no -np, or --kv-unified). collective re-reads "
+            "the server and waits for room; if it recurs, give the server -np K (independent "
+            "slots) or a larger -c"
+        )
+    if status == 503:
+        return BackendUnavailable(
+            f"{server} at {url} is not ready ({message or 'HTTP 503'}); it is loading the model "
+            "or all slots are busy. Wait and retry."
+        )
+    if status >= 500 and "does not match the expected" in message:
+        # The model wrote something its template's tool-call format cannot parse: the server is
+        # fine, the answer is not (small models do this).
+        return InvalidResponse(
+            f"{server} at {url} could not parse the model's answer ({message}); the model may "
+            "not be able to call tools: run that role without tools"
+        )
+    if status >= 500:
+        return BackendUnavailable(f"{server} at {url} failed with HTTP {status}: {message}")
+    return InvalidResponse(
+        f"{server} at {url} rejected the request with HTTP {status} ({kind}): {message}"
+    )
+
+
+def _tool_calls(message: dict[str, Any], server: str, url: str) -> list[ToolCall]:
+    calls = []
+    for i, call in enumerate(message.get("tool_calls") or []):
+        try:
+            fn = call["function"]
+            args = fn.get("arguments") or "{}"
+            arguments = json.loads(args) if isinstance(args, str) else dict(args)
+            calls.append(
+                ToolCall(id=call.get("id") or f"call_{i}", name=fn["name"], arguments=arguments)
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidResponse(
+                f"{server} at {url} sent a malformed tool call ({exc}): {call!r}"
+            ) from exc
+    return calls
+
+
+def parse_chat_response(
+    data: Any, *, url: str, wall_ms: float, server: str = _SERVER
+) -> ChatResult:
+    """Turn an OpenAI-style `/v1/chat/completions` body into a `ChatResult`.
+
+    Raises:
+        InvalidResponse: The body lacks the fields every completion has.
+    """
+    try:
+        choice = data["choices"][0]
+        message = choice["message"]
+        usage = data["usage"]
+        prompt_tokens = int(usage["prompt_tokens"])
+        completion_tokens = int(usage["completion_tokens"])
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise InvalidResponse(
+            f"{server} at {url} sent a completion without {exc}: {str(data)[:200]!r}"
+        ) from exc
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    raw_timings = data.get("timings") or {}
+    timings = {
+        k: float(v)
+        for k, v in raw_timings.items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+    timings["wall_ms"] = wall_ms
+    return ChatResult(
+        text=message.get("content") or "",
+        usage=Usage(prompt_tokens, completion_tokens, cached if isinstance(cached, int) else None),
+        model=str(data.get("model", "")),
+        finish_reason=choice.get("finish_reason"),
+        tool_calls=_tool_calls(message, server, url),
+        timings=timings,
+        # llama-server says `reasoning_content`; vLLM's reasoning parsers say `reasoning`.
+        reasoning=message.get("reasoning_content") or message.get("reasoning") or None,
+    )
+
+
+class StreamedReply:
+    """Assembles `/v1/chat/completions` server-sent events into the non-streaming body."""
+
+    def __init__(self, url: str, server: str = _SERVER) -> None:
+        self.url = url
+        self.server = server
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, dict[str, str]] = {}
+        self.finish_reason: str | None = None
+        self.usage: Any = None
+        self.timings: Any = None
+        self.model = ""
+
+    @property
+    def started(self) -> bool:
+        """Whether anything of the answer has arrived (text, reasoning or a tool call)."""
+        return any(self.text) or any(self.reasoning) or bool(self.calls)
+
+    def feed(self, line: str) -> ChatDelta | None:
+        """Take one line of the event stream; the text it adds, if any.
+
+        Raises:
+            BackendError: The server reported an error inside the stream.
+            InvalidResponse: A chunk that is not JSON.
+        """
+        field, _, payload = line.partition(":")
+        payload = payload.strip()
+        if field not in ("data", "error") or not payload or payload == "[DONE]":
+            return None
+        try:
+            chunk = json.loads(payload)
+        except json.JSONDecodeError as exc:
+            raise InvalidResponse(
+                f"{self.server} at {self.url} streamed a chunk that is not JSON ({exc}): "
+                f"{payload[:200]!r}"
+            ) from exc
+        if not isinstance(chunk, dict):
+            raise InvalidResponse(f"{self.server} at {self.url} streamed {payload[:200]!r}")
+        if field == "error" or "error" in chunk:
+            body = chunk if "error" in chunk else {"error": chunk}
+            raise http_error(500, body, self.url, server=self.server)
+        self.model = str(chunk.get("model") or self.model)
+        self.usage = chunk.get("usage") or self.usage
+        self.timings = chunk.get("timings") or self.timings
+        text = reasoning = ""
+        for choice in chunk.get("choices") or []:
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+            delta = choice.get("delta") or {}
+            text += delta.get("content") or ""
+            reasoning += delta.get("reasoning_content") or delta.get("reasoning") or ""
+            for i, call in enumerate(delta.get("tool_calls") or []):
+                # Each call arrives in pieces under its index: id and name first, then the
+                # arguments' JSON text in fragments.
+                slot = self.calls.setdefault(
+                    call.get("index", i), {"id": "", "name": "", "arguments": ""}
+                )
+                slot["id"] = call.get("id") or slot["id"]
+                function = call.get("function") or {}
+                slot["name"] += function.get("name") or ""
+                slot["arguments"] += function.get("arguments") or ""
+        self.text.append(text)
+        self.reasoning.append(reasoning)
+        return ChatDelta(text, reasoning) if text or reasoning else None
+
+    def body(self) -> dict[str, Any]:
+        """What the non-streaming endpoint would have answered (for `parse_chat_response`)."""
+        message: dict[str, Any] = {"content": "".join(self.text)}
+        if any(self.reasoning):
+            message["reasoning_content"] = "".join(self.reasoning)
+        if self.calls:
+            message["tool_calls"] = [
+                {"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for _, c in sorted(self.calls.items())
+            ]
+        body: dict[str, Any] = {
+            "model": self.model,
+            "choices": [{"message": message, "finish_reason": self.finish_reason}],
+        }
+        if self.usage is not None:
+            body["usage"] = self.usage
+        if self.timings is not None:
+            body["timings"] = self.timings
+        return body
+
+
+class OpenAICompatBackend(Backend):
+    """A server with `/v1/chat/completions` at `base_url`: transport, streaming chat, health.
+
+    Subclasses implement `context_window`, `token_counter` (and `count_prompt` where the
+    server counts a whole chat), `pool`, `_how_to_start` and, where they cache what they read,
+    `_forget`.
+
+    Args:
+        base_url: e.g. `http://127.0.0.1:8083` (no query).
+        server: What runs there, in messages (`llama-server`, `OpenAI-compatible server`).
+        timeout: Seconds one chat may take (prompt processing plus generation).
+        connect_timeout: Seconds to open a connection.
+        load_wait: Longest wait (seconds) for a server that answers 503 while loading.
+        precheck: Count every prompt exactly before sending and refuse (ContextOverflow) what
+            cannot fit with `max_tokens` of output; the server would refuse it anyway, but
+            only after queueing it.
+        health_path: What answers 200 once the model is loaded.
+    """
+
+    supports_tools = True
+    supports_json_schema = True  # response_format json_schema
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        server: str,
+        timeout: float = 600.0,
+        connect_timeout: float = 5.0,
+        load_wait: float = 120.0,
+        precheck: bool = True,
+        health_path: str = "/health",
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.server = server
+        self.load_wait = load_wait
+        self.precheck = precheck
+        self.health_path = health_path
+        self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
+        self._clients = LoopLocal(
+            lambda: httpx.AsyncClient(base_url=self.base_url, timeout=self._timeout, limits=LIMITS)
+        )
+
+    @abstractmethod
+    def _how_to_start(self) -> str:
+        """A sentence telling the user how to start the server."""
+
+    def _forget(self) -> None:
+        """Drop what was read from the server (it may have restarted with other settings)."""
+
+    def _extra_body(self) -> dict[str, Any]:
+        """Fields this kind of server adds to every chat request."""
+        return {}
+
+    # -- transport --------------------------------------------------------------------------
+
+    async def _request(
+        self, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> tuple[int, Any]:
+        client: httpx.AsyncClient = self._clients.get()
+        for attempt in (1, 2):
+            try:
+                response = await client.request(method, path, json=body)
+                break
+            except httpx.RemoteProtocolError as exc:
+                # The server closed a pooled keep-alive connection as the request went out:
+                # nothing was processed, so it is sent once more on a fresh connection.
+                if attempt == 2 or "without sending a response" not in str(exc):
+                    raise self._transport_error(exc) from exc
+            except httpx.HTTPError as exc:
+                raise self._transport_error(exc) from exc
+        return response.status_code, parse_json(response, server=self.server, url=self.base_url)
+
+    def _transport_error(self, exc: httpx.HTTPError) -> BackendError:
+        """The collective error for a transport failure; forgets what was read from the server."""
+        # Whatever comes back at this URL may be another server: re-read, recount.
+        self._forget()
+        return translate_transport_error(
+            exc, server=self.server, url=self.base_url, how_to_start=self._how_to_start()
+        )
+
+    def _refusal(self, status: int, data: Any, counted: int | None = None) -> BackendError:
+        """The collective error for a non-200 answer; an overflow forgets the cached window."""
+        error = http_error(status, data, self.base_url, server=self.server, counted=counted)
+        if isinstance(error, ContextOverflow | PoolExhausted):
+            # The server differs from what we planned for (restarted, other model?).
+            self._forget()
+        return error
+
+    async def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """One request; a 503 while loading is waited out once (bounded by `load_wait`)."""
+        status, data = await self._request(method, path, body)
+        if status == 503:
+            await self.wait_ready()
+            status, data = await self._request(method, path, body)
+        if status != 200:
+            raise self._refusal(status, data)
+        return data
+
+    async def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait until `health_path` answers 200 (the model is loaded).
+
+        Raises:
+            BackendUnavailable: Still loading after `timeout` (default `load_wait`) seconds, or
+                refused.
+        """
+        deadline = time.monotonic() + (self.load_wait if timeout is None else timeout)
+        while True:
+            status, _ = await self._request("GET", self.health_path)
+            if status == 200:
+                return
+            if time.monotonic() >= deadline:
+                raise BackendUnavailable(
+                    f"{self.server} at {self.base_url} was still loading its model after "
+                    f"{self.load_wait:g}s (HTTP {status} on {self.health_path}). Wait for it to "
+                    "finish loading, or check its log."
+                )
+            await asyncio.sleep(0.25)
+
+    # -- chat -------------------------------------------------------------------------------
+
+    def _chat_request(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[dict[str, Any]] | None,
+        *,
+        max_tokens: int,
+        temperature: float,
+        stop: Sequence[str] | None,
+        json_schema: dict[str, Any] | None,
+        tool_choice: str | None,
+    ) -> dict[str, Any]:
+        """The streaming `/v1/chat/completions` body."""
+        body = chat_body(messages, tools) | self._extra_body()
+        body |= {
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if stop:
+            body["stop"] = list(stop)
+        if tools and tool_choice:
+            body["tool_choice"] = tool_choice
+        if json_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "response", "schema": json_schema, "strict": True},
+            }
+        return body
+
+    async def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int,
+        temperature: float = 0.2,
+        stop: Sequence[str] | None = None,
+        json_schema: dict[str, Any] | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+        tool_choice: str | None = None,
+    ) -> AsyncIterator[ChatDelta]:
+        """Stream a chat from `/v1/chat/completions` as server-sent events (see `Backend.stream`).
+
+        Usage (and timings, where the server reports them) come from the final chunk; tool
+        calls and reasoning are assembled from their deltas. Closing the stream closes the
+        connection, and the server then stops generating and frees the slot.
+        """
+        counted: int | None = None
+        count_ms = None
+        if self.precheck:
+            started = time.perf_counter()
+            counted = await self._check_fits(messages, tools, max_tokens)
+            count_ms = (time.perf_counter() - started) * 1000
+        body = self._chat_request(
+            messages,
+            tools,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stop=stop,
+            json_schema=json_schema,
+            tool_choice=tool_choice,
+        )
+        client: httpx.AsyncClient = self._clients.get()
+        sent = time.perf_counter()
+        reply = StreamedReply(self.base_url, self.server)
+        for attempt in (1, 2):
+            try:
+                async with client.stream("POST", CHAT_PATH, json=body) as response:
+                    if response.status_code == 200:
+                        async for line in response.aiter_lines():
+                            delta = reply.feed(line)
+                            if delta is not None:
+                                yield delta
+                        break
+                    await response.aread()
+                    data = parse_json(response, server=self.server, url=self.base_url)
+            except httpx.RemoteProtocolError as exc:
+                # A pooled connection closed by the server as the request went out (nothing
+                # was processed or streamed yet): once more on a fresh connection.
+                fresh = "without sending a response" in str(exc) and reply.finish_reason is None
+                if attempt == 2 or not fresh or reply.started:
+                    raise self._transport_error(exc) from exc
+                continue
+            except httpx.HTTPError as exc:
+                raise self._transport_error(exc) from exc
+            if response.status_code != 503 or attempt == 2:
+                raise self._refusal(response.status_code, data, counted)
+            await self.wait_ready()  # loading: wait it out once, bounded by load_wait
+        result = parse_chat_response(
+            reply.body(),
+            url=self.base_url,
+            wall_ms=(time.perf_counter() - sent) * 1000,
+            server=self.server,
+        )
+        if count_ms is not None:
+            result.timings["count_ms"] = count_ms
+        yield ChatDelta(result=result)
+
+    async def _check_fits(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[dict[str, Any]] | None,
+        max_tokens: int,
+    ) -> int:
+        """Refuse a prompt that cannot fit with `max_tokens` of output; the prompt's count.
+
+        Raises:
+            ContextOverflow: It cannot fit (nothing was sent).
+        """
+        n_ctx = await self.context_window()
+        n_prompt = await self.count_prompt(messages, tools)
+        if n_prompt + max_tokens > n_ctx:
+            raise ContextOverflow(
+                f"the prompt for {self.server} at {self.base_url} has {n_prompt} tokens and "
+                f"{max_tokens} are reserved for output, but its slots hold {n_ctx}. Refit "
+                f"the prompt to n_ctx={n_ctx} (nothing was sent).",
+                n_prompt_tokens=n_prompt,
+                n_ctx=n_ctx,
+            )
+        return n_prompt
+
+    async def health(self) -> Health:
+        """`health_path`: ok, loading (503) or unreachable; never raises."""
+        try:
+            status, _ = await self._request("GET", self.health_path)
+        except BackendError as exc:
+            return Health(False, str(exc))
+        if status == 200:
+            return Health(True, f"{self.server} at {self.base_url} is ready")
+        if status == 503:
+            return Health(False, f"{self.server} at {self.base_url} is loading its model")
+        return Health(
+            False,
+            f"{self.server} at {self.base_url} answered {self.health_path} with HTTP {status}",
+        )
+
+    async def aclose(self) -> None:
+        """Close this loop's pooled connections."""
+        await self._clients.aclose()
