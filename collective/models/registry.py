@@ -46,6 +46,7 @@ __all__ = [
 
 BUILTIN_MODULES = (
     "collective.models.llama_server",
+    "collective.models.openai_api",
     "collective.models.ollama_api",
     "collective.models.llamacpp_in_process",
 )

@@ -13,8 +13,14 @@ from collective.budget.counting import EstimateCounter, tiktoken_counter
 from collective.budget.plans import JUDGE_PRESET, SPECIALIST_PRESET
 from collective.budget.trimming import Scored
 from collective.commands.render import section_summary
+from collective.models.openai_api import declared_counter
 
-COUNTERS = [tiktoken_counter("cl100k_base"), tiktoken_counter("o200k_harmony"), EstimateCounter()]
+COUNTERS = [
+    tiktoken_counter("cl100k_base"),
+    tiktoken_counter("o200k_harmony"),
+    EstimateCounter(),
+    declared_counter("cl100k_base"),  # the `openai:` backend's declared tokenizer, with margin
+]
 alphabet = st.characters(codec="utf-8", exclude_categories=("Cs",))
 texts = st.text(alphabet, max_size=3_000)
 
