@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 
-SLICE = "## Your own slice of the knowledge base (no other member sees these chunks)"
+SLICE = "## Your own slice of the knowledge base (only you see these chunks: report what they say)"
 """Heads a member's own chunks in a split KB section; the prompt puts them after the shared
 prefix (`collective.prompts.council.compose`)."""
 
@@ -152,8 +152,11 @@ class MemberEvidence:
     def _fit(self, counter: TokenCounter, limit: int) -> Fitted:
         mark = counter.count(f"{SLICE}\n\n")
         if self.part is None:
-            room = limit if self.requested == "shared" else max(0, limit - mark)
-            self.part = split(counter, self.chunks, room, self.k, self.index, self.requested)
+            # `auto` decides on the whole section; a split part leaves room for the `SLICE` line
+            args = (self.k, self.index, self.requested)
+            self.part = split(counter, self.chunks, limit, *args)
+            if self.part.mode == "split":
+                self.part = split(counter, self.chunks, max(0, limit - mark), *args)
         if self.part.mode == "shared":
             return select_chunks(counter, self.part.offered, limit)
         fitted = select_chunks(counter, self.part.offered, max(0, limit - mark))
