@@ -15,7 +15,7 @@ nothing warned).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -162,8 +162,40 @@ async def _council(config: CollectiveConfig, question: str) -> list[Check]:
                 f"{len(reports)} reports, each prompt + output <= n_ctx",
             )
         )
+    checks += _prefix_reuse(ctx, reports)
     for note in result.get("notes") or []:
         checks.append(Check("backend note", target, "warn", str(note)))
+    return checks
+
+
+def _prefix_reuse(ctx: Any, reports: Mapping[str, Mapping[str, Any]]) -> list[Check]:
+    """Per server: the prompt tokens each member reused of the council's shared prefix.
+
+    The members' prompts share everything but their own part; a server that reuses it
+    computes the prefix once. `warn` where no member reused anything (e.g. llama-server slots
+    that do not share a cache) or the server does not say.
+    """
+    by_server: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    for i, member in enumerate(agents.members(ctx.k)):
+        if member in reports:
+            ref = ctx.member_backend(i)
+            spec = ref if isinstance(ref, str) else getattr(ref, "spec", str(ref))
+            by_server.setdefault(spec, []).append((member, reports[member]))
+    checks = []
+    for spec, members in by_server.items():
+        parts = [
+            f"{m} {'?' if r.get('reused_tokens') is None else r['reused_tokens']}"
+            f"/{r.get('shared_tokens') or 0}"
+            for m, r in members
+        ]
+        detail = "reused/shared prefix tokens: " + ", ".join(parts)
+        reused = [r.get("reused_tokens") for _, r in members]
+        if all(n is None for n in reused):
+            checks.append(Check("prefix reuse", spec, "warn", detail + " (server does not say)"))
+        elif len(members) > 1 and not any(reused):
+            checks.append(Check("prefix reuse", spec, "warn", detail + " (nothing reused)"))
+        else:
+            checks.append(Check("prefix reuse", spec, "pass", detail))
     return checks
 
 

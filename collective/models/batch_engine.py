@@ -259,7 +259,10 @@ class BatchEngine:
         params.swa_full = True  # sliding-window layers keep every cell: prefixes stay reusable
         params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED  # as `Llama`'s default
         params.no_perf = True
-        self._ctx = LlamaContext(model=model, params=params, verbose=False)
+        from llama_cpp._utils import suppress_stdout_stderr
+
+        with suppress_stdout_stderr(disable=False):  # as `Llama(verbose=False)` loads quietly
+            self._ctx = LlamaContext(model=model, params=params, verbose=False)
         self.n_ctx = llama_cpp.llama_n_ctx(self._ctx.ctx)
         self.n_batch = n_batch
         self.n_seq_max = n_seq_max

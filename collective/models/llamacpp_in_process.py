@@ -325,6 +325,9 @@ class LlamaCppBackend(Backend):
         repack: Load weights with llama.cpp's CPU repacking (`use_extra_bufts`); off only to
             measure what it gains.
         n_seq_max: Calls the context holds at once (plus the prefix cache); more wait.
+        prefix_cache: Keep the last finished call's sequence for the next call to reuse; off,
+            and with `n_seq_max=1`, calls run one at a time, each reading its whole prompt
+            (the path before the engine, for benchmarks).
     """
 
     supports_json_schema = True  # via a grammar built from the schema
@@ -343,6 +346,7 @@ class LlamaCppBackend(Backend):
         repeat_penalty: float = 1.0,
         repack: bool = True,
         n_seq_max: int = N_SEQ_MAX,
+        prefix_cache: bool = True,
     ) -> None:
         self.path = Path(model_path)
         self.chat_template = chat_template
@@ -354,6 +358,7 @@ class LlamaCppBackend(Backend):
         self.n_batch = n_batch
         self.repack = repack
         self.n_seq_max = n_seq_max
+        self.keep_idle = 1 if prefix_cache else 0
         self._engine: BatchEngine | None = None
         self._chat: GGUFChat | None = None
         self._counter: LlamaCppCounter | None = None
@@ -421,6 +426,7 @@ class LlamaCppBackend(Backend):
                         n_batch=min(self.n_batch, n_ctx),
                         n_threads=self.n_threads,
                         n_seq_max=self.n_seq_max,
+                        keep_idle=self.keep_idle,
                     )
                 except (ValueError, RuntimeError, OSError) as exc:
                     raise ConfigError(f"llama.cpp could not load {self.path}: {exc}") from exc
@@ -447,7 +453,7 @@ class LlamaCppBackend(Backend):
         many run at once.
         """
         n_ctx = await self.context_window()
-        slots = self.n_seq_max - 1  # one sequence id stays free for the prefix cache
+        slots = max(1, self.n_seq_max - self.keep_idle)  # an id for the prefix cache
         source = f"in process: the batch engine admits calls by its {n_ctx:,} cells"
         server = f"in-process:{self.path.name}"
         return ServerPool(server, slots, n_ctx, slots * n_ctx, False, source)

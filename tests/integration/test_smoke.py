@@ -71,6 +71,10 @@ def test_smoke_passes_and_warns_loudly_about_small_slots(workdir, llama_server, 
     assert judge["status"] == "warn" and "judge preset 131,072" in judge["detail"]
     assert checks[("council run", "k=2")]["status"] in ("pass", "warn")
     assert checks[("budget reports", "k=2")]["status"] == "pass"
+    # per server, the shared prefix tokens each member reused (llama-server's cache_n)
+    reuse = checks[("prefix reuse", f"llama-server:{llama_server.url}?kv=per-slot")]
+    assert "specialist-1 " in reuse["detail"] and "specialist-2 " in reuse["detail"]
+    assert reuse["status"] in ("pass", "warn")
     assert not [c for c in report["checks"] if c["status"] == "fail"]
     assert report["ok"] is True
 

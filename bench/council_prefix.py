@@ -1,0 +1,228 @@
+"""Benchmark: the council reads its shared prompt once (issue 25).
+
+On the embedded default (Qwen2.5-Coder-0.5B in process, `make demo`'s question over the demo
+KB), the planner and K specialists run through the real graph (the judge is scripted: it is
+another model and not what this measures), side by side in one run:
+
+* `batched`: the batch engine as shipped: the members copy the shared prefix from the KV (the
+  planner's, or the first member's) and decode together in one batch;
+* `one-at-a-time`: the same engine held to one sequence and no prefix cache: members one after
+  another, each reading its whole prompt, as before issue 25.
+
+Printed per K (1, 3, 5): the specialist phase's wall (the slowest member, they start together)
+over one specialist's wall (the K=1 run; goal <= 1.3), and the prompt tokens computed for the K
+members over one member's prompt (goal <= 1.2). `--repack` first measures prompt and generation
+tokens/s with llama.cpp's weight repacking off and on (`use_extra_bufts`); `--wait-policy`
+measures the same in subprocesses under `OMP_WAIT_POLICY=ACTIVE` and `PASSIVE`;
+`--server URL` runs the members against a llama-server (`-np K`) and reports its reuse
+(`cache_n`) next to what it computed (`prompt_n`).
+
+Usage: python bench/council_prefix.py [--k 1 3 5] [--cap N] [--repack] [--wait-policy]
+       [--server URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from collective.graph import CouncilContext, build_graph  # noqa: E402
+from collective.models.base import Backend  # noqa: E402
+from collective.models.embedded import embedded_model, embedded_model_path  # noqa: E402
+from collective.models.llamacpp_in_process import LlamaCppBackend  # noqa: E402
+from collective.models.registry import EMBEDDED_N_CTX  # noqa: E402
+from tests.fakes import ScriptedBackend  # noqa: E402
+
+QUESTION = "Which filament should I use for a part that sits in a hot car, and why?"
+
+
+def embedded(one_at_a_time: bool = False, repack: bool = True) -> LlamaCppBackend:
+    """The embedded default as the registry builds it, optionally one sequence at a time."""
+    from importlib import resources
+
+    model = embedded_model("embedded:qwen2.5-coder-0.5b")
+    template = None
+    if model.turn_template:
+        template = (
+            resources.files("collective") / "data/templates" / model.turn_template
+        ).read_text()
+    extra: dict[str, Any] = {"n_seq_max": 1, "prefix_cache": False} if one_at_a_time else {}
+    backend = LlamaCppBackend(
+        embedded_model_path(model.key),
+        n_ctx=EMBEDDED_N_CTX,
+        name=model.name,
+        chat_template=template,
+        repeat_penalty=model.repeat_penalty,
+        repack=repack,
+        **extra,
+    )
+    backend.output_cap = model.output_cap
+    return backend
+
+
+async def council(backend: Backend, k: int, kb: str, cap: int | None) -> dict[str, Any]:
+    """Plan and K specialists on `backend` (the judge scripted); the figures of the run."""
+    ctx = CouncilContext(
+        k=k,
+        planner=backend,
+        specialists=[backend],
+        judge=ScriptedBackend("judge", "ASA [KB#x]"),
+        kb=kb,
+        judge_tools=False,
+        output_caps={"specialist": cap} if cap else {},
+    )
+    started = time.perf_counter()
+    out = await build_graph().ainvoke({"question": QUESTION}, context=ctx)
+    wall = time.perf_counter() - started
+    timings = out["timings"]
+    members = [b for b in out["budgets"] if b["node"].startswith("specialist-")]
+    plan = next(b for b in out["budgets"] if b["node"] == "plan")
+    return {
+        "k": k,
+        "wall_s": wall,
+        "plan_s": timings["plan_ms"] / 1000,
+        "phase_s": max(timings[f"{b['node']}_ms"] for b in members) / 1000,
+        "member_s": [round(timings[f"{b['node']}_ms"] / 1000, 1) for b in members],
+        "ttft_s": [round(timings.get(f"{b['node']}_ttft_ms", 0) / 1000, 1) for b in members],
+        "prompt": [b["prompt_tokens"] for b in members],
+        "shared": [b["shared_tokens"] for b in members],
+        "reused": [b["reused_tokens"] or 0 for b in members],
+        "output": [b["output_tokens"] for b in members],
+        "plan_prompt": plan["prompt_tokens"],
+        "plan_reused": plan["reused_tokens"],
+    }
+
+
+def report(mode: str, run: dict[str, Any], single: dict[str, Any] | None) -> None:
+    computed = sum(p - r for p, r in zip(run["prompt"], run["reused"], strict=True))
+    one = statistics.mean(run["prompt"])
+    line = (
+        f"{mode:14} K={run['k']}: plan {run['plan_s']:.1f} s (prompt {run['plan_prompt']}, "
+        f"reused {run['plan_reused']}), specialists {run['phase_s']:.1f} s "
+        f"(each {run['member_s']}, ttft {run['ttft_s']}), prompts {run['prompt']} shared "
+        f"{run['shared']} reused {run['reused']}, outputs {run['output']}; computed/one prompt "
+        f"{computed / one:.2f}"
+    )
+    if single is not None:
+        line += f"; phase/one specialist {run['phase_s'] / single['phase_s']:.2f}"
+    print(line, flush=True)
+
+
+async def prefix_bench(ks: list[int], cap: int | None) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        kb = str(Path(tmp) / "kb.sqlite")
+        for mode, one in (("batched", False), ("one-at-a-time", True)):
+            backend = embedded(one)
+            try:
+                await council(backend, 1, kb, cap)  # load, warm
+                single = await council(backend, 1, kb, cap)
+                report(mode, single, None)
+                for k in ks:
+                    if k != 1:
+                        report(mode, await council(backend, k, kb, cap), single)
+            finally:
+                await backend.aclose()
+
+
+def speed(repack: bool, prompt_tokens: int = 2000, output: int = 128) -> dict[str, float]:
+    """Prompt and generation tokens/s of the embedded default, one sequence."""
+    from collective.models.batch_engine import GenerationRequest
+
+    backend = embedded(True, repack=repack)
+    chat = backend._load_sync()
+    words = " ".join(f"filament{i % 97} softens at {40 + i % 70} C." for i in range(400))
+    ids = chat.model.tokenize(words.encode(), add_bos=False, special=False)[:prompt_tokens]
+    engine = backend.engine
+    engine.generate(GenerationRequest(ids[:32], 1, temperature=0.0))  # warm
+    started = time.perf_counter()
+    engine.generate(GenerationRequest(ids, 1, temperature=0.0))
+    prefill = time.perf_counter() - started
+    started = time.perf_counter()  # the same prompt read again, then the answer
+    out = engine.generate(GenerationRequest(ids, output, temperature=0.0))
+    decode = time.perf_counter() - started
+    engine.close()
+    return {
+        "prompt_per_s": len(ids) / prefill,
+        "gen_per_s": out.completion_tokens / max(decode - prefill, 1e-9),
+        "gen_tokens": out.completion_tokens,
+    }
+
+
+def repack_bench() -> None:
+    for repack in (False, True):
+        figures = speed(repack)
+        print(
+            f"repack {'on ' if repack else 'off'}: prompt {figures['prompt_per_s']:.1f} tok/s, "
+            f"generation {figures['gen_per_s']:.1f} tok/s ({figures['gen_tokens']} tokens)",
+            flush=True,
+        )
+
+
+def wait_policy_bench() -> None:
+    for policy in ("ACTIVE", "PASSIVE"):
+        env = {**os.environ, "OMP_WAIT_POLICY": policy}
+        code = "import json, council_prefix as b; print(json.dumps(b.speed(True, 1000, 64)))"
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=Path(__file__).parent,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        figures = json.loads(done.stdout.strip().splitlines()[-1])
+        print(
+            f"OMP_WAIT_POLICY={policy}: prompt {figures['prompt_per_s']:.1f} tok/s, generation "
+            f"{figures['gen_per_s']:.1f} tok/s (load average {os.getloadavg()[0]:.1f})",
+            flush=True,
+        )
+
+
+async def server_bench(url: str, ks: list[int], cap: int | None) -> None:
+    from collective.models.llama_server import LlamaServerBackend
+
+    with tempfile.TemporaryDirectory() as tmp:
+        kb = str(Path(tmp) / "kb.sqlite")
+        backend = LlamaServerBackend(url)
+        try:
+            single = await council(backend, 1, kb, cap)
+            report("llama-server", single, None)
+            for k in ks:
+                if k != 1:
+                    report("llama-server", await council(backend, k, kb, cap), single)
+        finally:
+            await backend.aclose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--k", type=int, nargs="+", default=[3, 5])
+    parser.add_argument("--cap", type=int, default=None, help="specialist output cap")
+    parser.add_argument("--repack", action="store_true")
+    parser.add_argument("--wait-policy", action="store_true")
+    parser.add_argument("--server", default=None)
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores", flush=True)
+    if args.repack:
+        repack_bench()
+    if args.wait_policy:
+        wait_policy_bench()
+    if args.server:
+        asyncio.run(server_bench(args.server, args.k, args.cap))
+    else:
+        asyncio.run(prefix_bench(args.k, args.cap))
+
+
+if __name__ == "__main__":
+    main()
