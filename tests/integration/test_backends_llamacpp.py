@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import collections
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -115,7 +117,14 @@ async def test_the_repeat_penalty_reaches_the_sampler(shared_backend: LlamaCppBa
         penalised = await shared_backend.chat(loop, max_tokens=24, temperature=0.0)
     finally:
         shared_backend.repeat_penalty = 1.0
-    assert plain.text.lower().count("red") > penalised.text.lower().count("red"), (
+
+    # The most repeated word: which word gemma repeats depends on numerics (a prompt read
+    # whole or from a prefix left in the KV differs in the last bits), that it repeats less
+    # under the penalty does not.
+    def most_repeated(text: str) -> int:
+        return max(collections.Counter(re.findall(r"[a-z]+", text.lower())).values())
+
+    assert most_repeated(plain.text) > most_repeated(penalised.text), (
         plain.text,
         penalised.text,
     )
