@@ -545,32 +545,10 @@ class OllamaBackend(Backend):
         messages = escape_messages(messages)  # content is never special tokens (see there)
         num_ctx = await self.context_window()
         counter = await self.token_counter()
-        counted = await self.count_prompt(messages, tools)
-        if counted + max_tokens > num_ctx:
-            raise ContextOverflow(
-                f"the prompt for {self.model} on {_SERVER} at {self.base_url} has {counted} tokens "
-                f"({counter.kind}) and {max_tokens} are reserved for output, but num_ctx is "
-                f"{num_ctx}; Ollama would truncate it silently, so nothing was sent. Refit the "
-                f"prompt to n_ctx={num_ctx}.",
-                n_prompt_tokens=counted,
-                n_ctx=num_ctx,
-            )
-        options: dict[str, Any] = {
-            "num_ctx": num_ctx,
-            "num_predict": max_tokens,
-            "temperature": temperature,
-        }
-        if stop:
-            options["stop"] = list(stop)
-        kwargs: dict[str, Any] = {}
-        if json_schema is not None:
-            kwargs["format"] = json_schema
-        if tools:
-            kwargs["tools"] = list(tools)
-        if self.think is not None:
-            kwargs["think"] = self.think
-        if self.keep_alive is not None:
-            kwargs["keep_alive"] = self.keep_alive
+        counted = await self._check_fits(messages, tools, max_tokens, num_ctx, counter)
+        options: dict[str, Any] = {"num_ctx": num_ctx, "num_predict": max_tokens}
+        options |= {"temperature": temperature} | ({"stop": list(stop)} if stop else {})
+        kwargs = self._chat_fields(json_schema, tools)
         started = time.perf_counter()
         text: list[str] = []
         thinking: list[str] = []
@@ -613,25 +591,76 @@ class OllamaBackend(Backend):
                     url=self.base_url,
                 )
             raise (overflow or self._translate(exc)) from exc
-        if final is None:
-            raise InvalidResponse(
-                f"{_SERVER} at {self.base_url} ended the stream for {self.model} without its "
-                "final message (done: true); the answer may be cut"
-            )
-        final["message"] = {
+        message = {
             "role": "assistant",
             "content": "".join(text),
             "thinking": "".join(thinking) or None,
             "tool_calls": calls,
         }
         wall_ms = (time.perf_counter() - started) * 1000
+        yield ChatDelta(
+            result=self._final(final, message, counted, counter, num_ctx, messages, wall_ms)
+        )
+
+    async def _check_fits(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[dict[str, Any]] | None,
+        max_tokens: int,
+        num_ctx: int,
+        counter: TokenCounter,
+    ) -> int:
+        """The prompt's count; `ContextOverflow` (nothing sent) when it cannot fit."""
+        counted = await self.count_prompt(messages, tools)
+        if counted + max_tokens > num_ctx:
+            raise ContextOverflow(
+                f"the prompt for {self.model} on {_SERVER} at {self.base_url} has {counted} tokens "
+                f"({counter.kind}) and {max_tokens} are reserved for output, but num_ctx is "
+                f"{num_ctx}; Ollama would truncate it silently, so nothing was sent. Refit the "
+                f"prompt to n_ctx={num_ctx}.",
+                n_prompt_tokens=counted,
+                n_ctx=num_ctx,
+            )
+        return counted
+
+    def _chat_fields(
+        self, json_schema: dict[str, Any] | None, tools: Sequence[dict[str, Any]] | None
+    ) -> dict[str, Any]:
+        """The request's fields beside model, messages and options."""
+        fields: dict[str, Any] = {}
+        if json_schema is not None:
+            fields["format"] = json_schema
+        if tools:
+            fields["tools"] = list(tools)
+        if self.think is not None:
+            fields["think"] = self.think
+        if self.keep_alive is not None:
+            fields["keep_alive"] = self.keep_alive
+        return fields
+
+    def _final(
+        self,
+        final: dict[str, Any] | None,
+        message: dict[str, Any],
+        counted: int,
+        counter: TokenCounter,
+        num_ctx: int,
+        messages: Sequence[ChatMessage],
+        wall_ms: float,
+    ) -> ChatResult:
+        """The streamed answer (`message`) under the final chunk's counts, checked."""
+        if final is None:
+            raise InvalidResponse(
+                f"{_SERVER} at {self.base_url} ended the stream for {self.model} without its "
+                "final message (done: true); the answer may be cut"
+            )
+        final["message"] = message
         content = (
             sum(counter.count_many(m.get("content") or "" for m in messages))
             if counter.exact
             else None
         )
-        result = self._result(final, counted, content, counter, num_ctx, messages, wall_ms)
-        yield ChatDelta(result=result)
+        return self._result(final, counted, content, counter, num_ctx, messages, wall_ms)
 
     def _result(
         self,

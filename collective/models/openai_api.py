@@ -292,6 +292,7 @@ class OpenAIBackend(OpenAICompatBackend):
         reported = entry.get("max_model_len") if entry else None
         if self._llama is not None:
             reported = await self._llama.context_window()
+            self.supports_tools = self._llama.supports_tools  # what its template renders
         windows = [n for n in (reported, self.n_ctx) if isinstance(n, int) and n > 0]
         if not windows:
             raise ConfigError(self._no_window())
