@@ -21,9 +21,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, Required, TypedDict, Unpack
 
@@ -38,7 +39,7 @@ from collective.budget.monitor import (
 from collective.budget.plans import PRESETS, ModelBudget, check_role_sections, default_preset
 from collective.budget.profiles import AgentBudget, ProfileAssignments, resolve_budget
 from collective.budget.report import BudgetReport
-from collective.errors import ConfigError, ContextOverflow, PoolExhausted
+from collective.errors import BackendUnavailable, ConfigError, ContextOverflow, PoolExhausted
 from collective.models.admission import default_admission
 from collective.models.base import Backend, ChatDelta, ChatResult, collect
 from collective.models.tool_calls import text_calls, tool_call_schema
@@ -86,6 +87,21 @@ class Admission(Protocol):
 
     def exhausted(self, pool: Any) -> None:
         """The server of `pool` ran out of KV pool: hold calls to it to a shared pool."""
+        ...
+
+    def place(
+        self,
+        backends: Sequence[Backend],
+        tokens: int,
+        *,
+        label: str = "",
+        on_wait: Callable[[str], None] | None = None,
+    ) -> AbstractAsyncContextManager[tuple[Backend, Any]]:
+        """As `reserve`, on whichever of `backends` (replicas) has room; yields it first."""
+        ...
+
+    def in_flight(self, server: str) -> int:
+        """Tokens held on `server` now."""
         ...
 
 
@@ -283,13 +299,57 @@ class _Call:
     admission: Admission
 
     async def fit_and_send(self) -> ModelCall:
-        """Fit, assemble, send; refit once on the server's overflow."""
-        backend, request = self.backend, self.request
+        """Fit, assemble, send; refit once on the server's overflow.
+
+        With replicas (`Backend.replicas`), the call is planned for the replica with the most
+        room and placed on one with room; a replica that fails before the call's first token
+        is left out (noted in the report) and the call starts over on the others.
+        """
+        replicas = self.backend.replicas()
+        skipped: list[str] = []
+        while True:
+            try:
+                call = await self._fit_and_send_on(await self._pick(replicas), replicas)
+            except _ReplicaDown as down:
+                replicas = [r for r in replicas if r is not down.replica]
+                if not replicas:
+                    raise down.error from None
+                skipped.append(f"replica {down.replica.spec} skipped: {down.error}")
+                log.warning("%s: %s", self.agent, skipped[-1])
+                continue
+            call.report.notes.extend(skipped)
+            return call
+
+    async def _pick(self, replicas: list[Backend]) -> Backend:
+        """The replica to plan for: the one with the most free KV room now."""
+        if len(replicas) == 1:
+            return replicas[0]
+        pools = await asyncio.gather(*(r.pool() for r in replicas), return_exceptions=True)
+        answered = zip(replicas, pools, strict=True)
+        live = [(r, p) for r, p in answered if not isinstance(p, BaseException)]
+        if not live:  # none answers: the first one's error stands
+            error = pools[0]
+            raise error if isinstance(error, BaseException) else AssertionError(error)
+
+        def room(item: tuple[Backend, Any]) -> float:
+            pool = item[1]
+            return math.inf if pool is None else pool.tokens - self.admission.in_flight(pool.server)
+
+        return max(live, key=room)[0]
+
+    async def _fit_and_send_on(self, backend: Backend, replicas: list[Backend]) -> ModelCall:
+        """The call planned for `backend`'s window, sent to a replica it fits."""
+        request = self.request
         contents = request["contents"]
         kb_factor = request.get("kb_factor", 1.0)
         keep_tools = any(c.name == "tools" for c in contents)
-        n_ctx = await backend.context_window()
-        counter = await backend.token_counter()
+        try:
+            n_ctx = await backend.context_window()
+            counter = await backend.token_counter()
+        except BackendUnavailable as error:
+            if len(replicas) == 1:
+                raise
+            raise _ReplicaDown(backend, error) from error
         overflow: ContextOverflow | None = None
         exhausted: PoolExhausted | None = None
         while True:
@@ -319,7 +379,8 @@ class _Call:
             prompt = await asyncio.to_thread(assembly) if counter.blocking else assembly()
             self.emit({"type": "budget", "node": self.agent, "report": prompt.report.to_dict()})
             try:
-                result = await self.send(prompt, plan.output_budget)
+                candidates = await _fitting(replicas, backend, plan.n_ctx)
+                result, used = await self.send(prompt, plan.output_budget, candidates)
             except PoolExhausted as error:
                 if exhausted is not None:
                     raise
@@ -337,26 +398,44 @@ class _Call:
                 undercount = max(0, error.n_prompt_tokens - prompt.report.prompt_tokens)
                 n_ctx = min(n_ctx, error.n_ctx) - undercount
                 continue
-            cut = cut_answer_warning(
-                result, max_tokens=plan.output_budget, n_ctx=plan.n_ctx, server=backend.spec
-            )
-            if cut is not None:
-                log.warning("%s: %s", self.agent, cut)
-                result.warnings.append(cut)
-                prompt.report.notes.append(cut)
-            # How the answer ended travels with its report (`length`: cut; the CLI flags it),
-            # and how much of the prompt was shared and reused by the server.
-            report = replace(
-                prompt.report,
-                finish_reason=result.finish_reason,
-                output_tokens=result.usage.completion_tokens,
-                shared_tokens=await _shared_tokens(prompt, counter),
-                reused_tokens=reused_tokens(result),
-            )
-            return ModelCall(result, report, prompt, overflow)
+            return await self._finish(result, used, plan, prompt, counter, overflow)
 
-    async def send(self, prompt: AssembledPrompt, max_tokens: int) -> ChatResult:
-        """The one place a model is called: admission around it, streaming through it."""
+    async def _finish(
+        self,
+        result: ChatResult,
+        used: Backend,
+        plan: ModelBudget,
+        prompt: AssembledPrompt,
+        counter: TokenCounter,
+        overflow: ContextOverflow | None,
+    ) -> ModelCall:
+        """The call's outcome: a cut answer flagged, the report told how the answer ended."""
+        cut = cut_answer_warning(
+            result, max_tokens=plan.output_budget, n_ctx=plan.n_ctx, server=used.spec
+        )
+        if cut is not None:
+            log.warning("%s: %s", self.agent, cut)
+            result.warnings.append(cut)
+            prompt.report.notes.append(cut)
+        # How the answer ended (`length`: cut; the CLI flags it), where, and how much of the
+        # prompt was shared and reused by the server travel with its report.
+        report = replace(
+            prompt.report,
+            finish_reason=result.finish_reason,
+            output_tokens=result.usage.completion_tokens,
+            shared_tokens=await _shared_tokens(prompt, counter),
+            reused_tokens=reused_tokens(result),
+            server=used.spec,
+        )
+        return ModelCall(result, report, prompt, overflow)
+
+    async def send(
+        self, prompt: AssembledPrompt, max_tokens: int, candidates: list[Backend]
+    ) -> tuple[ChatResult, Backend]:
+        """The one place a model is called: admission around it, streaming through it.
+
+        Returns the result and the backend (replica) that answered.
+        """
 
         def on_wait(message: str) -> None:
             self.emit(
@@ -373,9 +452,16 @@ class _Call:
         if forced:
             json_schema = tool_call_schema(forced)
         tokens = prompt.report.prompt_tokens + max_tokens
-        async with self.admission.reserve(self.backend, tokens, label=self.agent, on_wait=on_wait):
+        streamed: list[ChatDelta] = []
+        text_only = _text_only(self.on_token) if self.on_token and not forced else None
+
+        def on_delta(delta: ChatDelta) -> Awaitable[None] | None:
+            streamed.append(delta)
+            return text_only(delta) if text_only is not None else None
+
+        async with self._hold(candidates, tokens, on_wait) as backend:
             started = time.perf_counter()
-            stream = self.backend.stream(
+            stream = backend.stream(
                 prompt.messages,
                 max_tokens=max_tokens,
                 temperature=self.settings.temperature,
@@ -383,12 +469,52 @@ class _Call:
                 tools=tools,
                 tool_choice=choice,
             )
-            on_delta = _text_only(self.on_token) if self.on_token and not forced else None
-            result = await collect(stream, on_delta)
+            try:
+                result = await collect(stream, on_delta)
+            except BackendUnavailable as error:
+                if streamed or len(self.backend.replicas()) == 1:
+                    raise
+                raise _ReplicaDown(backend, error) from error  # before the first token
         if tools:  # a call written as text (Qwen's doubled braces) still counts as a call
             result = text_calls(result, tools, required=bool(forced))
         result.timings.setdefault("wall_ms", (time.perf_counter() - started) * 1000)
-        return result
+        return result, backend
+
+    @asynccontextmanager
+    async def _hold(
+        self, candidates: list[Backend], tokens: int, on_wait: Callable[[str], None]
+    ) -> AsyncIterator[Backend]:
+        """Admission for the call: its backend's pool, or a place on one of its replicas."""
+        if len(candidates) == 1:
+            async with self.admission.reserve(
+                candidates[0], tokens, label=self.agent, on_wait=on_wait
+            ):
+                yield candidates[0]
+        else:
+            async with self.admission.place(
+                candidates, tokens, label=self.agent, on_wait=on_wait
+            ) as (backend, _):
+                yield backend
+
+
+class _ReplicaDown(Exception):
+    """A replica failed before the call's first token: the call goes to another one."""
+
+    def __init__(self, replica: Backend, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.replica = replica
+        self.error = error
+
+
+async def _fitting(replicas: list[Backend], planned: Backend, n_ctx: int) -> list[Backend]:
+    """The replicas a prompt planned for `n_ctx` on `planned` fits (the planned one first)."""
+    if len(replicas) == 1:
+        return replicas
+    others = [r for r in replicas if r is not planned]
+    windows = await asyncio.gather(*(r.context_window() for r in others), return_exceptions=True)
+    return [planned] + [
+        r for r, w in zip(others, windows, strict=True) if isinstance(w, int) and w >= n_ctx
+    ]
 
 
 async def _shared_tokens(prompt: AssembledPrompt, counter: TokenCounter) -> int | None:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -71,7 +72,15 @@ DEFAULT_CONFIG_FILE = "collective.toml"
 
 
 def _check_spec(spec: str) -> str:
-    """Refuse a malformed backend spec early, without loading anything."""
+    """Refuse a malformed backend spec early, without loading anything.
+
+    Specs joined by ` | ` (a replica set, `collective.models.replicas`) are checked each.
+    """
+    from collective.models.replicas import REPLICA_SEP, split_replicas
+
+    parts = split_replicas(spec)
+    if len(parts) > 1:
+        return REPLICA_SEP.join(_check_spec(part) for part in parts)
     text = spec.strip()
     if text == "embedded" or text.startswith("embedded:"):
         from collective.models.embedded import embedded_model
@@ -90,12 +99,31 @@ def _check_spec(spec: str) -> str:
     return spec.strip()
 
 
+def _judges(value: Any) -> Any:
+    """The judge's fallback list, each entry one backend or a list of replicas."""
+    return [_replica_set(v) for v in value] if isinstance(value, list) else value
+
+
+def _replica_set(value: Any) -> Any:
+    """A list of specs where one backend is expected: equivalent servers, one spec."""
+    from collective.models.replicas import REPLICA_SEP
+
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        if not value:
+            raise ValueError("give at least one backend")
+        return REPLICA_SEP.join(value)
+    return value
+
+
 class SpecialistGroup(BaseModel):
     """`count` specialists on one backend."""
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: str = Field(description="Backend spec, e.g. `llama-server:http://127.0.0.1:8083`.")
+    backend: Annotated[str, BeforeValidator(_replica_set)] = Field(
+        description="Backend spec, e.g. `llama-server:http://127.0.0.1:8083`, or a list of "
+        "equivalent servers (replicas): each member runs on one with room."
+    )
     count: int = Field(default=1, ge=1, le=64, description="Specialists on this backend.")
 
     @field_validator("backend")
@@ -146,14 +174,17 @@ class CollectiveConfig(BaseSettings):
     k: int | None = Field(
         default=None, ge=1, le=64, description="Specialists; default: the sum of the counts."
     )
-    planner: str = Field(default="embedded", description="Backend of the planner.")
+    planner: Annotated[str, BeforeValidator(_replica_set)] = Field(
+        default="embedded", description="Backend of the planner (a list: replicas)."
+    )
     specialists: list[SpecialistGroup] = Field(
         default_factory=lambda: [SpecialistGroup(backend="embedded", count=3)],
         description="Specialist groups (backend and count each), cycled to k members.",
     )
-    judge: str | list[str] = Field(
+    judge: Annotated[str | list[str], BeforeValidator(_judges)] = Field(
         default="embedded:qwen2.5-coder-1.5b",
-        description="Backend of the judge, or a list tried in order (failures go to notes).",
+        description="Backend of the judge, or a list tried in order (failures go to notes); "
+        "a list inside it: replicas.",
     )
     rewriter: str | None = Field(
         default=None, description="Backend that rewrites queries for deep retrieval."

@@ -55,6 +55,8 @@ class BudgetReport:
     """Prompt tokens the server reused from its KV instead of computing them (llama-server
     `cache_n`, Ollama `prompt_eval_cached_count`, in process the batch engine's); None when the
     server does not say."""
+    server: str | None = None
+    """The backend spec that answered (one replica of a replica set); None before the call."""
 
     @property
     def fits(self) -> bool:
@@ -81,4 +83,5 @@ class BudgetReport:
             "output_tokens": self.output_tokens,
             "shared_tokens": self.shared_tokens,
             "reused_tokens": self.reused_tokens,
+            "server": self.server,
         }

@@ -117,6 +117,8 @@ class ProgressView:
             row = self.rows.setdefault(node, _Row())
             row.status = str(event.get("status", row.status))
             row.model = str(event.get("model") or row.model)
+            if event.get("server") and " @ " not in row.model:  # the replica that answered
+                row.model = f"{row.model} @ {event['server']}"
             for name in ("tokens_in", "tokens_out", "ms"):
                 if event.get(name) is not None:
                     setattr(row, name, event[name])
@@ -210,6 +212,7 @@ def budget_table(reports: Sequence[Mapping[str, Any]], title: str = "budgets") -
         scaled = re.search(r"scaled x[\d.]+", str(report.get("scaled") or ""))
         table.add_row(
             f"{report['node']}\n[dim]{report['model']}[/dim]"
+            + (f"\n[dim]{report['server']}[/dim]" if report.get("server") else "")
             + (  # the agent's memory budget profile and the tier that applied
                 f"\n[dim]{report['memory_profile']} @ {report['memory_tier']}[/dim]"
                 if report.get("memory_profile")

@@ -15,6 +15,7 @@ nothing warned).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -205,10 +206,13 @@ async def run_checks(
     """Every smoke check, in order: servers, models, contexts, then one council run."""
     from collective.errors import CollectiveError
     from collective.models.registry import backend_from_spec, close_all
+    from collective.models.replicas import split_replicas
 
     checks: list[Check] = []
     try:
-        roles = config.role_backends()
+        # Every replica of a replica set is checked on its own.
+        named = config.role_backends()
+        roles = {r: [m for s in specs for m in split_replicas(s)] for r, specs in named.items()}
         specs = list(dict.fromkeys(spec for specs in roles.values() for spec in specs))
         backends: dict[str, Backend] = {}
         for spec in specs:
@@ -231,7 +235,9 @@ async def run_checks(
                     checks.append(await _context(config, role, backends[spec]))
         for spec in backends:
             if spec in healthy:
-                members = roles.get("specialist", []).count(spec)
+                # Members of a replica set spread over its replicas.
+                sets = [split_replicas(s) for s in named.get("specialist", [])]
+                members = math.ceil(sum(1 / len(parts) for parts in sets if spec in parts))
                 checks.append(await _pool(config, backends[spec], members))
         if council:
             if any(c.status == "fail" for c in checks):

@@ -35,12 +35,14 @@ BackendRef = Annotated[
         {
             "type": "string",
             "description": "Backend spec: `embedded`, `llama-server:http://HOST:PORT`, "
-            "`ollama:MODEL@http://HOST:PORT` or `llamacpp:/path.gguf` (or a `Backend` object "
-            "in process).",
+            "`openai:MODEL@http://HOST:PORT`, `ollama:MODEL@http://HOST:PORT` or "
+            "`llamacpp:/path.gguf`; specs joined by ` | ` are replicas (or, in process, a "
+            "`Backend` object or a LangChain chat model).",
         }
     ),
 ]
-"""A backend spec string, or a `Backend` object when the council runs in process."""
+"""A backend spec string (` | ` joins replicas), or a `Backend` object or LangChain chat model
+when the council runs in process."""
 
 BudgetRef = Annotated[
     str | ModelBudget,  # and, from JSON, a `{n_ctx, output, sections}` dict (`__post_init__`)
@@ -80,8 +82,9 @@ class CouncilContext:
     """Who sits on the council and how it deliberates.
 
     Backends are given as spec strings (`embedded`, `llama-server:http://127.0.0.1:8083`,
-    `ollama:gpt-oss-120b-judge@http://127.0.0.1:11434`, `llamacpp:/path/model.gguf`) or as
-    `Backend` objects.
+    `openai:MODEL@http://127.0.0.1:8000`, `ollama:gpt-oss-120b-judge@http://127.0.0.1:11434`,
+    `llamacpp:/path/model.gguf`; replicas joined by ` | `), as `Backend` objects, or as LangChain
+    chat models (`collective.models.langchain_model`).
     """
 
     k: int = 3
@@ -178,7 +181,9 @@ class CouncilContext:
     @property
     def judges(self) -> list[str | Backend]:
         """The judge's backends in the order they are tried (the first is the best model)."""
-        return [self.judge] if isinstance(self.judge, str | Backend) else list(self.judge)
+        # One judge may be a spec, a Backend or a LangChain chat model: only a list is a list.
+        judge: Any = self.judge
+        return list(judge) if isinstance(judge, list | tuple) else [judge]
 
     @property
     def quorum_needed(self) -> int:

@@ -37,7 +37,7 @@ import collections
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -129,7 +129,6 @@ class Reservation:
 @dataclass
 class _ServerState:
     pool: ServerPool
-    cond: asyncio.Condition
     held: dict[int, Reservation]
     queue: collections.deque[int]
 
@@ -166,12 +165,17 @@ class AdmissionControl:
     """Per-server admission: calls reserve prompt + output tokens against their server's pool.
 
     Waiting is first come, first served per server, so a large call is not starved by small
-    ones. `records` keeps the latest admissions (server, tokens in flight after admitting, pool
-    size) and `peak` the most tokens ever in flight per server, for logs and tests.
+    ones. A call that may run on any of several equivalent servers (replicas, `place`) takes
+    the one with the most room now, and waits in every one's queue until one has room: it never
+    waits on a full server while another has room. `records` keeps the latest admissions
+    (server, tokens in flight after admitting, pool size) and `peak` the most tokens ever in
+    flight per server, for logs and tests.
     """
 
     def __init__(self, history: int = 1000) -> None:
         self._states: dict[tuple[int, str], _ServerState] = {}
+        self._conds: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Condition]] = {}
+        self._unpooled: collections.Counter[int] = collections.Counter()
         self.records: collections.deque[tuple[str, int, int]] = collections.deque(maxlen=history)
         self.peak: dict[str, int] = {}
         self._shared: set[str] = set()
@@ -183,14 +187,22 @@ class AdmissionControl:
             log.warning("%s ran out of KV pool: its slots are treated as one pool", pool.server)
             self._shared.add(pool.server)
 
-    def _state(self, pool: ServerPool) -> _ServerState:
+    def _cond(self) -> asyncio.Condition:
         # asyncio primitives belong to one event loop; each loop gets its own books.
         loop = asyncio.get_running_loop()
-        key = (id(loop), pool.server)
+        entry = self._conds.get(id(loop))
+        if entry is None or entry[0] is not loop:
+            entry = self._conds[id(loop)] = (loop, asyncio.Condition())
+        return entry[1]
+
+    def _state(self, pool: ServerPool) -> _ServerState:
+        if pool.server in self._shared and not pool.unified:
+            source = pool.source + ", shared: learnt from a pool exhaustion"
+            pool = replace(pool, tokens=pool.slot_ctx, unified=True, source=source)
+        key = (id(asyncio.get_running_loop()), pool.server)
         state = self._states.get(key)
         if state is None:
-            state = _ServerState(pool, asyncio.Condition(), {}, collections.deque())
-            self._states[key] = state
+            state = self._states[key] = _ServerState(pool, {}, collections.deque())
         state.pool = pool  # the latest reading rules (a restarted server)
         return state
 
@@ -218,34 +230,128 @@ class AdmissionControl:
         the call is sent at once). A request larger than the whole pool waits until it runs
         alone; the backend then refuses what cannot fit its slot.
         """
-        pool = await backend.pool()
-        if pool is None:
-            yield None
-            return
-        if pool.server in self._shared and not pool.unified:
-            source = pool.source + ", shared: learnt from a pool exhaustion"
-            pool = replace(pool, tokens=pool.slot_ctx, unified=True, source=source)
-        state = self._state(pool)
-        need = min(tokens, pool.tokens)
-        ticket = next(self._tickets)  # unique: waiters are told apart by it
-        async with state.cond:
-            state.queue.append(ticket)
+        async with self.place([backend], tokens, label=label, on_wait=on_wait) as (_, pool):
+            yield pool
+
+    @asynccontextmanager
+    async def place(
+        self,
+        backends: Sequence[Backend],
+        tokens: int,
+        *,
+        label: str = "",
+        on_wait: OnWait | None = None,
+    ) -> AsyncIterator[tuple[Backend, ServerPool | None]]:
+        """Hold `tokens` on whichever of `backends` (equivalent servers) has room first.
+
+        Yields the backend chosen and its pool. Of those with room now, the one with the most
+        free tokens; else one that reports no pool (it queues by itself; the one with fewest
+        calls here); else the first that frees room.
+
+        Raises:
+            BackendError: Every backend failed to report its pool (the first one's error).
+        """
+        pools, errors = await self._pools(backends)
+        if not pools and errors:
+            raise errors[0]
+        unpooled = [b for b, pool in pools if pool is None]
+        states = [(b, self._state(pool)) for b, pool in pools if pool is not None]
+        if not states or (unpooled and not self._room_now(states, tokens)):
+            chosen = min(unpooled, key=lambda b: self._unpooled[id(b)])
+            self._unpooled[id(chosen)] += 1
             try:
-                if not state.fits(ticket, need):
+                yield chosen, None
+            finally:
+                self._unpooled[id(chosen)] -= 1
+            return
+        backend, state, need, ticket = await self._admit(states, tokens, label, on_wait)
+        try:
+            yield backend, state.pool
+        finally:
+            state.held.pop(ticket, None)
+            log.info(
+                "released %s: %d tokens on %s, %d of %d in flight",
+                label or "a call",
+                need,
+                state.pool.server,
+                state.used,
+                state.pool.tokens,
+                extra=_fields("release", state, label, need),
+            )
+            cond = self._cond()
+            async with cond:
+                cond.notify_all()
+
+    @staticmethod
+    async def _pools(
+        backends: Sequence[Backend],
+    ) -> tuple[list[tuple[Backend, ServerPool | None]], list[Exception]]:
+        """Each backend's pool; with several, one that fails to answer is left out."""
+        if len(backends) == 1:
+            return [(backends[0], await backends[0].pool())], []
+        read = await asyncio.gather(*(b.pool() for b in backends), return_exceptions=True)
+        pools: list[tuple[Backend, ServerPool | None]] = []
+        errors: list[Exception] = []
+        for backend, pool in zip(backends, read, strict=True):
+            if isinstance(pool, BaseException):
+                if not isinstance(pool, Exception):
+                    raise pool
+                log.warning("%s is left out of placement: %s", backend.spec, pool)
+                errors.append(pool)
+            else:
+                pools.append((backend, pool))
+        return pools, errors
+
+    @staticmethod
+    def _room_now(states: Sequence[tuple[Backend, _ServerState]], tokens: int) -> bool:
+        return any(
+            not s.queue
+            and len(s.held) < s.pool.slots
+            and (not s.held or s.used + min(tokens, s.pool.tokens) <= s.pool.tokens)
+            for _, s in states
+        )
+
+    async def _admit(
+        self,
+        states: Sequence[tuple[Backend, _ServerState]],
+        tokens: int,
+        label: str,
+        on_wait: OnWait | None,
+    ) -> tuple[Backend, _ServerState, int, int]:
+        """Wait in every state's queue until one fits; hold the tokens there."""
+        ticket = next(self._tickets)  # unique: waiters are told apart by it
+        cond = self._cond()
+
+        def fitting() -> list[tuple[Backend, _ServerState]]:
+            ready = [(b, s) for b, s in states if s.fits(ticket, min(tokens, s.pool.tokens))]
+            return sorted(ready, key=lambda bs: bs[1].used - bs[1].pool.tokens)
+
+        async with cond:
+            for _, state in states:
+                state.queue.append(ticket)
+            try:
+                if not fitting():
+                    pool = states[0][1].pool
+                    where = " or ".join(s.pool.server for _, s in states)
                     message = (
-                        f"waiting for KV room on {pool.server}: {label or 'a call'} needs "
-                        f"{need:,} tokens, {state.used:,} of {pool.tokens:,} are in flight "
-                        f"({len(state.held)}/{pool.slots} slots busy)"
+                        f"waiting for KV room on {where}: {label or 'a call'} needs "
+                        f"{min(tokens, pool.tokens):,} tokens, {states[0][1].used:,} of "
+                        f"{pool.tokens:,} are in flight ({len(states[0][1].held)}/{pool.slots} "
+                        "slots busy)"
                     )
-                    log.info("%s", message, extra=_fields("wait", state, label, need))
+                    log.info("%s", message, extra=_fields("wait", states[0][1], label, tokens))
                     if on_wait is not None:
                         on_wait(message)
-                    await state.cond.wait_for(lambda: state.fits(ticket, need))
+                    await cond.wait_for(lambda: bool(fitting()))
+                backend, state = fitting()[0]
             finally:
-                state.queue.remove(ticket)
-                state.cond.notify_all()
+                for _, each in states:
+                    each.queue.remove(ticket)
+                cond.notify_all()
+            need = min(tokens, state.pool.tokens)
             state.held[ticket] = Reservation(label, need, time.monotonic())
             used = state.used
+        pool = state.pool
         self.records.append((pool.server, used, pool.tokens))
         self.peak[pool.server] = max(self.peak.get(pool.server, 0), used)
         log.info(
@@ -259,21 +365,7 @@ class AdmissionControl:
             pool.slots,
             extra=_fields("admit", state, label, need),
         )
-        try:
-            yield pool
-        finally:
-            state.held.pop(ticket, None)
-            log.info(
-                "released %s: %d tokens on %s, %d of %d in flight",
-                label or "a call",
-                need,
-                pool.server,
-                state.used,
-                pool.tokens,
-                extra=_fields("release", state, label, need),
-            )
-            async with state.cond:
-                state.cond.notify_all()
+        return backend, state, need, ticket
 
 
 _default = AdmissionControl()

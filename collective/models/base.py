@@ -198,6 +198,10 @@ class Backend(ABC):
     async def health(self) -> Health:
         """Whether the backend can serve requests now (never raises)."""
 
+    def replicas(self) -> list[Backend]:
+        """The equivalent servers a call may be placed on (`ReplicaSet`); this backend alone."""
+        return [self]
+
     async def model_check(self) -> Health:
         """Whether the configured model is really served (never raises; asked after `health`)."""
         return Health(True, f"{self.model} (no model listing for this kind)")

@@ -145,10 +145,22 @@ _cache: dict[str, Backend] = {}
 def backend_from_spec(spec: str) -> Backend:
     """The process-wide backend for `spec`, created on first use (nothing loads until used).
 
+    Specs joined by ` | ` name a replica set (`collective.models.replicas`).
+
     Raises:
         ConfigError: An invalid spec (the message lists the valid forms), or a `llamacpp:`
             path that does not exist.
     """
+    from collective.models.replicas import REPLICA_SEP, ReplicaSet, split_replicas
+
+    members = split_replicas(spec)
+    if len(members) > 1:  # a replica set: its members are shared like any backend
+        backends = [backend_from_spec(member) for member in members]
+        key = REPLICA_SEP.join(b.spec for b in backends)
+        with _lock:
+            replicas = _cache.get(key) or ReplicaSet(backends)
+            _cache[key] = replicas
+            return replicas
     parsed = parse_spec(spec)
     with _lock:
         backend = _cache.get(parsed.key)

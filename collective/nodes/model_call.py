@@ -25,10 +25,14 @@ if TYPE_CHECKING:
 __all__ = ["ModelCall", "NodeProgress", "call_model", "emit", "resolve_backend"]
 
 
-def resolve_backend(ref: str | Backend) -> Backend:
-    """A backend from a config spec string (shared per process) or as given."""
+def resolve_backend(ref: str | Backend | Any) -> Backend:
+    """A backend from a spec (shared per process), as given, or around a LangChain chat model."""
     if isinstance(ref, Backend):
         return ref
+    if not isinstance(ref, str):
+        from collective.models.langchain_model import LangChainBackend
+
+        return LangChainBackend.wrap(ref)
     from collective.models.registry import backend_from_spec
 
     return backend_from_spec(ref)
@@ -72,6 +76,7 @@ class NodeProgress:
         timings = {f"{self.node}_ms": elapsed}
         if call is not None:
             event["tokens_in"] = call.report.prompt_tokens
+            event["server"] = call.report.server  # which replica answered
             event["tokens_out"] = call.result.usage.completion_tokens
             if (ttft := call.result.timings.get("ttft_ms")) is not None:
                 event["ttft_ms"] = timings[f"{self.node}_ttft_ms"] = ttft

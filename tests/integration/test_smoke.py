@@ -119,3 +119,37 @@ def test_smoke_table_for_people(workdir, llama_server, ollama_server):
     assert result.exit_code == 0, result.output
     assert "collective smoke" in result.stdout and "PASS" in result.stdout
     assert "smoke: PASS" in result.stdout and "warnings)" in result.stdout
+
+
+def test_smoke_passes_with_openai_roles_on_the_real_llama_server(workdir, llama_server):
+    spec = f"openai:gemma@{llama_server.url}"
+    path = workdir / "openai.toml"
+    path.write_text(
+        f'planner = "{spec}"\njudge = "{spec}"\nchat = "{spec}"\nk = 2\n'
+        f'[[specialists]]\nbackend = "{spec}"\ncount = 2\n'
+        "[output_caps]\nplanner = 16\nspecialist = 32\njudge = 32\nchat = 32\n"
+    )
+    code, report, result = smoke("--config", str(path))
+    assert code == 0, result.output
+    checks = {(c["check"], c["target"]): c for c in report["checks"]}
+    assert checks[("reachable", spec)]["status"] == "pass"
+    assert checks[("model", spec)]["detail"] == "/v1/models: gemma, window 4,096"
+    assert checks[("context", f"judge @ {spec}")]["status"] == "warn"  # 4,096 < 131,072
+    assert checks[("council run", "k=2")]["status"] in ("pass", "warn")
+    assert checks[("budget reports", "k=2")]["status"] == "pass"
+    assert report["ok"] is True
+
+
+def test_smoke_checks_every_replica_on_its_own(workdir, llama_server):
+    live, dead = f"llama-server:{llama_server.url}", f"llama-server:http://127.0.0.1:{free_port()}"
+    path = workdir / "replicas.toml"
+    path.write_text(
+        f'planner = "{live}"\njudge = "{live}"\nk = 2\n'
+        f'[[specialists]]\nbackend = ["{live}", "{dead}"]\ncount = 2\n'
+    )
+    code, report, _ = smoke("--config", str(path), "--no-council")
+    checks = {(c["check"], c["target"]): c for c in report["checks"]}
+    assert checks[("reachable", live)]["status"] == "pass"
+    assert checks[("reachable", dead)]["status"] == "fail"  # named on its own
+    assert "cannot connect" in checks[("reachable", dead)]["detail"]
+    assert code == 1

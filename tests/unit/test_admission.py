@@ -238,3 +238,41 @@ async def test_pool_exhaustion_is_sent_once_more_then_stands():
     assert call.result.text == "ok" and len(backend.kwargs) == 2
     with pytest.raises(PoolExhausted):
         await ask(ScriptedBackend(failures=[exhausted, exhausted]))
+
+
+async def test_replicas_never_wait_on_a_full_server_while_another_has_room():
+    a = Server(ServerPool("http://a", 1, 1024, 1024, False, "test"))
+    b = Server(ServerPool("http://b", 1, 1024, 1024, False, "test"))
+    admission, release = AdmissionControl(), asyncio.Event()
+    placed: list[Server] = []
+    waits: list[str] = []
+
+    async def member(n: int) -> None:
+        async with admission.place([a, b], 600, label=f"m{n}", on_wait=waits.append) as (s, _):
+            placed.append(s)
+            await release.wait()
+
+    tasks = [asyncio.create_task(member(n)) for n in range(3)]
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert placed == [a, b]  # the second member went to the free replica, not into a queue
+    assert len(waits) == 1 and waits[0].startswith("waiting for KV room on http://a or http://b")
+    release.set()
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
+    assert len(placed) == 3 and admission.peak == {"http://a": 600, "http://b": 600}
+
+
+async def test_a_replica_that_does_not_report_its_pool_is_left_out():
+    class Down(Server):
+        spec = "llama-server:http://down"
+
+        async def pool(self) -> ServerPool | None:
+            raise BackendUnavailable("cannot connect")
+
+    up = Server(ServerPool("http://up", 1, 1024, 1024, False, "test"))
+    admission = AdmissionControl()
+    async with admission.place([Down(None), up], 100) as (chosen, pool):
+        assert chosen is up and pool is not None and pool.server == "http://up"
+    with pytest.raises(BackendUnavailable):
+        async with admission.place([Down(None), Down(None)], 100):
+            pass

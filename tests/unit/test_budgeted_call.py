@@ -146,3 +146,33 @@ async def test_a_call_the_server_left_as_text_is_read_as_a_call():
     for text in ("ASA, see the KB.", '{"name": "filament", "arguments": {}}'):
         call = await ask(ScriptedBackend("m", text), tools=[SEARCH])
         assert call.result.text == text and call.result.tool_calls == []
+
+
+async def test_a_replica_down_before_the_first_token_is_skipped_and_the_report_names_the_other():
+    from collective.errors import BackendUnavailable
+    from collective.models.replicas import ReplicaSet
+
+    dead = ScriptedBackend("a", failures=[BackendUnavailable("connection refused by a")])
+    alive = ScriptedBackend("b", reply="ASA.")
+    call = await ask(ReplicaSet([dead, alive]))
+    assert call.result.text == "ASA." and not alive.failures
+    assert call.report.server == "scripted:b" and call.report_dict["server"] == "scripted:b"
+    skipped = "replica scripted:a skipped: connection refused by a"
+    assert any(skipped in note for note in call.report.notes)
+
+
+async def test_a_lone_backend_down_fails_the_call_as_before():
+    from collective.errors import BackendUnavailable
+
+    with pytest.raises(BackendUnavailable):
+        await ask(ScriptedBackend(failures=[BackendUnavailable("down")]))
+
+
+async def test_every_replica_down_is_the_last_ones_error():
+    from collective.errors import BackendUnavailable
+    from collective.models.replicas import ReplicaSet
+
+    a = ScriptedBackend("a", failures=[BackendUnavailable("a is down")])
+    b = ScriptedBackend("b", failures=[BackendUnavailable("b is down")])
+    with pytest.raises(BackendUnavailable, match="b is down"):
+        await ask(ReplicaSet([a, b]))

@@ -1,0 +1,96 @@
+"""Several equivalent servers for one role (replicas), as one backend.
+
+A replica set is named by the specs of its servers joined by ` | ` (config: a list of specs where
+one backend is expected, e.g. `[[specialists]] backend = ["llama-server:http://a:8083",
+"llama-server:http://b:8083"]`). Each call is placed by the budgeted call
+(`collective.budgeted_call`): on the replica with room (`AdmissionControl.place`, each server's
+own pool), planned for that replica's window; a replica that does not answer, or drops the
+connection before the call's first token, is skipped and the call runs on another. What a
+replica set says about itself as a whole (`health`, `model_check`) holds when any replica
+answers; its other methods use the first replica that answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Unpack
+
+from collective.budget.counting import ChatMessage, TokenCounter
+from collective.errors import BackendUnavailable
+from collective.models.admission import ServerPool
+from collective.models.base import Backend, ChatDelta, ChatOptions, Health
+
+__all__ = ["REPLICA_SEP", "ReplicaSet", "split_replicas"]
+
+REPLICA_SEP = " | "
+"""Joins the specs of a replica set into one spec."""
+
+
+def split_replicas(spec: str) -> list[str]:
+    """The member specs of a spec (one, unless it names a replica set)."""
+    return [part.strip() for part in spec.split("|")] if "|" in spec else [spec]
+
+
+class ReplicaSet(Backend):
+    """Equivalent servers for one role; `replicas()` lists them for placement per call."""
+
+    def __init__(self, members: Sequence[Backend]) -> None:
+        if len(members) < 2:
+            raise ValueError("a replica set has at least two members")
+        self.members = list(members)
+        self.spec = REPLICA_SEP.join(m.spec for m in self.members)
+        self.model = self.members[0].model  # replicas serve the same model
+        self.supports_tools = all(m.supports_tools for m in self.members)
+        self.supports_json_schema = all(m.supports_json_schema for m in self.members)
+        caps = [m.output_cap for m in self.members if m.output_cap]
+        self.output_cap = min(caps) if caps else None
+
+    def replicas(self) -> list[Backend]:
+        """The member backends, in config order."""
+        return list(self.members)
+
+    async def _live(self) -> Backend:
+        details = []
+        for member in self.members:
+            health = await member.health()
+            if health.ok:
+                return member
+            details.append(health.detail)
+        raise BackendUnavailable(f"no replica of {self.spec} answers: {'; '.join(details)}")
+
+    async def context_window(self) -> int:
+        """The window of the first replica that answers."""
+        return await (await self._live()).context_window()
+
+    async def token_counter(self) -> TokenCounter:
+        """The counter of the first replica that answers."""
+        return await (await self._live()).token_counter()
+
+    async def count_prompt(
+        self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None = None
+    ) -> int:
+        """The count of the first replica that answers."""
+        return await (await self._live()).count_prompt(messages, tools)
+
+    async def stream(
+        self, messages: Sequence[ChatMessage], **options: Unpack[ChatOptions]
+    ) -> AsyncIterator[ChatDelta]:
+        """A chat on the first replica that answers (budgeted calls place each call instead)."""
+        async for delta in (await self._live()).stream(messages, **options):
+            yield delta
+
+    async def pool(self) -> ServerPool | None:
+        """None: each replica's own pool is used when a call is placed."""
+        return None
+
+    async def health(self) -> Health:
+        """Ok when any replica is; the detail names each."""
+        checks = [(m, await m.health()) for m in self.members]
+        detail = "; ".join(f"{m.spec}: {h.detail}" for m, h in checks)
+        return Health(any(h.ok for _, h in checks), detail)
+
+    async def model_check(self) -> Health:
+        """Ok when any replica that answers serves the model."""
+        checks = [(m, await m.model_check()) for m in self.members if (await m.health()).ok]
+        detail = "; ".join(f"{m.spec}: {h.detail}" for m, h in checks) or "no replica answers"
+        return Health(any(h.ok for _, h in checks), detail)
