@@ -235,9 +235,13 @@ async def run_checks(
                     checks.append(await _context(config, role, backends[spec]))
         for spec in backends:
             if spec in healthy:
-                # Members of a replica set spread over its replicas.
-                sets = [split_replicas(s) for s in named.get("specialist", [])]
-                members = math.ceil(sum(1 / len(parts) for parts in sets if spec in parts))
+                # The members of a replica set spread over its replicas.
+                on = named.get("specialist", [])
+                members = sum(
+                    math.ceil(on.count(s) / len(split_replicas(s)))
+                    for s in set(on)
+                    if spec in split_replicas(s)
+                )
                 checks.append(await _pool(config, backends[spec], members))
         if council:
             if any(c.status == "fail" for c in checks):
