@@ -170,8 +170,8 @@ def repack_bench() -> None:
 
 
 def wait_policy_bench() -> None:
-    for policy in ("ACTIVE", "PASSIVE"):
-        env = {**os.environ, "OMP_WAIT_POLICY": policy}
+    for policy, threads in (("ACTIVE", 2), ("PASSIVE", 2), ("PASSIVE", 1)):
+        env = {**os.environ, "OMP_WAIT_POLICY": policy, "COLLECTIVE_THREADS": str(threads)}
         code = "import json, council_prefix as b; print(json.dumps(b.speed(True, 1000, 64)))"
         done = subprocess.run(
             [sys.executable, "-c", code],
@@ -183,7 +183,8 @@ def wait_policy_bench() -> None:
         )
         figures = json.loads(done.stdout.strip().splitlines()[-1])
         print(
-            f"OMP_WAIT_POLICY={policy}: prompt {figures['prompt_per_s']:.1f} tok/s, generation "
+            f"OMP_WAIT_POLICY={policy} threads {threads}: prompt {figures['prompt_per_s']:.1f} "
+            f"tok/s, generation "
             f"{figures['gen_per_s']:.1f} tok/s (load average {os.getloadavg()[0]:.1f})",
             flush=True,
         )

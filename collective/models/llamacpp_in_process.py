@@ -69,7 +69,10 @@ N_SEQ_MAX = 16
 
 
 def default_threads() -> int:
-    """CPU threads for llama.cpp: the cores this process may run on."""
+    """CPU threads for llama.cpp: `$COLLECTIVE_THREADS`, else the cores this process may use."""
+    configured = os.environ.get("COLLECTIVE_THREADS", "").strip()
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
