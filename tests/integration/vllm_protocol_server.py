@@ -58,18 +58,15 @@ class Model:
         import jinja2
         from llama_cpp import Llama
 
-        from collective.models.llamacpp_in_process import _without_amx
-
         self.path = path
         self.max_model_len = max_model_len
-        with _without_amx():  # AMX tiles fault under some hypervisors (see there)
-            self.llama = Llama(
-                model_path=path,
-                n_ctx=max_model_len,
-                n_threads=os.cpu_count() or 1,
-                n_threads_batch=os.cpu_count() or 1,
-                verbose=False,
-            )
+        self.llama = Llama(
+            model_path=path,
+            n_ctx=max_model_len,
+            n_threads=os.cpu_count() or 1,
+            n_threads_batch=os.cpu_count() or 1,
+            verbose=False,
+        )
         self.template = jinja2.Environment().from_string(TEMPLATE)
         self.lock = threading.Lock()
 
