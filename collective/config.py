@@ -72,31 +72,13 @@ DEFAULT_CONFIG_FILE = "collective.toml"
 
 
 def _check_spec(spec: str) -> str:
-    """Refuse a malformed backend spec early, without loading anything.
-
-    Specs joined by ` | ` (a replica set, `collective.models.replicas`) are checked each.
-    """
-    from collective.models.replicas import REPLICA_SEP, split_replicas
-
-    parts = split_replicas(spec)
-    if len(parts) > 1:
-        return REPLICA_SEP.join(_check_spec(part) for part in parts)
-    text = spec.strip()
-    if text == "embedded" or text.startswith("embedded:"):
-        from collective.models.embedded import embedded_model
-
-        try:
-            embedded_model(text)  # the name only: the model is assembled on first use
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
-        return text
-    from collective.models.registry import parse_spec
+    """Refuse a malformed backend spec early, without loading anything (`registry.check_spec`)."""
+    from collective.models.registry import check_spec
 
     try:
-        parse_spec(spec)
+        return check_spec(spec)
     except ConfigError as exc:
         raise ValueError(str(exc)) from None
-    return spec.strip()
 
 
 def _judges(value: Any) -> Any:

@@ -680,11 +680,20 @@ def _create(spec: BackendSpec) -> LlamaCppBackend:
 
 
 register(BackendKind("llamacpp", "llamacpp:/path/to/model.gguf", _parse_llamacpp, _create))
+
+
+def _check_embedded(spec: str) -> None:
+    from collective.models.embedded import embedded_model
+
+    embedded_model(spec)  # the name only: the model is assembled on first use
+
+
 register(
     BackendKind(
         "embedded",
         "embedded\nembedded:NAME (qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, gemma-3-270m)",
         _parse_embedded,
         _create,
+        _check_embedded,
     )
 )

@@ -37,6 +37,7 @@ __all__ = [
     "BackendSpec",
     "backend_from_spec",
     "checked_url",
+    "check_spec",
     "close_all",
     "parse_spec",
     "refuse",
@@ -82,6 +83,9 @@ class BackendKind:
     """(the whole spec, the text after `NAME:`) -> the parsed spec; raises `refuse(...)`."""
     create: Callable[[BackendSpec], Backend]
     """Makes the backend (nothing connects or loads until it is used)."""
+    check: Callable[[str], None] | None = None
+    """A cheaper check of the whole spec than `parse`, for config validation (e.g. the
+    embedded model's name without assembling its file); None: `parse` is the check."""
 
 
 _kinds: dict[str, BackendKind] = {}
@@ -137,6 +141,26 @@ def parse_spec(spec: str) -> BackendSpec:
     if name in kinds or not sep or not rest:
         raise refuse(spec, "expected KIND:TARGET or `embedded`")
     raise refuse(spec, f"unknown backend kind {name!r}")
+
+
+def check_spec(spec: str) -> str:
+    """`spec` normalised (stripped, replicas joined by ` | `), checked without loading anything.
+
+    Raises:
+        ConfigError: A spec (or a replica's) has none of the valid forms.
+    """
+    from collective.models.replicas import REPLICA_SEP, split_replicas
+
+    parts = split_replicas(spec)
+    if len(parts) > 1:
+        return REPLICA_SEP.join(check_spec(part) for part in parts)
+    text = spec.strip()
+    kind = _all_kinds().get(text.partition(":")[0])
+    if kind is not None and kind.check is not None:
+        kind.check(text)
+    else:
+        parse_spec(text)
+    return text
 
 
 _cache: dict[str, Backend] = {}
