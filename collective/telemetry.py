@@ -170,6 +170,9 @@ def record_budget_report(span: trace.Span, report: Mapping[str, Any]) -> None:
     for key in ("n_ctx", "prompt_tokens", "max_output_tokens", "token_counter", "scaled"):
         if key in report:
             span.set_attribute(f"budget.{key}", _attribute(report[key]))
+    for key in ("shared_tokens", "reused_tokens"):  # the prefix shared, and reused by the server
+        if report.get(key) is not None:
+            span.set_attribute(f"budget.{key}", int(report[key]))
     if "fits" in report:
         span.set_attribute("budget.fits", bool(report["fits"]))
     for section in report.get("sections", []):

@@ -53,6 +53,8 @@ def test_model_call_span_carries_the_budget_report(spans: InMemorySpanExporter) 
         max_output_tokens=6000,
         token_counter="llama-server /tokenize",
         sections=[SectionUsage("kb_chunks", allocated=15000, used=9200)],
+        shared_tokens=19800,
+        reused_tokens=19750,
     ).to_dict()
     spans.clear()
     with model_call_span("specialist", "athene", report, retrieval_profile="deep", member=2):
@@ -63,6 +65,7 @@ def test_model_call_span_carries_the_budget_report(spans: InMemorySpanExporter) 
     assert attrs["budget_profile"] == "deep" and attrs["member"] == 2
     assert attrs["budget.n_ctx"] == 32768 and attrs["budget.prompt_tokens"] == 20000
     assert attrs["budget.fits"] is True
+    assert attrs["budget.shared_tokens"] == 19800 and attrs["budget.reused_tokens"] == 19750
     assert attrs["budget.section.kb_chunks.allocated"] == 15000
     assert attrs["budget.section.kb_chunks.used"] == 9200
     (event,) = [e for e in span.events if e.name == "budget_report"]
