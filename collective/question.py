@@ -1,6 +1,8 @@
 """The council's question at the library's edge (`CouncilInput`), checked before any model sees it.
 
-* Empty or blank: refused (`InvalidQuestion`, a `ConfigError`: exit 2 in the CLI).
+* Empty or blank: refused (`InvalidQuestion`, a `ConfigError`: exit 2 in the CLI). Blank means
+  nothing a reader could see (`is_blank`): whitespace of any kind, and characters that render
+  as nothing (zero-width, format and control characters, marks with no letter, fillers).
 * Invalid Unicode (lone surrogates, which Python strings can hold but no UTF-8 request can
   carry; a command line with bytes that are not UTF-8 produces them): each is replaced with
   U+FFFD and the run's `notes` say so.
@@ -12,15 +14,61 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from collective.errors import ConfigError
 
-__all__ = ["MAX_QUESTION_CHARS", "InvalidQuestion", "check_question"]
+__all__ = ["MAX_QUESTION_CHARS", "InvalidQuestion", "check_question", "is_blank"]
 
 MAX_QUESTION_CHARS = 8_000
 """About 2,000 tokens: the reference plans' task allocation (docs/design.md)."""
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+_INVISIBLE_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Mn", "Me", "Mc"})
+"""Separators, controls, format characters, lone surrogates, and marks (with no letter to sit
+on, a mark shows nothing a reader can take as a question)."""
+
+_INVISIBLE_RANGES = (
+    # Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt): rendered as nothing,
+    # whatever their category (the Hangul fillers are letters, Lo).
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+    # Blank glyphs that are not default-ignorable.
+    (0x2800, 0x2800),  # BRAILLE PATTERN BLANK
+)
+
+
+def _invisible(char: str) -> bool:
+    code = ord(char)
+    return (
+        char.isspace()
+        or unicodedata.category(char) in _INVISIBLE_CATEGORIES
+        or any(low <= code <= high for low, high in _INVISIBLE_RANGES)
+    )
+
+
+def is_blank(text: str) -> bool:
+    """Whether `text` holds nothing a reader could see (see the module docstring).
+
+    Each distinct character is looked at once, so a huge blank text costs one pass in C.
+    """
+    return all(_invisible(char) for char in set(text))
 
 
 class InvalidQuestion(ConfigError):
@@ -41,8 +89,10 @@ def check_question(question: object, max_chars: int = MAX_QUESTION_CHARS) -> tup
         raise InvalidQuestion(
             f'the question must be text, not {type(question).__name__}; pass {{"question": "..."}}'
         )
-    if not question.strip():
-        raise InvalidQuestion('the question is empty; ask something, e.g. "PETG or ASA?"')
+    if is_blank(question):
+        raise InvalidQuestion(
+            'the question is empty (nothing visible in it); ask something, e.g. "PETG or ASA?"'
+        )
     notes: list[str] = []
     question, invalid = _SURROGATE.subn("\ufffd", question)
     if invalid:

@@ -29,7 +29,7 @@ from collective.budget.trimming import (
     share_fairly,
     trim_text,
 )
-from collective.errors import BudgetError
+from collective.errors import BudgetError, ConfigError
 
 __all__ = [
     "AssembledPrompt",
@@ -145,6 +145,8 @@ def assemble(
 
     Raises:
         BudgetError: The prompt cannot be made to fit.
+        ConfigError: `compose` needs a section the plan lacks (say `task`): the plan is refused
+            as `check_role_sections` refuses it for a role.
     """
     offered = {c.name: c for c in contents if c.name in plan.sections}
     # A plan may leave a section out on purpose (an explicit plan with no tools, say).
@@ -152,7 +154,7 @@ def assemble(
     notes = [*notes, *(f"{name}: not in plan {plan.name!r}, content left out" for name in dropped)]
     limits, fitted = _fit_all(plan, counter, offered)
     for _ in range(_MAX_REFITS):
-        messages = compose({name: f.text for name, f in fitted.items()})
+        messages = compose(_Sections(plan, node, {name: f.text for name, f in fitted.items()}))
         total = counter.count_messages(messages, tools)
         excess = total + plan.output_budget - plan.n_ctx
         if excess <= 0:
@@ -169,6 +171,25 @@ def assemble(
         f"{node}: the prompt for {model} cannot fit n_ctx {plan.n_ctx} with {plan.output_budget} "
         "output tokens reserved; shorten the system prompt or raise the model's context"
     )
+
+
+class _Sections(dict[str, str]):
+    """The fitted section texts handed to `compose`.
+
+    A section the plan lacks is refused by name (`ConfigError`), not a bare `KeyError` from
+    inside the prompt module.
+    """
+
+    def __init__(self, plan: ModelBudget, node: str, texts: Mapping[str, str]) -> None:
+        super().__init__(texts)
+        self.plan, self.node = plan, node
+
+    def __missing__(self, name: str) -> str:
+        raise ConfigError(
+            f"{self.node}: the budget plan {self.plan.name!r} has no {name!r} section, which "
+            f"this prompt needs (its sections: {', '.join(self.plan.sections)}); add the "
+            "section to the plan or use the role's preset"
+        )
 
 
 def _fit(

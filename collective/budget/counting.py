@@ -25,7 +25,7 @@ import struct
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 if TYPE_CHECKING:
     import tiktoken
@@ -45,6 +45,13 @@ MESSAGE_OVERHEAD = 4
 
 REPLY_OVERHEAD = 3
 """Tokens that prime the assistant's reply when the template cannot be applied."""
+
+FIRST_REACH = 8
+"""Characters per token of `TokenCounter.within_reach`'s first cut. Prose averages 3-5; text
+whose tokens are longer costs one more count of a 4x longer cut, never a wrong cut."""
+
+MIN_REACH = 1024
+"""Texts of up to this many characters are always counted whole."""
 
 
 class ChatMessage(TypedDict):
@@ -101,6 +108,45 @@ class TokenCounter(ABC):
         if n is None:
             n = self._memo[text] = self._count(text) if text else 0
         return n
+
+    def within_reach(
+        self,
+        texts: Sequence[str],
+        max_tokens: int,
+        keep: Literal["start", "end", "both"] = "start",
+    ) -> list[str]:
+        """Each text cut on characters to what a budget of `max_tokens` could show, uncounted.
+
+        The bound that keeps any text, however large (a 20 MB KB chunk), from being sent whole
+        to a tokenizer: a text is returned whole when it is not much longer than the budget
+        could hold, else a prefix (`end`: a suffix; `both`: prefix + suffix) that already counts
+        more than `max_tokens`, so cutting it to the budget keeps what cutting the whole text
+        would (the token at the cut aside). Cuts are tried at `FIRST_REACH` characters per
+        token, rounded up to a power of two (refits with slightly different budgets reuse the
+        memoised counts), then 4x longer while a cut still fits: what is counted stays
+        proportional to the budget. Counts are batched (`count_many`).
+        """
+        if keep == "both":
+            heads = self.within_reach(texts, max_tokens, "start")
+            tails = self.within_reach(texts, max_tokens, "end")
+            return [
+                t if len(h) + len(e) >= len(t) else h + e
+                for t, h, e in zip(texts, heads, tails, strict=True)
+            ]
+        out = list(texts)
+        reach = max(MIN_REACH, 2 ** math.ceil(math.log2(max(1, max_tokens) * FIRST_REACH)))
+        pending = [i for i, t in enumerate(texts) if len(t) > reach]
+        while pending:
+            cuts = [texts[i][-reach:] if keep == "end" else texts[i][:reach] for i in pending]
+            still_fit = []
+            for i, cut, n in zip(pending, cuts, self.count_many(cuts), strict=True):
+                if n > max_tokens:
+                    out[i] = cut
+                else:
+                    still_fit.append(i)
+            reach *= 4
+            pending = [i for i in still_fit if len(texts[i]) > reach]
+        return out
 
     def count_many(self, texts: Iterable[str]) -> list[int]:
         """Count many texts at once (batched where the tokenizer can), memoised like `count`."""
@@ -160,6 +206,7 @@ class TokenizerCounter(TokenCounter):
     def _cut(self, text: str, max_tokens: int, *, from_end: bool) -> str:
         if max_tokens <= 0:
             return ""
+        text = self.within_reach([text], max_tokens, "end" if from_end else "start")[0]
         ids = list(self.encode(text))
         if len(ids) <= max_tokens:
             return text

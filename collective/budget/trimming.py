@@ -5,6 +5,11 @@ never count twice. Counts of individual pieces are memoised by the counter, and 
 pieces (chunks, proposals) is counted piecewise: each piece once, each join as its separator.
 A join can merge a token at a boundary, so piecewise counts may differ from the joined text's
 by a token per join; the assembler's exact count of the whole prompt is what guarantees the fit.
+
+No tokenizer is ever sent much more text than the budget could show: a text far longer than its
+budget (a 20 MB chunk in a KB) is first cut on characters to a part that already counts more
+tokens than the budget (`TokenCounter.within_reach`), then counted and cut exactly. Where that
+happened, the markers say the count is a lower bound (`[… 1234+ tokens trimmed …]`).
 """
 
 from __future__ import annotations
@@ -51,12 +56,15 @@ class Scored:
     a piece cut inside its mark is left out rather than kept."""
 
 
-def _marker(n: int) -> str:
-    return f"[… {n} tokens trimmed …]"
+def _marker(n: int, more: bool = False) -> str:
+    return f"[… {n}{'+' if more else ''} tokens trimmed …]"
 
 
 def trim_text(counter: TokenCounter, text: str, max_tokens: int, keep: Keep = "start") -> Fitted:
     """Cut `text` to at most `max_tokens` on token boundaries, marking where it was cut.
+
+    A text far longer than the budget is cut on characters first
+    (`TokenCounter.within_reach`), so it is never counted whole.
 
     Args:
         counter: The model's counter.
@@ -64,14 +72,17 @@ def trim_text(counter: TokenCounter, text: str, max_tokens: int, keep: Keep = "s
         max_tokens: The budget.
         keep: Keep the `start`, the `end`, or `both` ends (the middle is cut).
     """
-    total = counter.count(text)
-    if total <= max_tokens:
-        return Fitted(text, total)
     if max_tokens <= 0:
-        return Fitted("", 0, trimmed=True)
+        return Fitted("", 0, trimmed=bool(text))
+    whole = text
+    text = counter.within_reach([whole], max_tokens, keep)[0]
+    more = len(text) < len(whole)
+    total = counter.count(text)
+    if total <= max_tokens and not more:
+        return Fitted(text, total)
     budget = max_tokens
     while budget > 0:
-        marker = _marker(total - budget)
+        marker = _marker(total - budget, more)
         room = budget - counter.count(marker) - 1  # -1: the newline joining marker and text
         if room <= 0:
             piece = counter.head(text, budget) if keep != "end" else counter.tail(text, budget)
@@ -106,11 +117,15 @@ def select_chunks(
     if not chunks or max_tokens <= 0:
         return Fitted("", 0, trimmed=bool(chunks))
     ranked = sorted(chunks, key=lambda c: -c.score)  # stable: ties keep the caller's order
-    costs = counter.count_many(c.text for c in ranked)
+    # A chunk far larger than the budget (a 20 MB one in an old KB) is never counted whole.
+    texts = counter.within_reach([c.text for c in ranked], max_tokens)
+    more = any(len(t) < len(c.text) for t, c in zip(texts, ranked, strict=True))
+    costs = counter.count_many(texts)
     offered = sum(costs)
     sep_cost = counter.count(sep)
     # Reserve room for the header at its widest, so adding it can never overflow.
-    header_cost = counter.count(_header(offered, offered, len(ranked), len(ranked))) + sep_cost
+    widest = _header(offered, offered, len(ranked), len(ranked), more)
+    header_cost = counter.count(widest) + sep_cost
 
     fits = offered + sep_cost * (len(ranked) - 1) <= max_tokens
     room = max_tokens if fits else max_tokens - header_cost
@@ -134,14 +149,15 @@ def select_chunks(
     used = sum(p.tokens for p in pieces) + sep_cost * (len(pieces) - 1)
     dropped = len(kept) < len(ranked) or any(p.trimmed for p in pieces)
     if dropped:
-        header = _header(used, offered, len(kept), len(ranked))
+        header = _header(used, offered, len(kept), len(ranked), more)
         body = f"{header}{sep}{body}"
         used += counter.count(header) + sep_cost
     return Fitted(body, used, trimmed=dropped, kept=tuple(ranked[i].key for i in kept))
 
 
-def _header(used: int, offered: int, shown: int, total: int) -> str:
-    return f"[Context trimmed to {used}/{offered} tokens, showing {shown}/{total} chunks]"
+def _header(used: int, offered: int, shown: int, total: int, more: bool = False) -> str:
+    offered_text = f"{offered}+" if more else str(offered)
+    return f"[Context trimmed to {used}/{offered_text} tokens, showing {shown}/{total} chunks]"
 
 
 def share_fairly(
@@ -150,12 +166,13 @@ def share_fairly(
     """Trim several texts (specialist proposals) to one shared budget, fairly.
 
     Each text is guaranteed at least an equal share; what a short text does not need is shared
-    among the longer ones (water-filling), so nothing is cut that need not be.
+    among the longer ones (water-filling), so nothing is cut that need not be. A text far
+    longer than the whole budget is never counted whole (`TokenCounter.within_reach`).
     """
     n = len(texts)
     if n == 0:
         return []
-    needs = counter.count_many(texts)
+    needs = counter.count_many(counter.within_reach(texts, max_tokens, keep))
     shares = [0] * n
     left, pending = max(0, max_tokens), sorted(range(n), key=lambda i: needs[i])
     while pending:

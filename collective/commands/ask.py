@@ -522,8 +522,10 @@ def ask(
     ] = AnswerMode.council,
 ) -> None:
     """Ask the council one question: live progress, then the verdict, citations and budgets."""
+    from collective.question import is_blank
+
     with user_errors(json_out=json_out) as failure:
-        if question is not None and not question.strip():
+        if question is not None and is_blank(question):
             raise _usage('the question is empty; ask something, e.g. collective ask "PETG or ASA?"')
         if question is None and thread is None:
             raise _usage('no question; use collective ask "QUESTION" (or --thread ID to resume)')

@@ -49,6 +49,7 @@ def _kb_path(kb: Path | None) -> Path:
 
 
 def _open_existing(kb: Path | None, *, as_json: bool = False) -> SqliteKnowledgeStore:
+    from collective.errors import CollectiveError
     from collective.kb.sqlite_store import SqliteKnowledgeStore
 
     path = _kb_path(kb)
@@ -57,7 +58,10 @@ def _open_existing(kb: Path | None, *, as_json: bool = False) -> SqliteKnowledge
             f"no knowledge base at {path}; create one with `collective kb add PATH...`",
             as_json=as_json,
         )
-    return SqliteKnowledgeStore(path)
+    try:
+        return SqliteKnowledgeStore(path)
+    except CollectiveError as exc:  # not a database, or a database that is not a KB
+        raise fail(str(exc), exc.exit_code, as_json=as_json) from None
 
 
 @app.callback()
@@ -129,14 +133,20 @@ def add(
 
 
 def _files(paths: list[Path]) -> list[Path]:
-    """The files to add: files as given, directories' Markdown/text files recursively."""
+    """The files to add: files as given, directories' Markdown/text files recursively.
+
+    A directory's entries that are not regular files (FIFOs, sockets, devices, dangling links)
+    are listed too, whatever their name, so that `add` refuses each with its reason.
+    """
     from collective.kb.sqlite_store import TEXT_SUFFIXES
 
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
             files += sorted(
-                p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES
+                p
+                for p in path.rglob("*")
+                if not p.is_dir() and (not p.is_file() or p.suffix.lower() in TEXT_SUFFIXES)
             )
         else:
             files.append(path)

@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from collective.kb.chunking import MAX_CHUNK_CHARS
+
 if TYPE_CHECKING:
     from collective.kb.retrieval import RetrievalResult
 
-__all__ = ["recall"]
+__all__ = ["excerpt", "recall"]
 
 
 def recall(
@@ -45,7 +47,9 @@ def recall(
 
     fail = partial(kb_command.fail, as_json=json_out)  # with --json, the error object too
 
-    if not query.strip():
+    from collective.question import is_blank
+
+    if is_blank(query):
         raise fail('the query is empty; give a question, e.g. collective recall "PETG drying"')
     if budget not in PROFILE_NAMES:
         raise fail(f"unknown --budget {budget!r}; use lean, balanced, deep or auto")
@@ -84,6 +88,16 @@ def recall(
     _print(result)
 
 
+def excerpt(text: str, max_chars: int = MAX_CHUNK_CHARS) -> str:
+    """`text` up to `max_chars` (a whole chunk as `kb add` makes them), else its start.
+
+    A huge chunk in an old KB is never rendered whole: the excerpt says how much is left out.
+    """
+    if len(text) <= max_chars:
+        return text
+    return f"{text[:max_chars]}\n[… {len(text) - max_chars:,} more characters not shown]"
+
+
 def _print(result: RetrievalResult) -> None:
     from rich.console import Console
     from rich.panel import Panel
@@ -98,7 +112,7 @@ def _print(result: RetrievalResult) -> None:
     for chunk in result.injected:
         title = f"[KB#{chunk.id}] score {chunk.score:.2f}" + _sides(result.sides.get(chunk.id))
         tags = f"  tags: {', '.join(chunk.tags)}" if chunk.tags else ""
-        body = Text(chunk.text)
+        body = Text(excerpt(chunk.text))
         console.print(
             Panel(
                 body,

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from collective import environment
 from collective.errors import ConfigError
+from collective.kb.chunking import MAX_CHUNK_CHARS
 from collective.kb.profile_names import PROFILE_NAMES, AppliedProfile, Profile
 from collective.kb.sqlite_store import STOPWORDS, query_terms
 from collective.kb.store import Chunk, DenseStore, KnowledgeStore, rank_chunks
@@ -407,7 +408,8 @@ def _feedback_terms(
     """Words frequent in the best chunks but rare in the candidate pool (pseudo-relevance)."""
 
     def words(chunk: Chunk) -> set[str]:
-        text = f"{chunk.heading} {chunk.text}".lower()
+        # A chunk as `kb add` makes it; a huge one in an old KB is read no further.
+        text = f"{chunk.heading} {chunk.text[:MAX_CHUNK_CHARS]}".lower()
         return {w for w in _WORD.findall(text) if w not in STOPWORDS and len(w) > 2}
 
     pool_df: Counter[str] = Counter()
@@ -563,7 +565,10 @@ def _retrieve(
     seen_text: set[str] = set()
     unique: list[Chunk] = []
     for chunk in ranked:
-        key = " ".join(chunk.text.split()).lower()
+        text = chunk.text
+        # Whitespace-normalised for chunks as `kb add` makes them; a huge one of an old KB is
+        # compared as it is (splitting 20 MB into words took 300 MB).
+        key = " ".join(text.split()).lower() if len(text) <= 2 * MAX_CHUNK_CHARS else text
         if key in seen_text:
             if applied == "deep":
                 diagnostics.append(f"dropped {chunk.id}: duplicate text")

@@ -24,11 +24,14 @@ by cosine similarity over all vectors held in memory (numpy, brute force).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import hashlib
 import math
+import os
 import re
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -107,6 +110,102 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 _UNSET: Any = object()
 
 
+# -- recognising a KB ------------------------------------------------------------------------------
+
+APPLICATION_ID = 0x636F6C6B
+"""`PRAGMA application_id` of a collective KB ("colk"), set when the KB is created."""
+
+_KB_COLUMNS = {
+    "sources": ("source", "sha256", "chunks", "added_at"),
+    "chunks": ("rowid", "id", "source", "heading", "text", "tags", "position"),
+}
+"""The tables every KB has, as created before `APPLICATION_ID` (exact columns)."""
+
+
+def _is_new_or_kb(path: str) -> bool:
+    """Whether the SQLite file at `path` is empty (a new KB) rather than a KB; refuse others.
+
+    Looks through a read-only connection, so a database that is not a KB (the memory or
+    checkpoint database, any other) is never written to, not even its header.
+
+    Raises:
+        ConfigError: Not a SQLite database, or a database that is not a collective KB.
+    """
+    file = Path(path).resolve()
+    # Read-only, and immutable unless a journal shows another connection at work: a read-only
+    # connection to a WAL database would otherwise leave -wal and -shm files beside it.
+    live = any(file.with_name(file.name + end).exists() for end in ("-wal", "-journal"))
+    uri = file.as_uri() + ("?mode=ro" if live else "?mode=ro&immutable=1")
+    try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+            app_id = db.execute("PRAGMA application_id").fetchone()[0]
+            names = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+            columns = {
+                table: tuple(r[1] for r in db.execute(f"PRAGMA table_info({table})"))
+                for table in _KB_COLUMNS
+            }
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(
+            f"cannot open knowledge base {path}: {exc}; "
+            "point --kb at a KB file created by `collective kb add`"
+        ) from exc
+    if not names:
+        return True
+    made_before_the_mark = all(columns[t] == c for t, c in _KB_COLUMNS.items())
+    if app_id == APPLICATION_ID or (made_before_the_mark and "chunks_fts" in names):
+        return False
+    tables = ", ".join(sorted(n for n in names if not n.startswith("sqlite_"))[:6])
+    raise ConfigError(
+        f"{path} is a SQLite database but not a collective knowledge base (it holds {tables}); "
+        "it was left untouched: point --kb at a KB file created by `collective kb add`, or at "
+        "a new path"
+    )
+
+
+# -- reading a file ------------------------------------------------------------------------------
+
+_NOT_REGULAR = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _read_regular_file(file: Path) -> bytes:
+    """The bytes of `file`, which must be a regular file (or a link to one).
+
+    Opened without blocking and checked on the open descriptor, so a FIFO is refused at once
+    (a plain read would wait for a writer forever) and nothing can swap the file in between.
+
+    Raises:
+        ConfigError: Missing, a dangling link, not a regular file, or unreadable.
+    """
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError as exc:
+        if file.is_symlink():
+            raise ConfigError(
+                f"{file} is a symbolic link to {os.readlink(file)}, which does not exist; "
+                "fix or remove the link"
+            ) from exc
+        raise ConfigError(f"no such file: {file}; check the path") from exc
+    except OSError as exc:  # a socket (ENXIO), no permission, ...
+        if file.is_socket():
+            raise ConfigError(f"{file} is a socket, not a regular file; add text files") from exc
+        raise ConfigError(f"cannot read {file}: {exc.strerror}; check its permissions") from exc
+    with os.fdopen(fd, "rb") as stream:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _NOT_REGULAR if test(mode)), "not a file")
+            raise ConfigError(f"{file} is {kind}, not a regular file; add text files")
+        return stream.read()
+
+
+# ---------------------------------------------------------------------------------------------
+
+
 def query_terms(query: str, limit: int = 32) -> list[str]:
     """The content words of a query: lower-cased, stopwords dropped, deduplicated, in order."""
     words = (w.lower().replace("’", "'") for w in _WORD.findall(query))
@@ -180,9 +279,13 @@ class SqliteKnowledgeStore:
                 (`$COLLECTIVE_KB_EMBEDDINGS`, loaded when first needed); None: lexical only.
 
         Raises:
-            ConfigError: The file cannot be opened as a SQLite knowledge store.
+            ConfigError: The file cannot be opened as a SQLite knowledge store, or is a SQLite
+                database that is not a KB (left untouched).
         """
         self.path = str(path)
+        new = self.path == ":memory:" or not Path(self.path).exists()
+        if not new:
+            new = _is_new_or_kb(self.path)  # before any write: refuses what is not a KB
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
@@ -195,6 +298,8 @@ class SqliteKnowledgeStore:
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False)
             self._db.executescript(_SCHEMA)
+            if new:
+                self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         except sqlite3.DatabaseError as exc:
             raise ConfigError(
                 f"cannot open knowledge base {self.path}: {exc}; "
@@ -237,14 +342,13 @@ class SqliteKnowledgeStore:
             What changed.
 
         Raises:
-            ConfigError: The file does not exist or is not UTF-8 text.
+            ConfigError: The file does not exist, is not a regular file (a FIFO, a socket, a
+                device, a dangling link: refused without blocking) or is not UTF-8 text.
         """
         file = Path(path)
         try:
-            raw = file.read_bytes()
+            raw = _read_regular_file(file)
             text = raw.decode("utf-8")
-        except FileNotFoundError as exc:
-            raise ConfigError(f"no such file: {file}; check the path") from exc
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{file} is not UTF-8 text; add Markdown or text files") from exc
         label = source if source is not None else str(file.resolve())

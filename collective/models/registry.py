@@ -120,10 +120,21 @@ def refuse(spec: str, why: str) -> ConfigError:
 
 
 def checked_url(spec: str, url: str) -> str:
-    """`url` without a trailing `/`, or `refuse` when it is not http(s) with a host."""
-    parts = urlsplit(url)
+    """`url` without a trailing `/`, or `refuse` unless http(s) with a host and a usable port."""
+    if any(c.isspace() or not c.isprintable() for c in url):
+        raise refuse(spec, f"{url!r} holds spaces or control characters")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. an unclosed `[` of an IPv6 host
+        raise refuse(spec, f"{url!r} is not a valid URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise refuse(spec, f"{url!r} is not an http(s) URL with a host")
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or past 65535
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        raise refuse(spec, f"{url!r} has no valid port; give one from 1 to 65535")
     return url.rstrip("/")
 
 

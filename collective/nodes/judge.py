@@ -145,13 +145,17 @@ class ToolTranscript:
 
 
 def run_tools(
-    tools: VerificationTools, counter: TokenCounter, calls: Sequence[ToolCall]
+    tools: VerificationTools, counter: TokenCounter, calls: Sequence[ToolCall], n_ctx: int
 ) -> list[tuple[ToolCall, str, int]]:
-    """Run one round's tool calls (blocking: the KB, and counting may be HTTP): results, tokens."""
+    """Run one round's tool calls (blocking: the KB, and counting may be HTTP): results, tokens.
+
+    A result is counted up to the judge's context `n_ctx` (`TokenCounter.within_reach`): a
+    longer one (a huge chunk in an old KB) reports the count of that cut, already too many.
+    """
     results = []
     for call in calls:
         result = tools.run(call.name, call.arguments)
-        tokens = counter.count(result)
+        tokens = counter.count(counter.within_reach([result], n_ctx)[0])
         record_tool_call(call.name, call.arguments, len(result), tokens)
         results.append((call, result, tokens))
     return results
@@ -285,7 +289,9 @@ async def _rule(
         budgets.append(call.report_dict)
         if not (offer and call.result.tool_calls):
             break
-        results = await asyncio.to_thread(run_tools, offer, counter, call.result.tool_calls)
+        results = await asyncio.to_thread(
+            run_tools, offer, counter, call.result.tool_calls, call.report.n_ctx
+        )
         rounds.append([(tool_call, result) for tool_call, result, _ in results])
         tool_log += _logged(results, round_number)
     assert call is not None

@@ -6,17 +6,20 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from collective import agents
+from collective.budget.counting import FIRST_REACH
+from collective.budget.plans import PRESETS, ModelBudget
 from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState
 from collective.kb.retrieval import RetrievalResult, Rewriter, backend_rewriter
 from collective.kb.retrieval import retrieve as run_retrieval
-from collective.kb.store import KnowledgeStore
+from collective.kb.store import Chunk, KnowledgeStore
 from collective.memory.conversation import conversation_summary, long_term_recall
 from collective.nodes.chunks import chunks_to_state
 from collective.nodes.model_call import NodeProgress, resolve_backend
@@ -74,18 +77,41 @@ async def retrieve(state: CouncilState, runtime: Runtime[CouncilContext]) -> dic
     scope = ctx.memory(info.thread_id if info else None)  # L2: this user's, this thread's
     recall = functools.partial(long_term_recall, runtime.store, scope, question)
     conversation, result = await asyncio.to_thread(_find, ctx, state, question, rewriter, recall)
+    injected, cut_notes = _within_any_prompt(result.injected, ctx)
     timings = progress.done()
     # A thread keeps state between runs: the reducer fields start afresh for each question.
     return {
         "question": question,
         "started_at": time.time(),
         "conversation": conversation,
-        "chunks": chunks_to_state(result.injected),
+        "chunks": chunks_to_state(injected),
         "retrieval": result.to_dict(),
         "proposals": Overwrite([]),
         "budgets": Overwrite([]),
         "rankings": Overwrite([]),
         "timings": Overwrite(timings),
         "tool_calls": [],
-        "notes": notes,
+        "notes": [*notes, *cut_notes],
     }
+
+
+def _within_any_prompt(chunks: list[Chunk], ctx: CouncilContext) -> tuple[list[Chunk], list[str]]:
+    """Chunks cut to what the run's largest prompt could show of one, with a note for each cut.
+
+    `kb add` makes chunks of at most `MAX_CHUNK_CHARS`; an old KB may hold a huge one (a 20 MB
+    paragraph). The budget's count-side bound keeps any chunk from being counted whole, and
+    this keeps it from being carried whole through the graph's state and every checkpoint.
+    """
+    plans = [*PRESETS.values(), *(b for b in ctx.budgets.values() if isinstance(b, ModelBudget))]
+    limit = FIRST_REACH * max(plan.n_ctx for plan in plans)
+    out, notes = [], []
+    for chunk in chunks:
+        if len(chunk.text) > limit:
+            notes.append(
+                f"chunk {chunk.id} ({chunk.source}) holds {len(chunk.text):,} characters, more "
+                f"than any prompt can show: only its first {limit:,} were used; add its file "
+                "again (`collective kb add`) to split it into chunks"
+            )
+            chunk = replace(chunk, text=chunk.text[:limit])
+        out.append(chunk)
+    return out, notes
