@@ -42,6 +42,7 @@ __all__ = [
     "MiniLMEmbedder",
     "configured_embedder",
     "embedder_for",
+    "one_blas_thread",
 ]
 
 EMBEDDINGS_ENV = environment.KB_EMBEDDINGS_ENV
@@ -231,6 +232,11 @@ def _blas() -> Any:
     return ThreadpoolController()
 
 
+def one_blas_thread() -> Any:
+    """A context in which numpy's BLAS runs on one thread (see `MiniLMEmbedder.embed`)."""
+    return _blas().limit(limits=1, user_api="blas")
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 in numpy (see the module docstring)."""
 
@@ -290,7 +296,7 @@ class MiniLMEmbedder:
                 out[i] = self._memo[text]
         ids = {i: self.tokenizer.encode(texts[i], self.max_len) for i in todo}
         order = sorted(todo, key=lambda i: len(ids[i]))
-        with _blas().limit(limits=1, user_api="blas"):
+        with one_blas_thread():
             for start in range(0, len(order), batch):
                 group = order[start : start + batch]
                 out[group] = self._forward([ids[i] for i in group])

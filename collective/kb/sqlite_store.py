@@ -576,7 +576,10 @@ class SqliteKnowledgeStore:
                 f"the KB's vectors have {matrix.shape[1]} dimensions, the model gives "
                 f"{vector.shape[0]}; run `collective kb reindex --kb {self.path}`"
             )
-        sims = matrix @ vector
+        from collective.kb.embeddings import one_blas_thread
+
+        with one_blas_thread():
+            sims = matrix @ vector
         k = min(k, len(sims))
         top = np.argpartition(-sims, k - 1)[:k] if k else np.array([], dtype=np.int64)
         with self._lock:

@@ -28,6 +28,10 @@ async def test_a_real_council_answers_with_exact_budgets(ctx, tmp_path):
     assert out["answer"].strip()
     assert len(out["proposals"]) == 2 and all(p["error"] is None for p in out["proposals"])
     assert out["retrieval"]["injected"], "the demo KB should have matched"
+    # Hybrid retrieval: the seeded demo KB carries vectors and both sides found chunks.
+    assert out["retrieval"]["dense"]["used"] is True
+    sides = out["retrieval"]["chunks"]
+    assert any(c["dense_rank"] for c in sides) and any(c["lexical_rank"] for c in sides)
     # one judge call more where it had to fix a cited claim its chunk does not support
     fix = ["judge"] if out["claim_check"]["draft_support"] not in (None, 1.0) else []
     assert [b["node"] for b in out["budgets"]] == [

@@ -1,0 +1,144 @@
+"""Dense and hybrid KB retrieval with the bundled embedding model (issue 26)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from collective.commands import kb as kb_command
+from collective.commands import recall as recall_command
+from collective.errors import ConfigError
+from collective.kb.embeddings import BUILTIN_MODEL, WordPiece, _package_file, embedder_for
+from collective.kb.retrieval import retrieve
+from collective.kb.sqlite_store import SqliteKnowledgeStore
+
+app = typer.Typer()
+app.add_typer(kb_command.app, name="kb")
+app.command()(recall_command.recall)
+runner = CliRunner()
+
+CEDAR = (
+    "# western red cedar\n\n## Finishing\nWeathers to silver grey unless finished; tannins can "
+    "stain iron fasteners.\n\n## Typical uses\nUsed for siding, fences, decks and outdoor "
+    "furniture.\n"
+)
+GLUE = (
+    "# PVA wood glue\n\n## Strength\nStronger than the wood itself in a good joint.\n\n"
+    "## Gap filling\nPoor; needs tight-fitting joints.\n"
+)
+
+
+class HashingEmbedder:
+    """Another embedding model: hashed bag of words (16 dimensions), as a KB may carry."""
+
+    name = "hashing-16"
+    dim = 16
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in text.lower().split():
+                out[i, hashlib.sha256(word.encode()).digest()[0] % self.dim] += 1.0
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "cedar.md").write_text(CEDAR, encoding="utf-8")
+    (folder / "glue.md").write_text(GLUE, encoding="utf-8")
+    return folder
+
+
+def test_tokenizer_matches_bert_uncased_wordpiece() -> None:
+    # Ids from the reference tokenizer (tokenizer.json of the same package, HF tokenizers).
+    text = "Café naïve 60°C ×2 — “quotes” under_score e-mail $5 C++ 3.5mm (PETG) résumé 日本語"
+    expected = [101, 7668, 15743, 3438, 7737, 2278, 1095, 2475, 1517, 1523, 16614, 1524, 2104]
+    expected += [1035, 3556, 1041, 1011, 5653, 1002, 1019, 1039, 1009, 1009, 1017, 1012, 1019]
+    expected += [7382, 1006, 9004, 2290, 1007, 13746, 1864, 1876, 1950, 102]
+    assert WordPiece(_package_file("vocab.txt")).encode(text, 256) == expected
+
+
+def test_the_bundled_model_ranks_paraphrases_by_meaning() -> None:
+    model = embedder_for("builtin")
+    assert model is not None and model.name == BUILTIN_MODEL
+    vectors = model.embed(
+        ["black streaks from the nails on my fence", "tannins stain iron fasteners", "PLA prints"]
+    )
+    assert vectors.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.1
+
+
+def test_hybrid_finds_what_no_query_word_matches(tmp_path: Path, docs: Path) -> None:
+    with SqliteKnowledgeStore(tmp_path / "kb.sqlite") as store:
+        store.add_paths([docs])
+        result = retrieve(store, "why is the wood near my screws turning dark", "balanced")
+    finishing = next(c for c in result.injected if c.heading.endswith("Finishing"))
+    side = result.sides[finishing.id]
+    assert side["dense_rank"] == 1 and side["lexical_rank"] is None
+    assert result.to_dict()["dense"]["used"] is True
+    assert any("hybrid (convex)" in d for d in result.diagnostics)
+
+
+def test_kb_of_another_model_is_refused_until_reindex(tmp_path: Path, docs: Path) -> None:
+    kb = tmp_path / "kb.sqlite"
+    with SqliteKnowledgeStore(kb, embedder=HashingEmbedder()) as store:
+        store.add_paths([docs / "cedar.md"])
+        assert store.vector_status() == ("hashing-16", 2, 2)
+
+    refused = runner.invoke(app, ["recall", "fence stains", "--kb", str(kb)])
+    assert refused.exit_code == 2
+    message = refused.stderr.strip()
+    assert len(message.splitlines()) == 1 and "Traceback" not in refused.output
+    assert "'hashing-16'" in message and f"'{BUILTIN_MODEL}'" in message
+    assert "collective kb reindex" in message
+    added = runner.invoke(app, ["kb", "add", str(docs / "glue.md"), "--kb", str(kb)])
+    assert added.exit_code == 2 and "kb reindex" in added.stderr
+    with SqliteKnowledgeStore(kb, embedder=None) as store:
+        assert store.count() == 2  # nothing was added to a KB it could not embed
+
+    fixed = runner.invoke(app, ["kb", "reindex", "--kb", str(kb), "--json"])
+    assert fixed.exit_code == 0, fixed.output
+    assert json.loads(fixed.stdout) == {"kb": str(kb), "model": BUILTIN_MODEL, "vectors": 2}
+    answered = runner.invoke(app, ["recall", "fence stains", "--kb", str(kb), "--json"])
+    assert answered.exit_code == 0 and json.loads(answered.stdout)["dense"]["used"] is True
+
+
+def test_kb_add_with_one_bad_file_keeps_the_others_vectors(tmp_path: Path, docs: Path) -> None:
+    (docs / "broken.md").write_bytes(b"\xff\xfe not utf-8 \xc3")
+    kb = tmp_path / "kb.sqlite"
+    result = runner.invoke(app, ["kb", "add", str(docs), "--kb", str(kb), "--json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert [Path(r["path"]).name for r in data["refused"]] == ["broken.md"]
+    assert data["added"] == 4 and data["vectors_added"] == 4
+    with SqliteKnowledgeStore(kb) as store:
+        assert store.vector_status() == (BUILTIN_MODEL, 4, 4)
+
+
+def test_kb_without_vectors_still_answers_and_says_how_to_add_them(
+    tmp_path: Path, docs: Path
+) -> None:
+    kb = tmp_path / "kb.sqlite"
+    with SqliteKnowledgeStore(kb, embedder=None) as store:  # a KB from before vectors
+        store.add_paths([docs])
+        assert store.vector_status() == (None, 0, 4)
+    result = runner.invoke(app, ["recall", "PVA glue gap filling", "--kb", str(kb), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["injected"] and data["dense"]["used"] is False
+    assert any("no vectors" in d and "collective kb reindex" in d for d in data["diagnostics"])
+
+
+def test_embedding_spec_errors_are_config_errors() -> None:
+    assert embedder_for("none") is None
+    with pytest.raises(ConfigError, match="openai:URL#MODEL"):
+        embedder_for("word2vec")
