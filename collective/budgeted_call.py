@@ -36,7 +36,13 @@ from collective.budget.monitor import (
     record_model_call,
     scope_for_section,
 )
-from collective.budget.plans import PRESETS, ModelBudget, check_role_sections, default_preset
+from collective.budget.plans import (
+    PRESETS,
+    BudgetSections,
+    ModelBudget,
+    check_role_sections,
+    default_preset,
+)
 from collective.budget.profiles import AgentBudget, ProfileAssignments, resolve_budget
 from collective.budget.report import BudgetReport
 from collective.errors import BackendUnavailable, ConfigError, ContextOverflow, PoolExhausted
@@ -108,8 +114,9 @@ class Admission(Protocol):
 class CallSettings(Protocol):
     """What a budgeted call reads from the run's settings (`CouncilContext` has it all)."""
 
-    budgets: Mapping[str, str | ModelBudget]
-    """Budget per role: a preset name or a plan; a role not named gets its own preset."""
+    budgets: Mapping[str, str | ModelBudget | BudgetSections]
+    """Budget per role: a preset name, a plan or explicit sections; a role not named gets its
+    own preset."""
     output_caps: Mapping[str, int]
     temperature: float
     usage_log: str | None
@@ -183,6 +190,8 @@ def fit_plan(
         ConfigError: The role names an unknown preset.
     """
     ref = settings.budgets.get(role) or default_preset(role)
+    if isinstance(ref, BudgetSections):
+        ref = ref.plan(role)
     base = ref if isinstance(ref, ModelBudget) else PRESETS.get(ref)
     if base is None:
         raise ConfigError(f"unknown budget preset {ref!r} for {role}; use one of {list(PRESETS)}")

@@ -42,6 +42,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
@@ -50,7 +51,6 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from collective import environment
 from collective.budget.plans import BudgetSections
 from collective.errors import ConfigError
-from collective.kb.profile_names import Evidence, Profile
 
 if TYPE_CHECKING:
     from collective.budget.plans import ModelBudget
@@ -114,23 +114,6 @@ class SpecialistGroup(BaseModel):
         return _check_spec(value)
 
 
-def _check_budget(ref: str | BudgetSections) -> str | BudgetSections:
-    """A known preset name, or explicit sections that add up."""
-    from collective.budget.plans import PRESETS
-
-    if isinstance(ref, str) and ref not in PRESETS:
-        raise ValueError(
-            f"unknown preset {ref!r}; use one of {', '.join(PRESETS)} or explicit sections "
-            "(n_ctx, output, sections)"
-        )
-    if isinstance(ref, BudgetSections):
-        try:
-            ref.plan("explicit")
-        except Exception as exc:  # BudgetError says what does not add up
-            raise ValueError(str(exc)) from None
-    return ref
-
-
 def _location(key: str) -> Any:
     """A validator: a file path or a postgresql:// URL for `key`."""
 
@@ -142,79 +125,55 @@ def _location(key: str) -> Any:
     return check
 
 
-BudgetSetting = Annotated[str | BudgetSections, AfterValidator(_check_budget)]
-"""A role's budget: a preset name (`specialist`, `judge`, `planner`) or explicit sections."""
 Role = Literal["planner", "specialist", "judge", "chat"]
-"""Roles the config gives a budget and an output cap (`chat`: the `collective chat` model)."""
+"""Roles whose budget and cap `config show` lists (a reviewer's are the reviewer preset's)."""
 
 
-class CollectiveConfig(BaseSettings):
-    """Every setting of collective, validated (the field docs are what `config show` means)."""
+def _run_fields() -> dict[str, Any]:
+    """`CouncilContext`'s fields as settings: each field's type, bounds and default.
+
+    The context is the one list of a run's settings; `knowledge` (an object) is no setting,
+    and the usage log is on by default for runs of the command line (`USAGE_LOG_PATH`).
+    `CollectiveConfig` redeclares the two the file writes in another shape (`k`, `specialists`)
+    in their place.
+    """
+    import typing
+
+    from collective.graph.context import CouncilContext
+
+    hints = typing.get_type_hints(CouncilContext, include_extras=True)
+    defaults: dict[str, Any] = {"usage_log": environment.USAGE_LOG_PATH}
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(CouncilContext):
+        if f.name == "knowledge":
+            continue
+        if f.name in defaults:
+            fields[f.name] = (hints[f.name], defaults[f.name])
+        elif f.default_factory is not dataclasses.MISSING:
+            fields[f.name] = (hints[f.name], Field(default_factory=f.default_factory))
+        else:
+            fields[f.name] = (hints[f.name], f.default)
+    return fields
+
+
+_RunSettings: Any = create_model("_RunSettings", __base__=BaseSettings, **_run_fields())
+
+
+class CollectiveConfig(_RunSettings):
+    """Every setting of collective, validated: the run's and this machine's.
+
+    The run's are `CouncilContext`'s fields (`_RunSettings`), but for the two the file writes
+    in another shape; the machine's are `checkpoints`, `store` and `telemetry` (`MACHINE_KEYS`).
+    """
 
     model_config = SettingsConfigDict(env_prefix="COLLECTIVE_", extra="forbid")
 
     k: int | None = Field(
         default=None, ge=1, le=64, description="Specialists; default: the sum of the counts."
     )
-    planner: Annotated[str, BeforeValidator(_replica_set)] = Field(
-        default="embedded", description="Backend of the planner (a list: replicas)."
-    )
     specialists: list[SpecialistGroup] = Field(
         default_factory=lambda: [SpecialistGroup(backend="embedded", count=3)],
         description="Specialist groups (backend and count each), cycled to k members.",
-    )
-    judge: Annotated[str | list[str], BeforeValidator(_judges)] = Field(
-        default="embedded:qwen2.5-coder-1.5b",
-        description="Backend of the judge, or a list tried in order (failures go to notes); "
-        "a list inside it: replicas.",
-    )
-    rewriter: str | None = Field(
-        default=None, description="Backend that rewrites queries for deep retrieval."
-    )
-    summarizer: str | None = Field(
-        default=None, description="Backend that writes memory compression summaries."
-    )
-    chat: str | None = Field(
-        default=None, description="Backend of `collective chat`; default: the judge's."
-    )
-    quorum: int | None = Field(default=None, ge=1, description="Default: ceil(k/2).")
-    review: bool = Field(default=False, description="Anonymous peer review before the judge.")
-    judge_tools: bool = Field(default=True, description="Judge may verify with KB tools.")
-    tool_rounds: int = Field(default=3, ge=0, le=20)
-    temperature: float = Field(default=0.2, ge=0, le=2)
-    member_temperature_step: float = Field(
-        default=0.3, ge=0, le=1, description="Specialist i samples at temperature + i * step."
-    )
-    specialist_timeout_s: float = Field(default=600.0, gt=0)
-    call_timeout_s: float = Field(
-        default=900.0, gt=0, description="Time limit of every other model call (plan, judge, ...)."
-    )
-    retrieval: Profile = "auto"
-    max_inject: int | None = Field(default=None, ge=1)
-    max_latency_ms: float | None = Field(default=None, gt=0)
-    # -- evidence (issue 29) --
-    evidence: Evidence = Field(
-        default="auto",
-        description="Specialists read the same chunks (shared), a shared head plus a slice "
-        "each (split), or split when the chunks exceed one member's KB section (auto).",
-    )
-    # -- end evidence --
-    kb: Path | None = Field(
-        default=None, description="SQLite KB; default .collective/kb.sqlite, seeded with the demo."
-    )
-    hidden_tags: list[str] = Field(default_factory=lambda: ["meta"])
-    budgets: dict[Role, BudgetSetting] = Field(
-        default_factory=dict, description="Preset name or explicit sections per role."
-    )
-    output_caps: dict[Role, Annotated[int, Field(gt=0)]] = Field(
-        default_factory=dict, description="Largest answer per role (tokens)."
-    )
-    agent_profiles: dict[str, str] = Field(
-        default_factory=dict, description="Memory budget profile per agent or role."
-    )
-    budget_profiles: dict[str, dict[str, Any]] = Field(
-        default_factory=dict,
-        description="Your own memory budget profiles: base_budget, max_budget, scope_weights.",
     )
     checkpoints: Annotated[str, AfterValidator(_location("checkpoints"))] = Field(
         default=environment.CHECKPOINTS_PATH,
@@ -223,18 +182,6 @@ class CollectiveConfig(BaseSettings):
     store: Annotated[str, AfterValidator(_location("store"))] = Field(
         default=environment.STORE_PATH,
         description="L2 long-term memory (LangGraph store): a SQLite file or a postgresql:// URL.",
-    )
-    user_id: str | None = Field(
-        default=None, description="Whose long-term memory runs use; default: `default`."
-    )
-    memory_scope: Literal["thread", "user"] = Field(
-        default="thread",
-        description="Recall L2 memory of the thread only, or of every thread of the user.",
-    )
-    l0_capacity: int = Field(default=8_000, ge=100, description="L0 working memory (tokens).")
-    l1_capacity: int = Field(default=32_000, ge=100, description="L1 session memory (tokens).")
-    usage_log: Path | None = Field(
-        default=Path(environment.USAGE_LOG_PATH), description="Budget usage log (JSON lines)."
     )
     telemetry: Literal["none", "console", "otlp"] = "none"
 
@@ -250,6 +197,16 @@ class CollectiveConfig(BaseSettings):
         """Only explicit values: `load_config` merges the layers itself to track sources."""
         return (init_settings,)
 
+    @field_validator("planner", mode="before")
+    @classmethod
+    def _planner_replicas(cls, value: Any) -> Any:
+        return _replica_set(value)
+
+    @field_validator("judge", mode="before")
+    @classmethod
+    def _judge_replicas(cls, value: Any) -> Any:
+        return _judges(value)
+
     @field_validator("planner", "judge", "chat", "rewriter", "summarizer")
     @classmethod
     def _spec(cls, value: str | list[str] | None) -> str | list[str] | None:
@@ -262,7 +219,9 @@ class CollectiveConfig(BaseSettings):
     @property
     def judges(self) -> list[str]:
         """The judge's backends in the order they are tried."""
-        return [self.judge] if isinstance(self.judge, str) else list(self.judge)
+        from collective.graph.context import judge_list
+
+        return [str(spec) for spec in judge_list(self.judge)]
 
     @field_validator("budgets")
     @classmethod
@@ -315,7 +274,7 @@ class CollectiveConfig(BaseSettings):
         """The role's budget plan before fitting: its preset or its explicit sections."""
         from collective.budget.plans import PRESETS, default_preset
 
-        ref = self.budgets.get(role)  # type: ignore[call-overload]
+        ref = self.budgets.get(role)
         if isinstance(ref, BudgetSections):
             return ref.plan(role)
         return PRESETS[ref or default_preset(role)]
@@ -334,29 +293,12 @@ class CollectiveConfig(BaseSettings):
         """The `CouncilContext` of a council run under this configuration."""
         from collective.graph.context import CouncilContext
 
-        # Explicit sections travel as a ModelBudget (`budgeted_call.fit_plan` reads either); the
-        # chat plan and cap travel too (`collective chat` calls with this context).
-        budgets = {
-            r: ref if isinstance(ref, str) else self.budget_plan(r)
-            for r, ref in self.budgets.items()
-        }
-        # One source of field names: a context field named like a setting takes its value;
-        # only the fields whose shape differs are spelled out.
-        names = {f.name for f in dataclasses.fields(CouncilContext)}
-        shared = names & type(self).model_fields.keys()
-        values: dict[str, Any] = {name: getattr(self, name) for name in shared}
-        values.update(
-            k=self.members,
-            specialists=tuple(self.specialist_backends),
-            kb=str(self.kb) if self.kb is not None else None,
-            hidden_tags=tuple(self.hidden_tags),
-            budgets=budgets,
-            output_caps=dict(self.output_caps),
-            usage_log=str(self.usage_log) if self.usage_log is not None else None,
-            agent_profiles=dict(self.agent_profiles),
-            budget_profiles=dict(self.budget_profiles),
-        )
-        return CouncilContext(**values)
+        # The context's own fields, as validated here (explicit sections become a ModelBudget
+        # there; the chat plan and cap travel too: `collective chat` calls with this context);
+        # only the two the file writes in another shape are spelled out.
+        values = {name: getattr(self, name) for name in _RunSettings.model_fields}
+        values.pop("k"), values.pop("specialists")
+        return CouncilContext(**values, k=self.members, specialists=tuple(self.specialist_backends))
 
 
 class EffectiveConfig:

@@ -3,6 +3,10 @@
 `CouncilContext` is a plain dataclass whose every field has a default, so a run without
 `context=` uses the defaults, and a JSON object with the same keys (`langgraph dev`, the SDK)
 is accepted as is: budget tables as plain dicts, lists for sequences.
+
+It is the one list of a run's settings: `collective.config` validates the same keys from the
+config file, `.env`, the environment and the command line with these fields' types, bounds and
+defaults (`Annotated[..., Field(...)]`), and builds a context from them.
 """
 
 from __future__ import annotations
@@ -11,18 +15,32 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import GetPydanticSchema, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    Field,
+    GetPydanticSchema,
+    ValidatorFunctionWrapHandler,
+    WithJsonSchema,
+    WrapValidator,
+)
 from pydantic_core import core_schema
 
-from collective.budget.plans import BudgetSections, ModelBudget
+from collective.budget.plans import PRESETS, BudgetSections, ModelBudget
 from collective.errors import ConfigError
-from collective.kb.profile_names import EVIDENCE_MODES, Evidence
+from collective.kb.profile_names import EVIDENCE_MODES, Evidence, Profile
 from collective.memory.conversation import MemoryScope
 from collective.models.base import Backend
 
-__all__ = ["BackendRef", "BudgetRef", "CouncilContext", "council_context"]
+__all__ = [
+    "BackendRef",
+    "BudgetRef",
+    "BudgetRole",
+    "CouncilContext",
+    "council_context",
+    "judge_list",
+]
 
 BackendRef = Annotated[
     str | Backend,
@@ -44,17 +62,44 @@ BackendRef = Annotated[
 """A backend spec string (` | ` joins replicas), or a `Backend` object or LangChain chat model
 when the council runs in process."""
 
-BudgetRef = Annotated[
-    str | ModelBudget,  # and, from JSON, a `{n_ctx, output, sections}` dict (`__post_init__`)
-    GetPydanticSchema(
-        lambda _type, _handler: core_schema.union_schema(
-            [
-                core_schema.str_schema(),
-                core_schema.is_instance_schema(ModelBudget),
-                core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema()),
-            ]
+BudgetRole = Literal["planner", "specialist", "reviewer", "judge", "chat"]
+"""Roles with a budget plan and an answer cap (`chat`: the `collective chat` model)."""
+
+
+def _check_budget(ref: str | ModelBudget | BudgetSections) -> str | ModelBudget | BudgetSections:
+    """A known preset name, or explicit sections that add up (a `ModelBudget` as it is)."""
+    if isinstance(ref, str) and ref not in PRESETS:
+        raise ValueError(
+            f"unknown preset {ref!r}; use one of {', '.join(PRESETS)} or explicit sections "
+            "(n_ctx, output, sections)"
         )
-    ),
+    if isinstance(ref, BudgetSections):
+        try:
+            ref.plan("explicit")
+        except Exception as exc:  # BudgetError says what does not add up
+            raise ValueError(str(exc)) from None
+    return ref
+
+
+def _known_roles(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Refuse a table keyed by something that is no role (`budgets.judgee`)."""
+    roles = get_args(BudgetRole)
+    unknown = [role for role in value if role not in roles]
+    if unknown:
+        raise ValueError(f"{', '.join(map(repr, unknown))} is no role; use {', '.join(roles)}")
+    return value
+
+
+def _keep_plans(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """A `ModelBudget` object (a library caller's plan) passes as it is."""
+    return value if isinstance(value, ModelBudget) else handler(value)
+
+
+BudgetRef = Annotated[
+    str | ModelBudget | BudgetSections,  # from JSON or a file: a `{n_ctx, output, sections}` table
+    GetPydanticSchema(lambda _type, handler: handler(str | BudgetSections)),
+    WrapValidator(_keep_plans),
+    AfterValidator(_check_budget),
     WithJsonSchema(
         {
             "anyOf": [
@@ -74,7 +119,8 @@ BudgetRef = Annotated[
         }
     ),
 ]
-"""A role's budget: a preset name, a `ModelBudget`, or `{n_ctx, output, sections}`."""
+"""A role's budget: a preset name, a `ModelBudget`, or explicit sections (`BudgetSections`, or
+its `{n_ctx, output, sections}` table)."""
 
 
 @dataclass
@@ -88,18 +134,22 @@ class CouncilContext:
     """
 
     k: int = 3
-    """Number of specialists."""
+    """Number of specialists (the config file's `k` is bounded 1-64)."""
     planner: BackendRef = "embedded"
     specialists: Sequence[BackendRef] = ("embedded",)
     """Backends of the specialists, cycled when fewer than `k` are given."""
     judge: BackendRef | Sequence[BackendRef] = "embedded:qwen2.5-coder-1.5b"
     """The judge's backend, or a list tried in order: each failure is in the output's `notes`."""
-    quorum: int | None = None
+    chat: BackendRef | None = None
+    """The model of `collective chat`; default: the judge's (first) backend."""
+    quorum: Annotated[int | None, Field(ge=1)] = None
     """Specialists that must answer for the judge to rule; default ceil(k/2)."""
-    retrieval: str = "auto"
-    """Retrieval profile (`collective.kb.retrieval.Profile`)."""
-    max_inject: int | None = None
-    max_latency_ms: float | None = None
+    retrieval: Profile = "auto"
+    """Retrieval profile: `lean`, `balanced`, `deep`, or `auto` (chosen per question)."""
+    max_inject: Annotated[int | None, Field(ge=1)] = None
+    """Most chunks retrieval injects; default: the profile's."""
+    max_latency_ms: Annotated[float | None, Field(gt=0)] = None
+    """A latency target that makes `auto` choose a cheaper profile."""
     # -- evidence (issue 29) --
     evidence: Evidence = "auto"
     """How the specialists read the chunks (`collective.kb.evidence`): all the same ones
@@ -116,24 +166,30 @@ class CouncilContext:
     """A `KnowledgeStore` object (e.g. `RetrieverKnowledgeStore`); overrides `kb`."""
     hidden_tags: Sequence[str] = ("meta",)
     """Chunk tags that specialists do not see (the judge sees every chunk)."""
-    budgets: Mapping[str, BudgetRef] = field(default_factory=dict)
+    budgets: Annotated[Mapping[str, BudgetRef], AfterValidator(_known_roles)] = field(
+        default_factory=dict
+    )
     """Budget per role (`planner`, `specialist`, `reviewer`, `judge`, `chat`): a preset name, an
     explicit `ModelBudget` or a `{n_ctx, output, sections}` table (turned into a
     `ModelBudget`); defaults to the preset named like the role (`chat`: the specialist's)."""
-    output_caps: Mapping[str, int] = field(default_factory=dict)
+    output_caps: Annotated[
+        Mapping[str, Annotated[int, Field(gt=0)]], AfterValidator(_known_roles)
+    ] = field(default_factory=dict)
     """Largest answer per role, below the plan's output budget."""
-    temperature: float = 0.2
-    member_temperature_step: float = 0.3
+    temperature: Annotated[float, Field(ge=0, le=2)] = 0.2
+    member_temperature_step: Annotated[float, Field(ge=0, le=1)] = 0.3
     """Self-MoA sampling: specialist i (0-based) samples at `temperature + i * step` (at most
     1.0), so members on one model differ on purpose. Greedy runs (`temperature` 0) stay greedy."""
-    specialist_timeout_s: float = 600.0
-    call_timeout_s: float = 900.0
+    specialist_timeout_s: Annotated[float, Field(gt=0)] = 600.0
+    """Time limit of one specialist's answer (what it wrote by then is kept as partial)."""
+    call_timeout_s: Annotated[float, Field(gt=0)] = 900.0
     """Time limit of every other model call (planner, reviewers, judge, rewriter)."""
     review: bool = False
     """Run the anonymous peer-review round between specialists and judge."""
     judge_tools: bool = True
     """Let the judge verify claims with `kb_search` / `kb_get` where its backend has tools."""
-    tool_rounds: int = 3
+    tool_rounds: Annotated[int, Field(ge=0, le=20)] = 3
+    """Most rounds of judge tool calls before the verdict."""
     usage_log: str | None = None
     """JSON-lines usage log of every model call; None disables it."""
     agent_profiles: Mapping[str, str] = field(default_factory=dict)
@@ -148,15 +204,17 @@ class CouncilContext:
     memory_scope: Literal["thread", "user"] = "thread"
     """What long-term memory a run recalls: its own thread's (`thread`), or every thread of
     the same `user_id` (`user`, sharing on purpose). Nothing ever crosses user ids."""
-    l0_capacity: int = 8_000
+    l0_capacity: Annotated[int, Field(ge=100)] = 8_000
     """L0 working-memory size in tokens."""
-    l1_capacity: int = 32_000
+    l1_capacity: Annotated[int, Field(ge=100)] = 32_000
     """L1 session-memory size in tokens (past it, old episodes are archived to L2)."""
 
     def __post_init__(self) -> None:
         budgets = {}
         for role, ref in dict(self.budgets).items():
-            if isinstance(ref, Mapping):
+            if isinstance(ref, BudgetSections):
+                ref = ref.plan(role)
+            elif isinstance(ref, Mapping):
                 from pydantic import ValidationError
 
                 try:
@@ -181,9 +239,7 @@ class CouncilContext:
     @property
     def judges(self) -> list[str | Backend]:
         """The judge's backends in the order they are tried (the first is the best model)."""
-        # One judge may be a spec, a Backend or a LangChain chat model: only a list is a list.
-        judge: Any = self.judge
-        return list(judge) if isinstance(judge, list | tuple) else [judge]
+        return judge_list(self.judge)
 
     @property
     def quorum_needed(self) -> int:
@@ -209,6 +265,15 @@ class CouncilContext:
     def member_backend(self, index: int) -> str | Backend:
         """The backend of specialist `index` (0-based)."""
         return self.specialists[index % len(self.specialists)]
+
+
+def judge_list(judge: BackendRef | Sequence[BackendRef]) -> list[str | Backend]:
+    """A `judge` setting as the list of backends tried in order.
+
+    One judge may be a spec, a `Backend` or a LangChain chat model: only a list is a list.
+    """
+    one: Any = judge
+    return list(one) if isinstance(one, list | tuple) else [one]
 
 
 def council_context(context: Any) -> CouncilContext:
