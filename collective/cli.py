@@ -98,7 +98,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click_errors.ClickException as exc:
         _fail(args, exc, exc.format_message(), exc.exit_code)
     except Exception as exc:
-        environment = ask.storage_error(exc)
+        from collective.session import storage_error
+
+        environment = storage_error(exc)
         if environment is not None:  # a read-only directory, a broken database file
             _fail(args, environment, str(environment), 2)
         # A bug, not a user error: one line unless asked for the traceback.

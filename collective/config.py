@@ -60,6 +60,7 @@ __all__ = [
     "BudgetSections",
     "CollectiveConfig",
     "EffectiveConfig",
+    "MACHINE_KEYS",
     "Source",
     "SpecialistGroup",
     "load_config",
@@ -69,6 +70,9 @@ Source = Literal["default", "file", ".env", "env", "cli"]
 """Where a value came from, lowest precedence first."""
 
 DEFAULT_CONFIG_FILE = "collective.toml"
+
+MACHINE_KEYS = ("checkpoints", "store", "usage_log", "telemetry")
+"""Settings of this machine, not of a run: a resumed run keeps the current ones."""
 
 
 def _check_spec(spec: str) -> str:

@@ -26,8 +26,8 @@ from collective.commands.options import ConfigOption, KbOption, RetrievalOption,
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from collective.commands.ask import CouncilSession
     from collective.config import CollectiveConfig
+    from collective.session import CouncilSession
 
 __all__ = ["HELP", "ChatSession", "chat", "chat_turn"]
 
@@ -119,7 +119,7 @@ class ChatSession:
 
     def run(self) -> None:
         """Read lines until /exit or end of input."""
-        from collective.commands.ask import open_session
+        from collective.session import open_session
 
         try:
             self._session = self._runner.run(open_session(self.config, self._stack))
@@ -216,22 +216,23 @@ class ChatSession:
     def _council(self, query: str) -> None:
         from rich.console import Console
 
-        from collective.commands.ask import run_council
         from collective.commands.render import ProgressView, render_result
+        from collective.session import Watch, run_council, start_run
 
         assert self._session is not None
         session = self._session
         view = ProgressView(self.config.members, Console(stderr=True))
 
         async def go() -> dict[str, Any]:
+            # The greeting said that an unfinished council run is dropped by a new question.
+            start = await start_run(session, query, self.thread_id, abandon=True)
+            watch = Watch(
+                on_event=view.event,
+                on_finished=lambda node, error: view.finished(node, failed=error),
+                on_note=lambda note: self.console.print(f"[dim]{note}[/dim]", highlight=False),
+            )
             with view:
-                return await run_council(
-                    session,
-                    query,
-                    self.thread_id,
-                    on_event=view.event,
-                    on_finished=lambda node, error: view.finished(node, failed=error),
-                )
+                return await run_council(session, query, self.thread_id, watch=watch, start=start)
 
         result = self._runner.run(go())
         self.last_budgets = list(result.get("budgets") or [])
@@ -289,8 +290,9 @@ def chat(
     """Chat with one model; /collective QUERY asks the council in the conversation's context."""
     from rich.console import Console
 
-    from collective.commands.ask import load_effective, user_errors
+    from collective.commands.errors import user_errors
     from collective.errors import ConfigError
+    from collective.session import load_settings
 
     with user_errors():
         if no_kb := missing_kb(kb):
@@ -300,5 +302,5 @@ def chat(
             "retrieval": retrieval,
             "kb": str(kb) if kb else None,
         }
-        effective = load_effective(config, overrides)
+        effective = load_settings(config, overrides)
         ChatSession(effective.config, thread or uuid.uuid4().hex[:12], Console()).run()

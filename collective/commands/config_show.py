@@ -31,7 +31,7 @@ def show(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Print every setting's effective value and its source (default, file, .env, env, cli)."""
-    from collective.commands.ask import user_errors
+    from collective.commands.errors import user_errors
     from collective.config import load_config
 
     with user_errors(json_out=json_out):

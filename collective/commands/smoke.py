@@ -122,10 +122,10 @@ async def _council(config: CollectiveConfig, question: str) -> list[Check]:
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.store.memory import InMemoryStore
 
-    from collective.commands.ask import CouncilSession, run_council
     from collective.errors import CollectiveError
     from collective.graph import build_graph
     from collective.graph.state import answered as members_that_answered
+    from collective.session import CouncilSession, run_council
 
     ctx = replace(config.council_context(), usage_log=None)
     session = CouncilSession(
@@ -288,10 +288,11 @@ def smoke(
     """Check every configured server, model and context, then run the council once."""
     import asyncio
 
-    from collective.commands.ask import load_effective, user_errors
+    from collective.commands.errors import user_errors
+    from collective.session import load_settings
 
     with user_errors(json_out=json_out):
-        effective = load_effective(config, {"k": k})
+        effective = load_settings(config, {"k": k})
         checks = asyncio.run(
             run_checks(effective.config, question=question, council=not no_council)
         )

@@ -58,12 +58,13 @@ def prune(
     """Delete threads whose last checkpoint is older than --older-than (memory L2 is kept)."""
     import asyncio
 
-    from collective.commands.ask import load_effective, user_errors
+    from collective.commands.errors import user_errors
     from collective.memory.store import prune_threads, redact
+    from collective.session import load_settings
 
     with user_errors():
         age = parse_age(older_than)
-        effective = load_effective(config, {"checkpoints": checkpoints})
+        effective = load_settings(config, {"checkpoints": checkpoints})
         location = effective.config.checkpoints
         pruned = asyncio.run(prune_threads(location, age, dry_run=dry_run))
     verb = "would prune" if dry_run else "pruned"

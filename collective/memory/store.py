@@ -148,12 +148,29 @@ async def open_checkpointer(location: str | os.PathLike[str], stack: AsyncExitSt
     text = check_location(location, "checkpoints")
     if is_postgres(text):
         return await _open_postgres(text, "checkpoints", "saver", stack)
+    import asyncio
+
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     Path(text).parent.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(_probe_sqlite, text)
     saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(text))
     await saver.setup()
     return saver
+
+
+def _probe_sqlite(path: str) -> None:
+    """Open and read the SQLite file at `path` once, raising `sqlite3.Error` if it is unusable.
+
+    aiosqlite opens a file in its own thread: when that fails (a directory, no permission, not
+    a database), its thread outlives the failed run's event loop and prints a traceback after
+    the error line. Failing here first keeps the error the only thing the user sees.
+    """
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA schema_version").fetchone()
+    finally:
+        conn.close()
 
 
 async def open_store(location: str | os.PathLike[str], stack: AsyncExitStack) -> Any:

@@ -6,9 +6,9 @@ import asyncio
 
 from langgraph.checkpoint.memory import InMemorySaver
 
-from collective.commands.ask import CouncilSession, run_council
 from collective.config import CollectiveConfig
 from collective.graph import build_graph
+from collective.session import CouncilSession, run_council
 from tests.fakes import ScriptedBackend
 from tests.unit.test_graph_council import context
 

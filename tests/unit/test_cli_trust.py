@@ -188,10 +188,11 @@ def test_config_show_prints_effective_values_and_how_they_were_derived(tmp_path)
 async def test_answers_cut_at_the_output_cap_are_flagged_in_json_and_terminal(capsys):
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from collective.commands.ask import CouncilSession, _print_result, run_council
+    from collective.commands.ask import print_result as _print_result
     from collective.config import CollectiveConfig
     from collective.graph import build_graph
     from collective.models.base import ChatResult
+    from collective.session import CouncilSession, run_council
     from tests.fakes import ScriptedBackend
     from tests.unit.test_graph_council import context
 
@@ -217,10 +218,10 @@ async def test_answers_cut_at_the_output_cap_are_flagged_in_json_and_terminal(ca
 async def test_the_plan_and_the_judge_have_a_time_limit():
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from collective.commands.ask import CouncilSession, run_council
     from collective.config import CollectiveConfig
     from collective.errors import BackendTimeout
     from collective.graph import build_graph
+    from collective.session import CouncilSession, run_council
     from tests.fakes import ScriptedBackend
     from tests.unit.test_graph_council import context
 
