@@ -20,6 +20,7 @@ check: $(STAMP)
 	$(BIN)/ruff check collective tests bench
 	$(BIN)/ruff format --check collective tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-logo
 
 # The real llama-server binary, built once and cached outside the repo (ops/llama-server/build.sh).
 llama-server: $(STAMP)
