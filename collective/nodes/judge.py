@@ -236,23 +236,27 @@ def _proposal_label(proposal: Proposal) -> str:
     return label
 
 
-async def _rule(
+async def _tool_rounds(
     state: CouncilState,
     ctx: CouncilContext,
     backend: Backend,
     contents: list[SectionContent],
-    chunks: Mapping[str, Chunk],
     profile: str,
-    progress: NodeProgress,
-) -> dict[str, Any]:
-    """One judge backend's ruling: tool rounds, then the verdict with its citations checked."""
-    notes: list[str] = []
-    tools = None
-    if ctx.judge_tools and backend.supports_tools:
-        tools = VerificationTools(await asyncio.to_thread(open_knowledge, ctx), profile)
-    elif ctx.judge_tools:
-        notes.append(f"the judge ran without tools: {backend.spec} has no native tool calling")
+    tools: VerificationTools | None,
+    notes: list[str],
+) -> tuple[
+    ModelCall,
+    ToolTranscript,
+    list[list[tuple[ToolCall, str]]],
+    list[dict[str, Any]],
+    list[dict[str, Any]],
+]:
+    """The judge's calls up to its draft verdict: tool rounds while tools are offered.
 
+    Returns:
+        The last call, its transcript, the tool rounds, the tool log and the budget reports;
+        a note is added for a tool call that could not be parsed.
+    """
     counter = await backend.token_counter()
     rounds: list[list[tuple[ToolCall, str]]] = []
     tool_log: list[dict[str, Any]] = []
@@ -295,6 +299,28 @@ async def _rule(
         rounds.append([(tool_call, result) for tool_call, result, _ in results])
         tool_log += _logged(results, round_number)
     assert call is not None
+    return call, transcript, rounds, tool_log, budgets
+
+
+async def _rule(
+    state: CouncilState,
+    ctx: CouncilContext,
+    backend: Backend,
+    contents: list[SectionContent],
+    chunks: Mapping[str, Chunk],
+    profile: str,
+    progress: NodeProgress,
+) -> dict[str, Any]:
+    """One judge backend's ruling: tool rounds, then the verdict with its citations checked."""
+    notes: list[str] = []
+    tools = None
+    if ctx.judge_tools and backend.supports_tools:
+        tools = VerificationTools(await asyncio.to_thread(open_knowledge, ctx), profile)
+    elif ctx.judge_tools:
+        notes.append(f"the judge ran without tools: {backend.spec} has no native tool calling")
+    call, transcript, rounds, tool_log, budgets = await _tool_rounds(
+        state, ctx, backend, contents, profile, tools, notes
+    )
 
     def shown(call: ModelCall, transcript: ToolTranscript) -> dict[str, Chunk]:
         # Only chunks the prompt really showed (kept after trimming, tag intact) resolve.
