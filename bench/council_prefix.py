@@ -135,44 +135,67 @@ async def prefix_bench(ks: list[int], cap: int | None) -> None:
                 await backend.aclose()
 
 
-def speed(repack: bool, prompt_tokens: int = 2000, output: int = 128) -> dict[str, float]:
-    """Prompt and generation tokens/s of the embedded default, one sequence."""
+def _speed_backend(repack: bool) -> LlamaCppBackend:
+    backend = embedded(True, repack=repack)
+    backend.n_ctx_requested = 4096  # the speed test needs little KV
+    return backend
+
+
+def _speed_round(backend: LlamaCppBackend, prompt_tokens: int, output: int) -> tuple[float, float]:
+    """Prompt tok/s (a prompt read whole) and generation tok/s (after the same prompt)."""
     from collective.models.batch_engine import GenerationRequest
 
-    backend = embedded(True, repack=repack)
     chat = backend._load_sync()
     words = " ".join(f"filament{i % 97} softens at {40 + i % 70} C." for i in range(400))
     ids = chat.model.tokenize(words.encode(), add_bos=False, special=False)[:prompt_tokens]
     engine = backend.engine
-    engine.generate(GenerationRequest(ids[:32], 1, temperature=0.0))  # warm
     started = time.perf_counter()
     engine.generate(GenerationRequest(ids, 1, temperature=0.0))
     prefill = time.perf_counter() - started
     started = time.perf_counter()  # the same prompt read again, then the answer
     out = engine.generate(GenerationRequest(ids, output, temperature=0.0))
-    decode = time.perf_counter() - started
-    engine.close()
+    decode = time.perf_counter() - started - prefill
+    return len(ids) / prefill, out.completion_tokens / max(decode, 1e-9)
+
+
+def speed(repack: bool, prompt_tokens: int = 1000, output: int = 64) -> dict[str, float]:
+    """Prompt and generation tokens/s of the embedded default, one sequence (median of 3)."""
+    backend = _speed_backend(repack)
+    _speed_round(backend, 32, 2)  # load, warm
+    rounds = [_speed_round(backend, prompt_tokens, output) for _ in range(3)]
+    backend.engine.close()
     return {
-        "prompt_per_s": len(ids) / prefill,
-        "gen_per_s": out.completion_tokens / max(decode - prefill, 1e-9),
-        "gen_tokens": out.completion_tokens,
+        "prompt_per_s": statistics.median(r[0] for r in rounds),
+        "gen_per_s": statistics.median(r[1] for r in rounds),
     }
 
 
-def repack_bench() -> None:
-    for repack in (False, True):
-        figures = speed(repack)
+def repack_bench(rounds: int = 3) -> None:
+    """Repacking off and on, alternating in one process (medians: the load moves)."""
+    backends = {repack: _speed_backend(repack) for repack in (False, True)}
+    figures: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    for backend in backends.values():
+        _speed_round(backend, 32, 2)  # load, warm
+    for _ in range(rounds):
+        for repack, backend in backends.items():
+            figures[repack].append(_speed_round(backend, 1000, 64))
+    for repack, rows in figures.items():
         print(
-            f"repack {'on ' if repack else 'off'}: prompt {figures['prompt_per_s']:.1f} tok/s, "
-            f"generation {figures['gen_per_s']:.1f} tok/s ({figures['gen_tokens']} tokens)",
+            f"repack {'on ' if repack else 'off'}: prompt "
+            f"{statistics.median(r[0] for r in rows):.1f} tok/s, generation "
+            f"{statistics.median(r[1] for r in rows):.1f} tok/s (medians of {rounds}: "
+            f"{[(round(p), round(g, 1)) for p, g in rows]}; load average "
+            f"{os.getloadavg()[0]:.1f})",
             flush=True,
         )
+    for backend in backends.values():
+        backend.engine.close()
 
 
 def wait_policy_bench() -> None:
     for policy, threads in (("ACTIVE", 2), ("PASSIVE", 2), ("PASSIVE", 1)):
         env = {**os.environ, "OMP_WAIT_POLICY": policy, "COLLECTIVE_THREADS": str(threads)}
-        code = "import json, council_prefix as b; print(json.dumps(b.speed(True, 1000, 64)))"
+        code = "import json, council_prefix as b; print(json.dumps(b.speed(True)))"
         done = subprocess.run(
             [sys.executable, "-c", code],
             cwd=Path(__file__).parent,
@@ -184,8 +207,8 @@ def wait_policy_bench() -> None:
         figures = json.loads(done.stdout.strip().splitlines()[-1])
         print(
             f"OMP_WAIT_POLICY={policy} threads {threads}: prompt {figures['prompt_per_s']:.1f} "
-            f"tok/s, generation "
-            f"{figures['gen_per_s']:.1f} tok/s (load average {os.getloadavg()[0]:.1f})",
+            f"tok/s, generation {figures['gen_per_s']:.1f} tok/s (load average "
+            f"{os.getloadavg()[0]:.1f})",
             flush=True,
         )
 
