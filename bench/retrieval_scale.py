@@ -73,55 +73,66 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(pct / 100 * (len(ordered) - 1))))]
 
 
+def build(tmp: Path, path: Path, chunks: int, rng: random.Random) -> dict:
+    """Write the corpus, measure both ingest rates, and leave the 100K KB at `path`."""
+    out: dict = {}
+    corpus = tmp / "corpus"
+    corpus.mkdir()
+    write_corpus(corpus, chunks, rng)
+    files = sorted(corpus.iterdir())
+
+    # Ingest with real vectors, on the first SAMPLE chunks.
+    sample = SqliteKnowledgeStore(tmp / "sample.sqlite")
+    started = time.perf_counter()
+    (tmp / "sample").mkdir()
+    first = files[0].read_text(encoding="utf-8").split("\n## ")
+    (tmp / "sample" / "s.md").write_text("\n## ".join(first[: SAMPLE + 1]), "utf-8")
+    sample.add_paths([tmp / "sample"])
+    seconds = time.perf_counter() - started
+    out["ingest_with_vectors_chunks_per_s"] = round(sample.count() / seconds, 1)
+    sample.close()
+
+    # The full KB: lexical ingest, then random unit vectors.
+    lexical = SqliteKnowledgeStore(path, embedder=None)
+    started = time.perf_counter()
+    lexical.add_paths(files)
+    seconds = time.perf_counter() - started
+    count = lexical.count()
+    out["ingest_lexical_chunks_per_s"] = round(count / seconds, 1)
+    vectors = np.random.default_rng(26).standard_normal((count, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    with lexical._db:  # the bench writes the table directly: see the module docstring
+        rowids = [r[0] for r in lexical._db.execute("SELECT rowid FROM chunks ORDER BY rowid")]
+        lexical._db.executemany(
+            "INSERT INTO vectors(rowid, vec) VALUES (?, ?)",
+            [(r, v.astype("<f2").tobytes()) for r, v in zip(rowids, vectors, strict=True)],
+        )
+        lexical._db.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES ('embedding_model', ?), "
+            "('embedding_dim', '384')",
+            (BUILTIN_MODEL,),
+        )
+    lexical.close()
+
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--keep", type=Path, help="Build the KB here once; later runs reuse it.")
     args = parser.parse_args()
     rng = random.Random(26)
     out: dict = {"chunks": args.chunks, "load": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory() as tmp:
-        corpus = Path(tmp) / "corpus"
-        corpus.mkdir()
-        write_corpus(corpus, args.chunks, rng)
-        files = sorted(corpus.iterdir())
-
-        # Ingest with real vectors, on the first 1,000 chunks.
-        sample = SqliteKnowledgeStore(Path(tmp) / "sample.sqlite")
-        started = time.perf_counter()
-        (Path(tmp) / "sample").mkdir()
-        first = files[0].read_text(encoding="utf-8").split("\n## ")
-        (Path(tmp) / "sample" / "s.md").write_text("\n## ".join(first[: SAMPLE + 1]), "utf-8")
-        sample.add_paths([Path(tmp) / "sample"])
-        seconds = time.perf_counter() - started
-        out["ingest_with_vectors_chunks_per_s"] = round(sample.count() / seconds, 1)
-        sample.close()
-
-        # The full KB: lexical ingest, then random unit vectors.
-        path = Path(tmp) / "kb.sqlite"
-        lexical = SqliteKnowledgeStore(path, embedder=None)
-        started = time.perf_counter()
-        lexical.add_paths(files)
-        seconds = time.perf_counter() - started
-        count = lexical.count()
-        out["ingest_lexical_chunks_per_s"] = round(count / seconds, 1)
-        vectors = np.random.default_rng(26).standard_normal((count, 384)).astype(np.float32)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        with lexical._db:  # the bench writes the table directly: see the module docstring
-            rowids = [r[0] for r in lexical._db.execute("SELECT rowid FROM chunks ORDER BY rowid")]
-            lexical._db.executemany(
-                "INSERT INTO vectors(rowid, vec) VALUES (?, ?)",
-                [(r, v.astype("<f2").tobytes()) for r, v in zip(rowids, vectors, strict=True)],
-            )
-            lexical._db.execute(
-                "INSERT OR REPLACE INTO meta(key, value) VALUES ('embedding_model', ?), "
-                "('embedding_dim', '384')",
-                (BUILTIN_MODEL,),
-            )
-        lexical.close()
-        out["kb_mb_per_1k_chunks"] = round(path.stat().st_size / 1e6 / (count / 1000), 3)
-
+        path = args.keep or Path(tmp) / "kb.sqlite"
+        if not path.exists():
+            out.update(build(Path(tmp), path, args.chunks, rng))
+        out["kb_mb_per_1k_chunks"] = round(
+            path.stat().st_size / 1e6 / (SqliteKnowledgeStore(path).count() / 1000), 3
+        )
         store = SqliteKnowledgeStore(path, embedder=MiniLMEmbedder())
         words = vocabulary(random.Random(26))
         started = time.perf_counter()
@@ -143,8 +154,8 @@ def main() -> None:
         print(json.dumps(out, indent=1))
         return
     print(
-        f"{out['chunks']} chunks; ingest {out['ingest_with_vectors_chunks_per_s']} chunks/s with "
-        f"vectors, {out['ingest_lexical_chunks_per_s']} chunks/s lexical; "
+        f"{out['chunks']} chunks; ingest {out.get('ingest_with_vectors_chunks_per_s', '-')} "
+        f"chunks/s with vectors, {out.get('ingest_lexical_chunks_per_s', '-')} chunks/s lexical; "
         f"{out['kb_mb_per_1k_chunks']} MB per 1K chunks; first query {out['first_query_ms']} ms; "
         f"load {out['load']:.1f} -> {out['load_after']:.1f}"
     )

@@ -2,23 +2,29 @@
 
 * lean: no rewrite, 10 candidates fetched, strict trust pass (score >= 0.35 and >= 60% of
   the best), 3-5 chunks injected.
-* balanced (the default): one rewrite (keywords + synonyms, or the caller's context for a
-  follow-up), 30 candidates per query, standard trust pass (>= 0.2 and >= 40% of the best),
-  6-10 injected.
+* balanced (the default): one rewrite (keywords + synonyms from `$COLLECTIVE_SYNONYMS`, none
+  packaged; or the caller's context for a follow-up), 30 candidates per query, standard trust
+  pass (>= 0.2 and >= 40% of the best), 6-10 injected.
 * deep: the whole rewrite chain below plus an optional LLM rewriter, 60 candidates per query,
   permissive trust pass (>= 0.1 and >= 20% of the best) that explains every drop, 8 up to the
   configured maximum (16) injected.
 
 Deep's deterministic rewrite chain: `context` (follow-ups only: the query plus the caller's
-context keywords), `keywords` (content words, filler dropped), `expand` (plus general English
-synonyms: hot -> heat, temperature ...), `relax` (phrase relaxation: each adjacent pair of
+context keywords), `keywords` (content words, filler dropped), `expand` (plus the synonym
+table's words, when one is supplied), `relax` (phrase relaxation: each adjacent pair of
 keywords searched on its own, so a chunk matching part of a long query can surface) and
 `feedback` (pseudo-relevance feedback: the distinctive words of the best chunks so far).
 
-Each query's hits are fused: a chunk's score is its best weighted score over the queries that
-found it (rewrites weigh less than the original) plus up to 0.1 for being found by many of them.
-The trust pass keeps chunks above the profile's thresholds; if fewer than the profile's minimum
-pass, the best remaining candidates above 0.05 top it up (with a diagnostic).
+Each query's lexical hits are fused: a chunk's score is its best weighted score over the
+queries that found it (rewrites weigh less than the original) plus up to 0.1 for being found by
+many of them. Hybrid: when the store also searches by embedding (`DenseStore`, the SQLite KB
+with vectors), the query (plus the context's keywords for a follow-up) is searched densely too,
+with the profile's candidate count; dense hits under cosine `DENSE_MIN` are dropped, and every
+candidate of either side scores `DENSE_WEIGHT` x its calibrated cosine + the rest x its lexical
+score (`convex`; reciprocal rank fusion measured worse on the tune split). The result says what
+each side contributed (`sides`, `dense`). The trust pass keeps chunks above the profile's
+thresholds; if fewer than the profile's minimum pass, the best remaining candidates above 0.05
+top it up (with a diagnostic).
 
 `auto` picks a profile from the query (content-word count, comparisons, multi-part questions,
 "why/how" reasoning, follow-ups that lean on the caller's context) and any latency bound, and

@@ -294,7 +294,8 @@ class SqliteKnowledgeStore:
         self._stats: dict[str, Any] = {}
         self._data_version = -1
         self._embedder = embedder
-        self._matrix: tuple[int, np.ndarray, np.ndarray] | None = None  # version, rowids, vectors
+        # data_version, rowids, vectors, chunk count: for dense search, until the KB changes
+        self._matrix: tuple[int, np.ndarray, np.ndarray, int] | None = None
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False)
             self._db.executescript(_SCHEMA)
@@ -360,7 +361,7 @@ class SqliteKnowledgeStore:
             cid = chunk_id(piece.text, label, piece.heading)
             new.setdefault(cid, (cid, piece.heading, piece.text, ",".join(piece.tags), position))
         with self._lock, self._db:
-            self._stats.clear()
+            self._changed()
             row = self._db.execute(
                 "SELECT sha256 FROM sources WHERE source = ?", (label,)
             ).fetchone()
@@ -496,6 +497,7 @@ class SqliteKnowledgeStore:
             batch = todo[start : start + EMBED_BATCH]
             vectors = embedder.embed([embedding_text(h, t) for _, h, t in batch])
             with self._lock, self._db:
+                self._changed()
                 self._db.execute(
                     "INSERT OR REPLACE INTO meta(key, value) VALUES ('embedding_model', ?), "
                     "('embedding_dim', ?)",
@@ -527,25 +529,31 @@ class SqliteKnowledgeStore:
                 "builtin or a server to compute vectors"
             )
         with self._lock, self._db:
+            self._changed()
             self._db.execute("DELETE FROM vectors")
             self._db.execute("DELETE FROM meta WHERE key LIKE 'embedding_%'")
         return self.embed_missing(progress)
 
-    def _vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        """All rowids and vectors (float32), cached until the KB changes."""
+    def _changed(self) -> None:
+        """Forget what was cached of the KB (this connection wrote to it)."""
+        self._stats.clear()
+        self._matrix = None
+
+    def _vectors(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """All rowids and vectors (float32) and the chunk count, cached until the KB changes."""
         import numpy as np
 
-        version = self._db.execute("PRAGMA data_version").fetchone()[0]
-        total = self._db.execute("SELECT count(*), max(rowid) FROM vectors").fetchone()
-        key = hash((version, *total))
+        # Our own writes clear the cache; other connections' commits bump data_version.
+        key = self._db.execute("PRAGMA data_version").fetchone()[0]
         if self._matrix is None or self._matrix[0] != key:
             rows = self._db.execute("SELECT rowid, vec FROM vectors ORDER BY rowid").fetchall()
             rowids = np.array([r[0] for r in rows], dtype=np.int64)
             blob = b"".join(r[1] for r in rows)
             dim = len(rows[0][1]) // 2 if rows else 0
             matrix = np.frombuffer(blob, dtype="<f2").reshape(len(rows), dim).astype(np.float32)
-            self._matrix = (key, rowids, matrix)
-        return self._matrix[1], self._matrix[2]
+            chunks = int(self._db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            self._matrix = (key, rowids, matrix, chunks)
+        return self._matrix[1:]
 
     def dense_search(self, query: str, k: int, also: Sequence[str] = ()) -> DenseResult:
         """The `k` chunks nearest to `query` by cosine similarity, and the similarity of `also`.
@@ -563,8 +571,7 @@ class SqliteKnowledgeStore:
         if embedder is None:
             return DenseResult(note="dense off: no embedding model configured (lexical only)")
         with self._lock:
-            rowids, matrix = self._vectors()
-            chunks = int(self._db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            rowids, matrix, chunks = self._vectors()
         if not len(rowids):
             return DenseResult(
                 note=f"dense off: the KB has no vectors; add them with `collective kb reindex "
@@ -591,8 +598,12 @@ class SqliteKnowledgeStore:
                 pairs = self._db.execute(
                     f"SELECT id, rowid FROM chunks WHERE id IN ({marks})", list(also)
                 ).fetchall()
-                index = {int(r): i for i, r in enumerate(rowids)}
-                similarity = {cid: float(sims[index[r]]) for cid, r in pairs if r in index}
+                at = np.searchsorted(rowids, [r for _, r in pairs])  # rowids are sorted
+                similarity = {
+                    cid: float(sims[i])
+                    for (cid, r), i in zip(pairs, at, strict=True)
+                    if i < len(rowids) and rowids[i] == r
+                }
         hits = rank_chunks([_row_to_chunk(row, round(max(0.0, wanted[row[5]]), 6)) for row in rows])
         note = ""
         if len(rowids) < chunks:
@@ -652,7 +663,7 @@ class SqliteKnowledgeStore:
             ids = [ids]
         deleted = 0
         with self._lock, self._db:
-            self._stats.clear()
+            self._changed()
             if ids:
                 for cid in ids:
                     cur = self._db.execute(
@@ -688,7 +699,7 @@ class SqliteKnowledgeStore:
         """The chunk count and, per term, the ids of the chunks containing it (cached)."""
         version = self._db.execute("PRAGMA data_version").fetchone()[0]
         if version != self._data_version:
-            self._stats.clear()
+            self._changed()
             self._data_version = version
         if "" not in self._stats:
             self._stats[""] = int(self._db.execute("SELECT count(*) FROM chunks").fetchone()[0])
