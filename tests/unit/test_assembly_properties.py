@@ -116,3 +116,46 @@ def test_report_lines_and_json_shape():
     assert data["token_counter"] == "tiktoken:cl100k_base"
     assert data["n_ctx"] == 4096 and "scaled" in data["scaled"]
     assert all({"name", "allocated", "used"} <= set(s) for s in data["sections"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    counter_index=st.integers(0, len(COUNTERS) - 1),
+    n_ctx=st.integers(1_500, 40_000),
+    k=st.integers(1, 12),
+    question=texts,
+    plan=texts,
+    summary=texts,
+    chunks=st.lists(st.tuples(texts, st.floats(0, 1)), max_size=12),
+    repeat=st.integers(1, 20),
+)
+def test_members_share_one_prefix_and_each_fits(
+    counter_index, n_ctx, k, question, plan, summary, chunks, repeat
+):
+    """The K members' prompts (issue 25): each within its budget, the same KB chunks for all,
+    and the same text up to the member's own part wherever nothing was cut to fit."""
+    import collective.graph  # noqa: F401  (the nodes import the graph's context first)
+    from collective import agents
+    from collective.nodes.specialist import member_sections
+    from collective.prompts import council
+    from collective.prompts import specialist as prompt
+
+    counter = COUNTERS[counter_index]
+    budget = SPECIALIST_PRESET.fit_to_context(n_ctx).with_output(min(384, n_ctx // 4))
+    scored = [Scored(f"c{i}", t * repeat, s) for i, (t, s) in enumerate(chunks)]
+    prompts = [
+        assemble(
+            budget,
+            counter,
+            member_sections(question * repeat, plan, summary * repeat, scored, member, k),
+            prompt.compose,
+            node=member,
+            model="m",
+        )
+        for member in agents.members(k)
+    ]
+    assert all(p.report.fits for p in prompts)
+    assert len({tuple(p.kept("kb_chunks")) for p in prompts}) == 1
+    if not any(s.trimmed for p in prompts for s in p.report.sections):
+        user = [p.messages[-1]["content"] for p in prompts]
+        assert len({u[: u.rindex(council.OWN_PART)] for u in user}) == 1
