@@ -552,7 +552,9 @@ def _retrieve(
                 queries = [q for q in rewriter(query, context) if q.strip()][:3]
             except Exception as exc:  # noqa: BLE001 - a rewriter failure must not fail retrieval
                 diagnostics.append(f"LLM rewriter failed ({type(exc).__name__}: {exc}); skipped")
-        queries = [q for q in dict.fromkeys(queries) if q.strip() and q != query]
+        # A rewrite with the query's own words would only repeat the same search.
+        same = set(query_terms(query))
+        queries = [q for q in dict.fromkeys(queries) if q.strip() and set(query_terms(q)) != same]
         if not queries:
             if applied == "deep":
                 diagnostics.append(f"rewrite {step!r}: nothing to add")

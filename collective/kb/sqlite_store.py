@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 
 __all__ = ["IngestStats", "SqliteKnowledgeStore", "query_terms"]
 
+COMMON_SHARE = 0.5
+"""A query word found in more than this share of the chunks is not matched on (see `search`)."""
+
 EMBED_BATCH = 64
 """Chunks embedded and committed at a time (an interrupted `kb add` keeps finished batches)."""
 
@@ -695,53 +698,69 @@ class SqliteKnowledgeStore:
             ).fetchone()
         return _row_to_chunk(row) if row else None
 
-    def _corpus_stats(self, terms: Sequence[str]) -> tuple[int, dict[str, set[str]]]:
-        """The chunk count and, per term, the ids of the chunks containing it (cached)."""
+    def _document_frequency(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """The chunk count and, per term, how many chunks contain it (cached until it changes)."""
         version = self._db.execute("PRAGMA data_version").fetchone()[0]
         if version != self._data_version:
-            self._changed()
+            self._stats.clear()
             self._data_version = version
         if "" not in self._stats:
             self._stats[""] = int(self._db.execute("SELECT count(*) FROM chunks").fetchone()[0])
         for term in terms:
             if term not in self._stats:
-                self._stats[term] = {
-                    r[0]
-                    for r in self._db.execute(
-                        "SELECT c.id FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid "
-                        "WHERE chunks_fts MATCH ?",
-                        (f'"{term}"',),
-                    )
-                }
+                self._stats[term] = int(
+                    self._db.execute(
+                        "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (f'"{term}"',)
+                    ).fetchone()[0]
+                )
         return self._stats[""], {t: self._stats[t] for t in terms}
 
     def search(self, query: str, k: int) -> builtins.list[Chunk]:
-        """The best `k` chunks for `query`, scored 0..1 (see the module docstring)."""
+        """The best `k` chunks for `query`, scored 0..1 (see the module docstring).
+
+        FTS5 ranks rowids alone (no join until the candidates are known), and each term's
+        presence is looked up among the candidates only: a query costs milliseconds, not a
+        pass over every matching chunk, at 100K chunks.
+        """
         terms = query_terms(query)
         if not terms or k <= 0:
             return []
-        match = " OR ".join(f'"{t}"' for t in terms)
         with self._lock:
-            rows = self._db.execute(
-                "SELECT c.id, c.source, c.heading, c.text, c.tags, "
-                "bm25(chunks_fts, 2.0, 1.0, 1.0) AS rank "
-                "FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid "
-                "WHERE chunks_fts MATCH ? ORDER BY rank, c.id LIMIT ?",
+            total, df = self._document_frequency(terms)
+            # Words in most chunks (idf ~ 0) decide nothing but make FTS5 rank every chunk
+            # that has them: they are left out of the match (the rarest word always stays).
+            useful = [t for t in terms if df[t] <= COMMON_SHARE * total]
+            match = " OR ".join(f'"{t}"' for t in useful or [min(terms, key=df.__getitem__)])
+            ranked = self._db.execute(
+                "SELECT rowid, bm25(chunks_fts, 2.0, 1.0, 1.0) AS score FROM chunks_fts "
+                "WHERE chunks_fts MATCH ? ORDER BY score, rowid LIMIT ?",
                 (match, max(k * 2, k + 10)),
             ).fetchall()
-            if not rows:
+            if not ranked:
                 return []
-            total, present = self._corpus_stats(terms)
-        idf = {
-            t: math.log(1.0 + (total - len(ids) + 0.5) / (len(ids) + 0.5))
-            for t, ids in present.items()
-        }
+            bm25 = dict(ranked)
+            marks = ",".join("?" * len(bm25))
+            present = {
+                term: {
+                    r[0]
+                    for r in self._db.execute(
+                        f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? "
+                        f"AND rowid IN ({marks})",
+                        (f'"{term}"', *bm25),
+                    )
+                }
+                for term in terms
+            }
+            rows = self._fetch_rowids(list(bm25))
+        idf = {t: math.log(1.0 + (total - n + 0.5) / (n + 0.5)) for t, n in df.items()}
         idf_sum = sum(idf.values()) or 1.0
-        best = max(-r[5] for r in rows) or 1.0
+        best = max(-b for b in bm25.values()) or 1.0
         scored = []
         for row in rows:
-            coverage = sum(idf[t] for t in terms if row[0] in present[t]) / idf_sum
-            scored.append(_row_to_chunk(row, round(0.7 * coverage + 0.3 * (-row[5] / best), 6)))
+            rowid = row[5]
+            coverage = sum(idf[t] for t in terms if rowid in present[t]) / idf_sum
+            score = 0.7 * coverage + 0.3 * (-bm25[rowid] / best)
+            scored.append(_row_to_chunk(row, round(score, 6)))
         return rank_chunks(scored)[:k]
 
 

@@ -60,7 +60,7 @@ def test_to_dict_has_the_contract_keys(store: SqliteKnowledgeStore) -> None:
     data = result.to_dict()
     assert {"requested", "applied", "reason", "candidates", "injected"} <= data.keys()
     assert data["injected"] == [c.id for c in result.injected]
-    assert data["rewrite_attempts"] == len(data["rewrites"]) == 1
+    assert data["rewrite_attempts"] == len(data["rewrites"]) == 0  # keywords = the query: skipped
     assert data["requested"] == data["applied"] == "balanced"
     assert "requested explicitly" in data["reason"]
 
