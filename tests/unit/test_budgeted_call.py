@@ -176,3 +176,15 @@ async def test_every_replica_down_is_the_last_ones_error():
     b = ScriptedBackend("b", failures=[BackendUnavailable("b is down")])
     with pytest.raises(BackendUnavailable, match="b is down"):
         await ask(ReplicaSet([a, b]))
+
+
+async def test_a_call_moved_to_another_replica_is_planned_for_that_replicas_window():
+    from collective.errors import BackendUnavailable
+    from collective.models.replicas import ReplicaSet
+
+    small = ScriptedBackend("a", n_ctx=2_048, failures=[BackendUnavailable("a dropped")])
+    big = ScriptedBackend("b", n_ctx=8_192, reply="ASA.")
+    events: list[dict] = []
+    call = await ask(ReplicaSet([small, big]), on_event=events.append)
+    assert [e["report"]["n_ctx"] for e in events if e["type"] == "budget"] == [2_048, 8_192]
+    assert call.report.n_ctx == 8_192 and call.report.server == "scripted:b"
