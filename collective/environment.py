@@ -106,6 +106,11 @@ def ollama_host() -> str:
     return _get("OLLAMA_HOST")
 
 
+def openai_api_key() -> str:
+    """`$OPENAI_API_KEY`: the bearer token `openai:` servers started with `--api-key` expect."""
+    return _get("OPENAI_API_KEY")
+
+
 def ollama_num_parallel() -> int:
     """`$OLLAMA_NUM_PARALLEL`: the requests an Ollama server runs at once (default 1)."""
     return int(_get("OLLAMA_NUM_PARALLEL") or 1)

@@ -30,6 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
+from collective import environment
 from collective.budget.counting import (
     ChatMessage,
     EstimateCounter,
@@ -125,10 +126,13 @@ class TokenizeCounter(TokenizerCounter):
         *,
         timeout: float = 30.0,
         memo: PromptMemo | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.base_url = base_url
         self.model = model
-        self._client = httpx.Client(base_url=base_url, timeout=timeout, limits=LIMITS)
+        self._client = httpx.Client(
+            base_url=base_url, timeout=timeout, limits=LIMITS, headers=headers
+        )
         self.prompt_memo = memo or PromptMemo()
         super().__init__("exact:tokenize", self._encode, self._decode)
 
@@ -220,7 +224,11 @@ class OpenAIBackend(OpenAICompatBackend):
         margin: float = DEFAULT_MARGIN,
         **options: Any,
     ) -> None:
-        super().__init__(base_url, server=_SERVER, health_path="/v1/models", **options)
+        key = environment.openai_api_key()  # vLLM/SGLang started with --api-key want it
+        headers = {"Authorization": f"Bearer {key}"} if key else None
+        super().__init__(
+            base_url, server=_SERVER, health_path="/v1/models", headers=headers, **options
+        )
         self.model = model
         self.spec = f"openai:{model}@{self.base_url}"
         self.n_ctx = n_ctx
@@ -322,7 +330,7 @@ class OpenAIBackend(OpenAICompatBackend):
             if self._llama is not None:
                 self._counter = await self._llama.token_counter()
             elif await self._tokenizes_chats():
-                self._counter = TokenizeCounter(self.base_url, self.model)
+                self._counter = TokenizeCounter(self.base_url, self.model, headers=self.headers)
             elif self.tokenizer:
                 self._counter = declared_counter(self.tokenizer, self.margin)
             else:

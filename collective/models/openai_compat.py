@@ -156,6 +156,11 @@ def http_error(
         )
     if status >= 500:
         return BackendUnavailable(f"{server} at {url} failed with HTTP {status}: {message}")
+    if status in (401, 403):
+        return InvalidResponse(
+            f"{server} at {url} refused the request with HTTP {status} ({message}): it wants an "
+            "API key; set $OPENAI_API_KEY to the key it was started with (--api-key)"
+        )
     return InvalidResponse(
         f"{server} at {url} rejected the request with HTTP {status} ({kind}): {message}"
     )
@@ -320,6 +325,7 @@ class OpenAICompatBackend(Backend):
             cannot fit with `max_tokens` of output; the server would refuse it anyway, but
             only after queueing it.
         health_path: What answers 200 once the model is loaded.
+        headers: Sent with every request (e.g. `Authorization`).
     """
 
     supports_tools = True
@@ -335,15 +341,19 @@ class OpenAICompatBackend(Backend):
         load_wait: float = 120.0,
         precheck: bool = True,
         health_path: str = "/health",
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.headers = headers or {}
         self.server = server
         self.load_wait = load_wait
         self.precheck = precheck
         self.health_path = health_path
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
         self._clients = LoopLocal(
-            lambda: httpx.AsyncClient(base_url=self.base_url, timeout=self._timeout, limits=LIMITS)
+            lambda: httpx.AsyncClient(
+                base_url=self.base_url, timeout=self._timeout, limits=LIMITS, headers=self.headers
+            )
         )
 
     @abstractmethod

@@ -33,6 +33,7 @@ from collective.models.registry import backend_from_spec, close_all, parse_spec
 pytestmark = pytest.mark.integration
 
 MAX_MODEL_LEN = 2048
+API_KEY = "sk-test"
 MODEL = "google/gemma-3-270m"
 SLOT = 4096  # the llama_server fixture: -c 8192 -np 2
 NOTE = "Note {i}: PETG prints at 230-250 °C and softens near 70 °C, so not in a hot car.\n"
@@ -62,7 +63,7 @@ def vllm_server(gguf_path: Path) -> Iterator[ServerProcess]:
 @pytest.fixture(scope="module")
 def bare_server(gguf_path: Path) -> Iterator[ServerProcess]:
     """An OpenAI-compatible server that reports no window and cannot tokenize (LM Studio-like)."""
-    yield from vllm_protocol_server(gguf_path, "--bare")
+    yield from vllm_protocol_server(gguf_path, "--bare", "--api-key", API_KEY)
 
 
 async def _backend(spec: str, **options: object) -> AsyncIterator[OpenAIBackend]:
@@ -162,8 +163,12 @@ async def test_vllm_overflow_numbers_are_the_servers(vllm_server: ServerProcess)
 
 
 async def test_a_server_without_window_or_tokenizer_is_refused_then_estimated(
-    bare_server: ServerProcess,
+    bare_server: ServerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    async for backend in _backend(f"openai:{MODEL}@{bare_server.url}"):
+        check = await backend.model_check()  # without $OPENAI_API_KEY: the server's 401
+        assert not check.ok and "401" in check.detail
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
     async for backend in _backend(f"openai:{MODEL}@{bare_server.url}"):
         check = await backend.model_check()
         assert not check.ok and "?n_ctx=" in check.detail  # preflight says what to set

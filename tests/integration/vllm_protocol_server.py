@@ -20,6 +20,8 @@ serving_tokenization.py, serving_engine.py `_validate_input`):
   "BadRequestError", "param": null, "code": 400}}`; a prompt alone of N tokens or more is
   "However, your request has P input tokens. Please reduce the length of the input messages."
 * `--bare`: no `max_model_len` in `/v1/models` and no `/tokenize` (a server such as LM Studio).
+* `--api-key KEY`: as vLLM's, every route but `/health` answers HTTP 401 without
+  `Authorization: Bearer KEY`.
 * `tools` without a tool parser are refused (HTTP 400), as vLLM refuses `auto` tool choice
   unless started with `--enable-auto-tool-choice`.
 
@@ -121,8 +123,22 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _refused(self) -> bool:
+        """vLLM's `--api-key`: every route but `/health` wants `Authorization: Bearer KEY`."""
+        key = self.server.api_key
+        if not key or self.path == "/health":
+            return False
+        if self.headers.get("Authorization") == f"Bearer {key}":
+            return False
+        n = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(n)
+        self._send_json(401, {"error": "Unauthorized"})
+        return True
+
     def do_GET(self) -> None:
         srv = self.server
+        if self._refused():
+            return
         if self.path == "/v1/models":
             entry = {
                 "id": srv.model_name,
@@ -145,6 +161,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"detail": "Not Found"})
 
     def do_POST(self) -> None:
+        if self._refused():
+            return
         n = int(self.headers.get("Content-Length") or 0)
         try:
             body = json.loads(self.rfile.read(n) or b"{}")
@@ -266,10 +284,13 @@ def _usage(n_prompt: int, n_out: int) -> dict[str, Any]:
 class VllmProtocolServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, port: int, model_name: str, model: Model, *, bare: bool = False) -> None:
+    def __init__(
+        self, port: int, model_name: str, model: Model, *, bare: bool = False, api_key: str = ""
+    ) -> None:
         super().__init__(("127.0.0.1", port), Handler)
         self.model_name = model_name
         self.model = model
+        self.api_key = api_key
         self.bare = bare
         """No `max_model_len` in `/v1/models` and no `/tokenize` (as LM Studio, say)."""
 
@@ -281,9 +302,12 @@ def main() -> None:
     parser.add_argument("--model-name", required=True)
     parser.add_argument("--max-model-len", type=int, required=True)
     parser.add_argument("--bare", action="store_true", help="no max_model_len, no /tokenize")
+    parser.add_argument("--api-key", default="", help="as vLLM's --api-key")
     args = parser.parse_args()
     model = Model(args.model, args.max_model_len)
-    server = VllmProtocolServer(args.port, args.model_name, model, bare=args.bare)
+    server = VllmProtocolServer(
+        args.port, args.model_name, model, bare=args.bare, api_key=args.api_key
+    )
     server.serve_forever()
 
 
