@@ -463,9 +463,10 @@ class _Call:
         tokens = prompt.report.prompt_tokens + max_tokens
         streamed: list[ChatDelta] = []
         text_only = _text_only(self.on_token) if self.on_token and not forced else None
+        replicas = len(self.backend.replicas()) > 1
 
         def on_delta(delta: ChatDelta) -> Awaitable[None] | None:
-            streamed.append(delta)
+            streamed.append(delta)  # a replica that fails after this is not skipped
             return text_only(delta) if text_only is not None else None
 
         async with self._hold(candidates, tokens, on_wait) as backend:
@@ -479,9 +480,9 @@ class _Call:
                 tool_choice=choice,
             )
             try:
-                result = await collect(stream, on_delta)
+                result = await collect(stream, on_delta if replicas else text_only)
             except BackendUnavailable as error:
-                if streamed or len(self.backend.replicas()) == 1:
+                if streamed or not replicas:
                     raise
                 raise _ReplicaDown(backend, error) from error  # before the first token
         if tools:  # a call written as text (Qwen's doubled braces) still counts as a call

@@ -17,24 +17,24 @@ What the server really offers is read from the server, never from its command li
 
 from __future__ import annotations
 
-import json
 import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import httpx
-
-from collective.budget.counting import ChatMessage, TokenizerCounter
+from collective.budget.counting import ChatMessage
 from collective.errors import BackendError, InvalidResponse
-from collective.models._transport import parse_json, translate_transport_error
 from collective.models.admission import KV_POOL_MODES, POOL_TTL_S, ServerPool
 from collective.models.base import Health
-from collective.models.openai_compat import LIMITS, OpenAICompatBackend, chat_body, http_error
+from collective.models.openai_compat import (
+    OpenAICompatBackend,
+    PromptMemo,
+    ServerCounter,
+    chat_body,
+    http_error,
+)
 from collective.models.registry import BackendKind, BackendSpec, checked_url, register
 from collective.models.special_tokens import escape_specials
 
@@ -98,54 +98,8 @@ def _template_prompt(data: Any, url: str) -> str:
     return prompt
 
 
-class PromptMemo:
-    """Exact counts of whole chat prompts, keyed by the request body, least recently used out.
-
-    The budget engine counts the assembled prompt and the backend counts it again before
-    sending; with one memo shared by the counter and the backend the second count is free.
-    Thread-safe: prompt assembly counts from worker threads.
-    """
-
-    def __init__(self, size: int = 256) -> None:
-        self._size = size
-        self._items: OrderedDict[str, int] = OrderedDict()
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def key(body: dict[str, Any]) -> str:
-        """The memo key of a request body."""
-        return json.dumps(body, sort_keys=True, ensure_ascii=False)
-
-    def get(self, key: str) -> int | None:
-        """The memoised count, if any."""
-        with self._lock:
-            n = self._items.get(key)
-            if n is not None:
-                self._items.move_to_end(key)
-            return n
-
-    def put(self, key: str, n: int) -> None:
-        """Remember a count."""
-        with self._lock:
-            self._items[key] = n
-            self._items.move_to_end(key)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-
-    def clear(self) -> None:
-        """Forget every count (the server changed)."""
-        with self._lock:
-            self._items.clear()
-
-
-class LlamaServerCounter(TokenizerCounter):
-    """Exact counts from the server's own tokenizer (`kind` `exact:llama-server`).
-
-    Synchronous on purpose: prompt assembly counts hundreds of chunks from a worker thread, and
-    a blocking pooled `httpx.Client` is the cheapest way to do that.
-    """
-
-    blocking = True
+class LlamaServerCounter(ServerCounter):
+    """Exact counts from the server's own tokenizer (`kind` `exact:llama-server`)."""
 
     def __init__(
         self,
@@ -155,26 +109,15 @@ class LlamaServerCounter(TokenizerCounter):
         memo: PromptMemo | None = None,
         route: CountRoute | None = None,
     ) -> None:
-        self.base_url = base_url
-        self._client = httpx.Client(base_url=base_url, timeout=timeout, limits=LIMITS)
-        self.prompt_memo = memo or PromptMemo()
+        super().__init__(
+            "exact:llama-server",
+            base_url,
+            server=_SERVER,
+            how_to_start=_how_to_start(base_url),
+            timeout=timeout,
+            memo=memo,
+        )
         self.route = route or CountRoute()
-        super().__init__("exact:llama-server", self._encode, self._decode)
-
-    def _post_raw(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-        try:
-            response = self._client.post(path, json=body)
-        except httpx.HTTPError as exc:
-            raise translate_transport_error(
-                exc, server=_SERVER, url=self.base_url, how_to_start=_how_to_start(self.base_url)
-            ) from exc
-        return response.status_code, parse_json(response, server=_SERVER, url=self.base_url)
-
-    def _post(self, path: str, body: dict[str, Any]) -> Any:
-        status, data = self._post_raw(path, body)
-        if status != 200:
-            raise http_error(status, data, self.base_url)
-        return data
 
     def _encode(self, text: str) -> list[int]:
         # As the chat path sees content: escaped (special_tokens.py), specials parsed.
@@ -189,36 +132,17 @@ class LlamaServerCounter(TokenizerCounter):
             raise InvalidResponse(f"{_SERVER} at {self.base_url}: /detokenize gave {data!r}")
         return content
 
-    def count_messages(
-        self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None = None
-    ) -> int:
-        """Tokens of the chat prompt exactly as the server will evaluate it (memoised)."""
-        body = chat_body(messages, tools)
-        key = PromptMemo.key(body)
-        n = self.prompt_memo.get(key)
-        if n is not None:
-            return n
+    def _count_chat(self, body: dict[str, Any]) -> int:
+        """The input-tokens endpoint where built in, else `/apply-template` + `/tokenize`."""
         if self.route.input_tokens is not False:
             status, data = self._post_raw(INPUT_TOKENS_PATH, body)
             if status == 200:
-                n = _input_tokens(data, self.base_url)
-            elif not self.route.unsupported(status):
+                return _input_tokens(data, self.base_url)
+            if not self.route.unsupported(status):
                 raise http_error(status, data, self.base_url)
-        if n is None:
-            prompt = _template_prompt(self._post("/apply-template", body), self.base_url)
-            data = self._post("/tokenize", {"content": prompt, "add_special": True})
-            n = len(_int_list(data, "tokens", self.base_url))
-        self.prompt_memo.put(key, n)
-        return n
-
-    def forget(self) -> None:
-        """Drop memoised counts (the server now runs another model or template)."""
-        self._memo.clear()
-        self.prompt_memo.clear()
-
-    def close(self) -> None:
-        """Close the pooled connections."""
-        self._client.close()
+        prompt = _template_prompt(self._post("/apply-template", body), self.base_url)
+        data = self._post("/tokenize", {"content": prompt, "add_special": True})
+        return len(_int_list(data, "tokens", self.base_url))
 
 
 def _int_list(data: Any, key: str, url: str) -> list[int]:

@@ -22,37 +22,31 @@ vLLM, SGLang, LM Studio, llama-server and TGI, held to the same guarantee as the
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import httpx
-
 from collective import environment
 from collective.budget.counting import (
     ChatMessage,
     EstimateCounter,
     TokenCounter,
-    TokenizerCounter,
     tiktoken_counter,
 )
 from collective.errors import BackendError, ConfigError, InvalidResponse
-from collective.models._transport import parse_json, translate_transport_error
 from collective.models.admission import POOL_TTL_S, ServerPool
-from collective.models.base import Health
-from collective.models.llama_server import LlamaServerBackend, PromptMemo
-from collective.models.openai_compat import (
-    LIMITS,
-    OpenAICompatBackend,
-    chat_body,
-    http_error,
-)
+from collective.models.base import ChatResult, Health
+from collective.models.llama_server import LlamaServerBackend
+from collective.models.openai_compat import OpenAICompatBackend, ServerCounter
 from collective.models.registry import BackendKind, BackendSpec, checked_url, refuse, register
 from collective.models.special_tokens import escape_specials
 
 __all__ = ["MarginCounter", "OpenAIBackend", "TokenizeCounter", "declared_counter"]
+
+log = logging.getLogger(__name__)
 
 _SERVER = "OpenAI-compatible server"
 
@@ -77,7 +71,7 @@ class MarginCounter(TokenCounter):
             raise ValueError("margin must be >= 0")
         self.inner = inner
         self.margin = margin
-        self.kind = f"estimated:{inner.kind}+{margin:.0%}"
+        self.kind = f"estimated:{inner.kind.removeprefix('exact:')}+{margin:.0%}"
 
     def _count(self, text: str) -> int:
         return math.ceil(self.inner.count(text) * (1 + self.margin))
@@ -109,53 +103,29 @@ def declared_counter(name: str, margin: float = DEFAULT_MARGIN) -> MarginCounter
     raise ConfigError(f"tokenizer={name!r}: use one of {', '.join(TOKENIZERS)}")
 
 
-class TokenizeCounter(TokenizerCounter):
+class TokenizeCounter(ServerCounter):
     """Exact counts from vLLM's `/tokenize` and `/detokenize` (`exact:tokenize`).
 
     A whole chat is counted as the server renders it (`messages`, `tools`,
-    `add_generation_prompt`), which equals its `usage.prompt_tokens`. Synchronous, as
-    `LlamaServerCounter`: prompt assembly counts from a worker thread.
+    `add_generation_prompt`), which equals its `usage.prompt_tokens`.
     """
 
-    blocking = True
-
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        *,
-        timeout: float = 30.0,
-        memo: PromptMemo | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        self.base_url = base_url
-        self.model = model
-        self._client = httpx.Client(
-            base_url=base_url, timeout=timeout, limits=LIMITS, headers=headers
+    def __init__(self, base_url: str, model: str, *, headers: dict[str, str] | None = None) -> None:
+        super().__init__(
+            "exact:tokenize", base_url, server=_SERVER, how_to_start=_HOW_TO_START, headers=headers
         )
-        self.prompt_memo = memo or PromptMemo()
-        super().__init__("exact:tokenize", self._encode, self._decode)
+        self.model = model
 
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        try:
-            response = self._client.post(path, json={"model": self.model, **body})
-        except httpx.HTTPError as exc:
-            raise translate_transport_error(
-                exc, server=_SERVER, url=self.base_url, how_to_start=_HOW_TO_START
-            ) from exc
-        data = parse_json(response, server=_SERVER, url=self.base_url)
-        if response.status_code != 200:
-            raise http_error(response.status_code, data, self.base_url, server=_SERVER)
+    def _post(self, path: str, body: dict[str, Any]) -> Any:
+        data = super()._post(path, {"model": self.model, **body})
         if not isinstance(data, dict):
             raise InvalidResponse(f"{_SERVER} at {self.base_url}: {path} gave {data!r}")
         return data
 
     def _encode(self, text: str) -> list[int]:
         # As the chat path sees content: escaped (special_tokens.py).
-        data = self._post(
-            "/tokenize", {"prompt": escape_specials(text), "add_special_tokens": False}
-        )
-        tokens = data.get("tokens")
+        body = {"prompt": escape_specials(text), "add_special_tokens": False}
+        tokens = self._post("/tokenize", body).get("tokens")
         if not isinstance(tokens, list):
             raise InvalidResponse(f"{_SERVER} at {self.base_url}: /tokenize gave no tokens")
         return tokens
@@ -166,28 +136,11 @@ class TokenizeCounter(TokenizerCounter):
             raise InvalidResponse(f"{_SERVER} at {self.base_url}: /detokenize gave no prompt")
         return text
 
-    def count_messages(
-        self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None = None
-    ) -> int:
-        """Tokens of the chat prompt exactly as the server will evaluate it (memoised)."""
-        body = chat_body(messages, tools) | {"add_generation_prompt": True}
-        key = PromptMemo.key(body)
-        n = self.prompt_memo.get(key)
-        if n is None:
-            n = self._post("/tokenize", body).get("count")
-            if not isinstance(n, int):
-                raise InvalidResponse(f"{_SERVER} at {self.base_url}: /tokenize gave no count")
-            self.prompt_memo.put(key, n)
+    def _count_chat(self, body: dict[str, Any]) -> int:
+        n = self._post("/tokenize", body | {"add_generation_prompt": True}).get("count")
+        if not isinstance(n, int):
+            raise InvalidResponse(f"{_SERVER} at {self.base_url}: /tokenize gave no count")
         return n
-
-    def forget(self) -> None:
-        """Drop memoised counts (the server changed)."""
-        self._memo.clear()
-        self.prompt_memo.clear()
-
-    def close(self) -> None:
-        """Close the pooled connections."""
-        self._client.close()
 
 
 _HOW_TO_START = (
@@ -349,6 +302,19 @@ class OpenAIBackend(OpenAICompatBackend):
         except BackendError:
             return False
         return status == 200 and isinstance(data, dict) and isinstance(data.get("count"), int)
+
+    def _undercounted(self, result: ChatResult, counted: int) -> None:
+        """A loud warning when an estimate fell short of the server's own count."""
+        if self._counter is None or self._counter.exact:
+            return
+        warning = (
+            f"COUNT UNDER ESTIMATE on {self.spec}: the server counted "
+            f"{result.usage.prompt_tokens} prompt tokens where collective estimated {counted} "
+            f"({self._counter.kind}); declare the model's own tokenizer "
+            "(?tokenizer=gguf:/path/model.gguf) or raise ?margin="
+        )
+        log.warning("%s", warning)
+        result.warnings.append(warning)
 
     async def count_prompt(
         self,

@@ -18,14 +18,16 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import threading
 import time
 from abc import abstractmethod
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import httpx
 
-from collective.budget.counting import ChatMessage
+from collective.budget.counting import ChatMessage, TokenizerCounter
 from collective.errors import (
     BackendError,
     BackendUnavailable,
@@ -41,6 +43,8 @@ __all__ = [
     "CHAT_PATH",
     "LIMITS",
     "OpenAICompatBackend",
+    "PromptMemo",
+    "ServerCounter",
     "StreamedReply",
     "chat_body",
     "http_error",
@@ -308,6 +312,126 @@ class StreamedReply:
         return body
 
 
+class PromptMemo:
+    """Exact counts of whole chat prompts, keyed by the request body, least recently used out.
+
+    The budget engine counts the assembled prompt and the backend counts it again before
+    sending; with one memo shared by the counter and the backend the second count is free.
+    Thread-safe: prompt assembly counts from worker threads.
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        self._size = size
+        self._items: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(body: dict[str, Any]) -> str:
+        """The memo key of a request body."""
+        return json.dumps(body, sort_keys=True, ensure_ascii=False)
+
+    def get(self, key: str) -> int | None:
+        """The memoised count, if any."""
+        with self._lock:
+            n = self._items.get(key)
+            if n is not None:
+                self._items.move_to_end(key)
+            return n
+
+    def put(self, key: str, n: int) -> None:
+        """Remember a count."""
+        with self._lock:
+            self._items[key] = n
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        """Forget every count (the server changed)."""
+        with self._lock:
+            self._items.clear()
+
+
+class ServerCounter(TokenizerCounter):
+    """Exact counts from a server's own tokenizer endpoints.
+
+    A whole chat is counted as the server renders it (`_count_chat`), memoised per request body
+    (`prompt_memo`, shared with the backend). Synchronous on purpose: prompt assembly counts
+    hundreds of chunks from a worker thread, and a blocking pooled `httpx.Client` is the
+    cheapest way to do that. Subclasses give `_encode`, `_decode` and `_count_chat`.
+    """
+
+    blocking = True
+
+    def __init__(
+        self,
+        kind: str,
+        base_url: str,
+        *,
+        server: str,
+        how_to_start: str,
+        timeout: float = 30.0,
+        memo: PromptMemo | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.base_url = base_url
+        self.server = server
+        self._how_to_start = how_to_start
+        self._client = httpx.Client(
+            base_url=base_url, timeout=timeout, limits=LIMITS, headers=headers
+        )
+        self.prompt_memo = memo or PromptMemo()
+        super().__init__(kind, self._encode, self._decode)
+
+    @abstractmethod
+    def _encode(self, text: str) -> list[int]:
+        """Token ids of `text` as message content."""
+
+    @abstractmethod
+    def _decode(self, ids: Sequence[int]) -> str:
+        """The text of `ids`."""
+
+    @abstractmethod
+    def _count_chat(self, body: dict[str, Any]) -> int:
+        """Prompt tokens of a `chat_body`, as the server evaluates it."""
+
+    def _post_raw(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        try:
+            response = self._client.post(path, json=body)
+        except httpx.HTTPError as exc:
+            raise translate_transport_error(
+                exc, server=self.server, url=self.base_url, how_to_start=self._how_to_start
+            ) from exc
+        return response.status_code, parse_json(response, server=self.server, url=self.base_url)
+
+    def _post(self, path: str, body: dict[str, Any]) -> Any:
+        status, data = self._post_raw(path, body)
+        if status != 200:
+            raise http_error(status, data, self.base_url, server=self.server)
+        return data
+
+    def count_messages(
+        self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None = None
+    ) -> int:
+        """Tokens of the chat prompt exactly as the server will evaluate it (memoised)."""
+        body = chat_body(messages, tools)
+        key = PromptMemo.key(body)
+        n = self.prompt_memo.get(key)
+        if n is None:
+            n = self._count_chat(body)
+            self.prompt_memo.put(key, n)
+        return n
+
+    def forget(self) -> None:
+        """Drop memoised counts (the server now runs another model or template)."""
+        self._memo.clear()
+        self.prompt_memo.clear()
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self._client.close()
+
+
 class OpenAICompatBackend(Backend):
     """A server with `/v1/chat/completions` at `base_url`: transport, streaming chat, health.
 
@@ -530,7 +654,12 @@ class OpenAICompatBackend(Backend):
         )
         if count_ms is not None:
             result.timings["count_ms"] = count_ms
+        if counted is not None and result.usage.prompt_tokens > counted:
+            self._undercounted(result, counted)
         yield ChatDelta(result=result)
+
+    def _undercounted(self, result: ChatResult, counted: int) -> None:
+        """The server counted more prompt tokens than the precheck did (`counted`)."""
 
     async def _check_fits(
         self,
