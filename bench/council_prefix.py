@@ -40,8 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from collective.graph import CouncilContext, build_graph  # noqa: E402
 from collective.models.base import Backend  # noqa: E402
 from collective.models.embedded import embedded_model, embedded_model_path  # noqa: E402
-from collective.models.llamacpp_in_process import LlamaCppBackend  # noqa: E402
-from collective.models.registry import EMBEDDED_N_CTX  # noqa: E402
+from collective.models.llamacpp_in_process import (
+    EMBEDDED_N_CTX,  # noqa: E402
+    LlamaCppBackend,  # noqa: E402
+)
 from tests.fakes import ScriptedBackend  # noqa: E402
 
 QUESTION = "Which filament should I use for a part that sits in a hot car, and why?"
@@ -71,8 +73,17 @@ def embedded(one_at_a_time: bool = False, repack: bool = True) -> LlamaCppBacken
     return backend
 
 
-async def council(backend: Backend, k: int, kb: str, cap: int | None) -> dict[str, Any]:
-    """Plan and K specialists on `backend` (the judge scripted); the figures of the run."""
+async def council(
+    backend: Backend, k: int, kb: str, cap: int | None, retrieval: str = "auto"
+) -> dict[str, Any]:
+    """Plan and K specialists on `backend` (the judge scripted); the figures of the run.
+
+    In process the KV starts empty (nothing left from the run before), so every run reads its
+    planner's prompt whole.
+    """
+    if isinstance(backend, LlamaCppBackend) and backend.loaded:
+        for seq in list(backend.engine._seqs.values()):
+            backend.engine._drop(seq)
     ctx = CouncilContext(
         k=k,
         planner=backend,
@@ -80,6 +91,7 @@ async def council(backend: Backend, k: int, kb: str, cap: int | None) -> dict[st
         judge=ScriptedBackend("judge", "ASA [KB#x]"),
         kb=kb,
         judge_tools=False,
+        retrieval=retrieval,
         output_caps={"specialist": cap} if cap else {},
     )
     started = time.perf_counter()
@@ -119,18 +131,18 @@ def report(mode: str, run: dict[str, Any], single: dict[str, Any] | None) -> Non
     print(line, flush=True)
 
 
-async def prefix_bench(ks: list[int], cap: int | None) -> None:
+async def prefix_bench(ks: list[int], cap: int | None, retrieval: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         kb = str(Path(tmp) / "kb.sqlite")
         for mode, one in (("batched", False), ("one-at-a-time", True)):
             backend = embedded(one)
             try:
-                await council(backend, 1, kb, cap)  # load, warm
-                single = await council(backend, 1, kb, cap)
+                await backend.context_window()  # load
+                single = await council(backend, 1, kb, cap, retrieval)
                 report(mode, single, None)
                 for k in ks:
                     if k != 1:
-                        report(mode, await council(backend, k, kb, cap), single)
+                        report(mode, await council(backend, k, kb, cap, retrieval), single)
             finally:
                 await backend.aclose()
 
@@ -213,18 +225,18 @@ def wait_policy_bench() -> None:
         )
 
 
-async def server_bench(url: str, ks: list[int], cap: int | None) -> None:
+async def server_bench(url: str, ks: list[int], cap: int | None, retrieval: str) -> None:
     from collective.models.llama_server import LlamaServerBackend
 
     with tempfile.TemporaryDirectory() as tmp:
         kb = str(Path(tmp) / "kb.sqlite")
         backend = LlamaServerBackend(url)
         try:
-            single = await council(backend, 1, kb, cap)
+            single = await council(backend, 1, kb, cap, retrieval)
             report("llama-server", single, None)
             for k in ks:
                 if k != 1:
-                    report("llama-server", await council(backend, k, kb, cap), single)
+                    report("llama-server", await council(backend, k, kb, cap, retrieval), single)
         finally:
             await backend.aclose()
 
@@ -236,6 +248,7 @@ def main() -> None:
     parser.add_argument("--repack", action="store_true")
     parser.add_argument("--wait-policy", action="store_true")
     parser.add_argument("--server", default=None)
+    parser.add_argument("--retrieval", default="auto", help="lean: shorter prompts")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores", flush=True)
     if args.repack:
@@ -243,9 +256,9 @@ def main() -> None:
     if args.wait_policy:
         wait_policy_bench()
     if args.server:
-        asyncio.run(server_bench(args.server, args.k, args.cap))
+        asyncio.run(server_bench(args.server, args.k, args.cap, args.retrieval))
     else:
-        asyncio.run(prefix_bench(args.k, args.cap))
+        asyncio.run(prefix_bench(args.k, args.cap, args.retrieval))
 
 
 if __name__ == "__main__":

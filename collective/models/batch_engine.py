@@ -527,7 +527,12 @@ class BatchEngine:
             with self._cond:
                 self._finish(job, reason="length")
             return
-        job.stream.flush()
+        try:
+            job.stream.flush()
+        except Exception as error:  # the caller's on_text failed: end its request only
+            with self._cond:
+                self._finish(job, error=error)
+            return
         job.next_token = token
 
     def _finish(self, job: _Job, *, reason: str = "", error: BaseException | None = None) -> None:
