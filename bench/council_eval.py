@@ -346,6 +346,7 @@ def context(kb: Path, caps: dict[str, int], k: int) -> CouncilContext:
         retrieval="deep",
         max_inject=24,
         budgets=WINDOWS,
+        evidence="shared",  # the council arm reads shared evidence; council-split splits
         output_caps=caps,
         usage_log=None,
     )

@@ -138,3 +138,9 @@ def test_summary_gives_recall_cis_and_groups_wide_and_narrow():
     assert wide["citation_recall"] == 0.7 and wide["recall_diff_vs_first_ci95"][0] > 0
     assert wide["citation_support"] == 0.5
     assert "| council-split | 2 | 1.00 |" in ce.tables(rows)
+
+
+def test_the_council_arm_reads_shared_evidence_and_council_split_splits(tmp_path):
+    ctx = ce.context(tmp_path / "kb.sqlite", {"specialist": 8}, 3)
+    assert ctx.evidence == "shared"  # `auto` would split the council arm at these windows
+    assert "council" in ce.DEFAULT_ARMS and "council-split" in ce.DEFAULT_ARMS
