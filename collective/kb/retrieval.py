@@ -348,7 +348,8 @@ def _hybrid(
     lex_rank = {c.id: i for i, c in enumerate(lexical)}
     lex_score = {c.id: c.score for c in lexical}
     if not isinstance(store, DenseStore):
-        return lexical, {}, {"used": False, "note": "the store has no dense search (lexical only)"}
+        note = "dense: this store has no separate dense search; its own ranking is used"
+        return lexical, {}, {"used": False, "note": note}
     found = store.dense_search(query, fetch, also=list(lex_rank))
     found.hits = [c for c in found.hits if c.score >= DENSE_MIN]
     summary: dict[str, Any] = {"used": bool(found.hits), "hits": len(found.hits)}
