@@ -221,10 +221,21 @@ def budget_table(reports: Sequence[Mapping[str, Any]], title: str = "budgets") -
             f"{report['n_ctx']:,}\n{report['token_counter']}"
             + (f"\n[dim]{scaled.group(0)}[/dim]" if scaled else ""),
             f"{report['prompt_tokens']:,}+{report['max_output_tokens']:,}"
-            + ("" if fits else " [red]✗[/red]"),
+            + ("" if fits else " [red]✗[/red]")
+            + _reuse(report),
             "\n".join(sections),
         )
     return table
+
+
+def _reuse(report: Mapping[str, Any]) -> str:
+    """`shared N · reused M` under a call's prompt size, where known (the shared prefix)."""
+    parts = [
+        f"{label} {report[key]:,}"
+        for key, label in (("shared_tokens", "shared"), ("reused_tokens", "reused"))
+        if report.get(key) is not None
+    ]
+    return f"\n[dim]{' · '.join(parts)}[/dim]" if parts else ""
 
 
 def timings_line(timings: Mapping[str, float]) -> str:

@@ -72,3 +72,28 @@ def test_the_budget_table_names_the_profile_and_tier():
     console = Console(record=True, width=100)
     console.print(budget_table([report.to_dict()]))
     assert "role-coordinator @ simple -> medium" in console.export_text()
+
+
+def test_the_budget_table_shows_the_shared_prefix_and_its_reuse():
+    from rich.console import Console
+
+    from collective.budget.report import BudgetReport
+    from collective.commands.render import budget_table
+
+    shared = BudgetReport("specialist-2", "m", 8_192, 939, 64, "exact", shared_tokens=852)
+    reused = BudgetReport(
+        "specialist-3", "m", 8_192, 939, 64, "x", shared_tokens=852, reused_tokens=855
+    )
+    console = Console(record=True, width=100)
+    console.print(
+        budget_table(
+            [
+                shared.to_dict(),
+                reused.to_dict(),
+                BudgetReport("judge", "m", 8_192, 900, 64, "exact").to_dict(),
+            ]
+        )
+    )
+    text = console.export_text()
+    assert "shared 852 · reused 855" in text
+    assert text.count("shared 852") == 2 and text.count("reused") == 1
