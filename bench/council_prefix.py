@@ -170,7 +170,7 @@ def _speed_round(backend: LlamaCppBackend, prompt_tokens: int, output: int) -> t
     return len(ids) / prefill, out.completion_tokens / max(decode, 1e-9)
 
 
-def speed(repack: bool, prompt_tokens: int = 1000, output: int = 64) -> dict[str, float]:
+def speed(repack: bool, prompt_tokens: int = 400, output: int = 32) -> dict[str, float]:
     """Prompt and generation tokens/s of the embedded default, one sequence (median of 3)."""
     backend = _speed_backend(repack)
     _speed_round(backend, 32, 2)  # load, warm
@@ -190,7 +190,7 @@ def repack_bench(rounds: int = 3) -> None:
         _speed_round(backend, 32, 2)  # load, warm
     for _ in range(rounds):
         for repack, backend in backends.items():
-            figures[repack].append(_speed_round(backend, 1000, 64))
+            figures[repack].append(_speed_round(backend, 400, 32))
     for repack, rows in figures.items():
         print(
             f"repack {'on ' if repack else 'off'}: prompt "
