@@ -3,6 +3,7 @@
 import dataclasses
 import re
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -176,3 +177,17 @@ async def test_a_council_run_splits_when_the_candidates_exceed_a_members_section
     seen_split = set().union(*(p["evidence"]["seen"] for p in out["proposals"]))
     seen_shared = set().union(*(p["evidence"]["seen"] for p in shared["proposals"]))
     assert seen_shared < seen_split  # the council reads more, and loses nothing
+
+
+def test_the_evidence_setting_reaches_the_run_and_a_wrong_one_is_refused():
+    from pydantic import ValidationError
+
+    from collective.config import CollectiveConfig
+    from collective.errors import ConfigError
+
+    assert CollectiveConfig().council_context().evidence == "auto"
+    assert CollectiveConfig(evidence="split").council_context().evidence == "split"
+    with pytest.raises(ValidationError):
+        CollectiveConfig(evidence="wide")
+    with pytest.raises(ConfigError, match="evidence 'wide'"):
+        context(evidence="wide")
