@@ -251,8 +251,8 @@ async def budgeted_call(
         BackendError: Any other backend failure, unchanged.
     """
     emit = on_event or (lambda event: None)
-    profile = ProfileAssignments.from_settings(settings).profile_for(agent)
-    memory = resolve_budget(profile, request["question"])
+    memory_profile = ProfileAssignments.from_settings(settings).profile_for(agent)
+    memory = resolve_budget(memory_profile, request["question"])
     retrieval_profile = request.get("retrieval_profile", "balanced")
     with model_call_span(
         agent, backend.model, retrieval_profile=retrieval_profile, role=role, backend=backend.spec

@@ -168,7 +168,7 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
     aggregate = aggregate_rankings(state.get("rankings", []), members)
     retrieved = chunks_from_state(state.get("chunks", []))
     chunks = {c.id: c for c in retrieved}
-    profile = applied_profile(state)
+    retrieval_profile = applied_profile(state)
     ranking = "\n".join(
         f"Peer review: {row['member']} mean rank {row['mean_rank']:.2f} ({row['votes']} votes)"
         for row in aggregate
@@ -191,7 +191,7 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
         backend = resolve_backend(ref)
         progress = NodeProgress(agents.JUDGE, backend.model)
         try:
-            out = await _rule(state, ctx, backend, contents, chunks, profile, progress)
+            out = await _rule(state, ctx, backend, contents, chunks, retrieval_profile, progress)
         except (BackendError, BudgetError) as error:
             if len(refs) == 1:
                 raise
@@ -241,7 +241,7 @@ async def _tool_rounds(
     ctx: CouncilContext,
     backend: Backend,
     contents: list[SectionContent],
-    profile: str,
+    retrieval_profile: str,
     tools: VerificationTools | None,
     notes: list[str],
 ) -> tuple[
@@ -277,7 +277,7 @@ async def _tool_rounds(
                     functools.partial(prompt.compose, verify=bool(offer) and not rounds)
                 ),
                 question=state["question"],
-                retrieval_profile=profile,
+                retrieval_profile=retrieval_profile,
                 tools=offer.schemas if offer else None,
                 # The first round checks for sure where the backend can force a call: told
                 # to, the greedy 1.5B judge still ruled at once.
@@ -308,18 +308,18 @@ async def _rule(
     backend: Backend,
     contents: list[SectionContent],
     chunks: Mapping[str, Chunk],
-    profile: str,
+    retrieval_profile: str,
     progress: NodeProgress,
 ) -> dict[str, Any]:
     """One judge backend's ruling: tool rounds, then the verdict with its citations checked."""
     notes: list[str] = []
     tools = None
     if ctx.judge_tools and backend.supports_tools:
-        tools = VerificationTools(await asyncio.to_thread(open_knowledge, ctx), profile)
+        tools = VerificationTools(await asyncio.to_thread(open_knowledge, ctx), retrieval_profile)
     elif ctx.judge_tools:
         notes.append(f"the judge ran without tools: {backend.spec} has no native tool calling")
     call, transcript, rounds, tool_log, budgets = await _tool_rounds(
-        state, ctx, backend, contents, profile, tools, notes
+        state, ctx, backend, contents, retrieval_profile, tools, notes
     )
 
     def shown(call: ModelCall, transcript: ToolTranscript) -> dict[str, Chunk]:
@@ -346,7 +346,7 @@ async def _rule(
             contents=[*contents, final.section()],
             compose=final.compose(functools.partial(prompt.compose, revise=revision)),
             question=state["question"],
-            retrieval_profile=profile,
+            retrieval_profile=retrieval_profile,
         )
         budgets.append(revised.report_dict)
         if revised.result.text.strip():
