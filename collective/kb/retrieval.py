@@ -42,7 +42,7 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -476,6 +476,131 @@ def retrieve(
     return result
 
 
+def _rewrites(
+    step: str,
+    query: str,
+    keywords: list[str],
+    context: str,
+    applied: str,
+    fusion: _Fusion,
+    rewriter: Rewriter | None,
+    diagnostics: list[str],
+) -> list[str]:
+    """The queries one rewrite step adds (new, non-blank, not the query itself)."""
+    queries: list[str] = []
+    if step == "context":
+        extra = [w for w in _keywords(context) if w not in keywords][:6]
+        queries = [" ".join(keywords + extra)] if extra else []
+    elif step == "keywords":
+        queries = [" ".join(keywords)]
+    elif step == "expand":
+        table = synonyms()
+        expanded = [s for w in keywords for s in table.get(w, ()) if s not in keywords]
+        queries = [" ".join(keywords + list(dict.fromkeys(expanded)))] if expanded else []
+        if not queries and applied == "balanced":
+            queries = [" ".join(keywords)]
+    elif step == "relax":
+        queries = [f"{a} {b}" for a, b in zip(keywords, keywords[1:], strict=False)]
+        if len(keywords) <= 2:
+            queries = []
+    elif step == "feedback":
+        ranked = fusion.ranked()
+        extra = _feedback_terms(ranked[:3], ranked, set(keywords))
+        queries = [" ".join(keywords + extra)] if extra else []
+    elif step == "llm" and rewriter is not None:
+        try:
+            queries = [q for q in rewriter(query, context) if q.strip()][:3]
+        except Exception as exc:  # noqa: BLE001 - a rewriter failure must not fail retrieval
+            diagnostics.append(f"LLM rewriter failed ({type(exc).__name__}: {exc}); skipped")
+    # A rewrite with the query's own words would only repeat the same search.
+    same = set(query_terms(query))
+    return [q for q in dict.fromkeys(queries) if q.strip() and set(query_terms(q)) != same]
+
+
+def _rewrite_steps(applied: str, query: str, context: str, rewriter: bool) -> list[str]:
+    """The rewrite steps a profile tries, in order (lean: none)."""
+    steps: list[str] = []
+    if applied == "balanced":
+        steps = ["context" if _is_follow_up(query, context) else "expand"]
+    elif applied == "deep":
+        steps = ["context"] if _is_follow_up(query, context) else []
+        steps += ["keywords", "expand", "relax", "feedback"]
+        if rewriter:
+            steps.append("llm")
+    return steps
+
+
+def _hybrid_note(
+    injected: list[Chunk], sides: Mapping[str, Any], dense: Mapping[str, Any], lexical: int
+) -> str:
+    """How the injected chunks were found: both ways, dense only, lexical only."""
+    both = sum(
+        1 for c in injected if None not in (sides[c.id]["lexical_rank"], sides[c.id]["dense_rank"])
+    )
+    lexical_only = sum(1 for c in injected if sides[c.id]["dense_rank"] is None)
+    return (
+        f"hybrid ({dense['fusion']}): {dense['hits']} dense + {lexical} lexical "
+        f"candidates; injected {both} found both ways, "
+        f"{len(injected) - both - lexical_only} dense only, {lexical_only} lexical only"
+    )
+
+
+def _unique_text(ranked: list[Chunk], applied: str, diagnostics: list[str]) -> list[Chunk]:
+    """One copy of identical text (the same passage ingested from two files), best first."""
+    seen_text: set[str] = set()
+    unique: list[Chunk] = []
+    for chunk in ranked:
+        text = chunk.text
+        # Whitespace-normalised for chunks as `kb add` makes them; a huge one of an old KB is
+        # compared as it is (splitting 20 MB into words took 300 MB).
+        key = " ".join(text.split()).lower() if len(text) <= 2 * MAX_CHUNK_CHARS else text
+        if key in seen_text:
+            if applied == "deep":
+                diagnostics.append(f"dropped {chunk.id}: duplicate text")
+            continue
+        seen_text.add(key)
+        unique.append(chunk)
+    return unique
+
+
+def _trust_pass(
+    unique: list[Chunk],
+    settings: ProfileSettings,
+    applied: str,
+    lower: int,
+    upper: int,
+    diagnostics: list[str],
+) -> list[Chunk]:
+    """The chunks to inject: those the profile trusts, up to `upper`, topped up to `lower`."""
+    top = unique[0].score if unique else 0.0
+    threshold = max(settings.absolute_trust, settings.relative_trust * top)
+    trusted = [c for c in unique if c.score >= threshold]
+    injected = trusted[:upper]
+    if len(injected) < lower:
+        extra_chunks = [c for c in unique if c.score < threshold and c.score >= _TOP_UP_FLOOR]
+        top_up = extra_chunks[: lower - len(injected)]
+        if top_up:
+            diagnostics.append(
+                f"{settings.trust} trust pass kept {len(injected)} (< {lower}); topped up with "
+                f"{len(top_up)} below {threshold:.2f}"
+            )
+        injected += top_up
+    dropped = [c for c in unique if c not in injected]
+    if applied == "deep":
+        for chunk in dropped[:10]:
+            why = f"score {chunk.score:.2f} < {threshold:.2f}"
+            if chunk.score >= threshold:
+                why = f"over max inject {upper}"
+            diagnostics.append(f"dropped {chunk.id}: {why}")
+        if len(dropped) > 10:
+            diagnostics.append(f"... and {len(dropped) - 10} more dropped")
+    diagnostics.append(
+        f"{settings.trust} trust pass (score >= {threshold:.2f}): {len(trusted)} of "
+        f"{len(unique)} candidates passed, {len(injected)} injected (range {lower}-{upper})"
+    )
+    return injected
+
+
 def _retrieve(
     store: KnowledgeStore,
     query: str,
@@ -510,14 +635,7 @@ def _retrieve(
         diagnostics.append(f"original query: {len(hits)} hits")
 
     keywords = _keywords(query)
-    steps: list[str] = []
-    if applied == "balanced":
-        steps = ["context" if _is_follow_up(query, context) else "expand"]
-    elif applied == "deep":
-        steps = ["context"] if _is_follow_up(query, context) else []
-        steps += ["keywords", "expand", "relax", "feedback"]
-        if rewriter is not None:
-            steps.append("llm")
+    steps = _rewrite_steps(applied, query, context, rewriter is not None)
     if rewriter is not None and applied != "deep":
         diagnostics.append(f"LLM rewriter not used: only deep calls it (applied {applied})")
 
@@ -528,34 +646,7 @@ def _retrieve(
                 f"max_latency_ms {max_latency_ms:g}"
             )
             break
-        queries: list[str] = []
-        if step == "context":
-            extra = [w for w in _keywords(context) if w not in keywords][:6]
-            queries = [" ".join(keywords + extra)] if extra else []
-        elif step == "keywords":
-            queries = [" ".join(keywords)]
-        elif step == "expand":
-            table = synonyms()
-            expanded = [s for w in keywords for s in table.get(w, ()) if s not in keywords]
-            queries = [" ".join(keywords + list(dict.fromkeys(expanded)))] if expanded else []
-            if not queries and applied == "balanced":
-                queries = [" ".join(keywords)]
-        elif step == "relax":
-            queries = [f"{a} {b}" for a, b in zip(keywords, keywords[1:], strict=False)]
-            if len(keywords) <= 2:
-                queries = []
-        elif step == "feedback":
-            ranked = fusion.ranked()
-            extra = _feedback_terms(ranked[:3], ranked, set(keywords))
-            queries = [" ".join(keywords + extra)] if extra else []
-        elif step == "llm" and rewriter is not None:
-            try:
-                queries = [q for q in rewriter(query, context) if q.strip()][:3]
-            except Exception as exc:  # noqa: BLE001 - a rewriter failure must not fail retrieval
-                diagnostics.append(f"LLM rewriter failed ({type(exc).__name__}: {exc}); skipped")
-        # A rewrite with the query's own words would only repeat the same search.
-        same = set(query_terms(query))
-        queries = [q for q in dict.fromkeys(queries) if q.strip() and set(query_terms(q)) != same]
+        queries = _rewrites(step, query, keywords, context, applied, fusion, rewriter, diagnostics)
         if not queries:
             if applied == "deep":
                 diagnostics.append(f"rewrite {step!r}: nothing to add")
@@ -570,59 +661,10 @@ def _retrieve(
     if _is_follow_up(query, context):
         dense_query = f"{query} ({' '.join(_keywords(context)[:8])})"
     ranked, sides, dense = _hybrid(store, dense_query, fusion.ranked(), settings.fetch)
-    # One copy of identical text (the same passage ingested from two files).
-    seen_text: set[str] = set()
-    unique: list[Chunk] = []
-    for chunk in ranked:
-        text = chunk.text
-        # Whitespace-normalised for chunks as `kb add` makes them; a huge one of an old KB is
-        # compared as it is (splitting 20 MB into words took 300 MB).
-        key = " ".join(text.split()).lower() if len(text) <= 2 * MAX_CHUNK_CHARS else text
-        if key in seen_text:
-            if applied == "deep":
-                diagnostics.append(f"dropped {chunk.id}: duplicate text")
-            continue
-        seen_text.add(key)
-        unique.append(chunk)
-
-    top = unique[0].score if unique else 0.0
-    threshold = max(settings.absolute_trust, settings.relative_trust * top)
-    trusted = [c for c in unique if c.score >= threshold]
-    injected = trusted[:upper]
-    if len(injected) < lower:
-        extra_chunks = [c for c in unique if c.score < threshold and c.score >= _TOP_UP_FLOOR]
-        top_up = extra_chunks[: lower - len(injected)]
-        if top_up:
-            diagnostics.append(
-                f"{settings.trust} trust pass kept {len(injected)} (< {lower}); topped up with "
-                f"{len(top_up)} below {threshold:.2f}"
-            )
-        injected += top_up
-    dropped = [c for c in unique if c not in injected]
-    if applied == "deep":
-        for chunk in dropped[:10]:
-            why = f"score {chunk.score:.2f} < {threshold:.2f}"
-            if chunk.score >= threshold:
-                why = f"over max inject {upper}"
-            diagnostics.append(f"dropped {chunk.id}: {why}")
-        if len(dropped) > 10:
-            diagnostics.append(f"... and {len(dropped) - 10} more dropped")
-    diagnostics.append(
-        f"{settings.trust} trust pass (score >= {threshold:.2f}): {len(trusted)} of "
-        f"{len(unique)} candidates passed, {len(injected)} injected (range {lower}-{upper})"
-    )
+    unique = _unique_text(ranked, applied, diagnostics)
+    injected = _trust_pass(unique, settings, applied, lower, upper, diagnostics)
     if dense.get("used"):
-        both = sum(
-            1
-            for c in injected
-            if None not in (sides[c.id]["lexical_rank"], sides[c.id]["dense_rank"])
-        )
-        lexical_only = sum(1 for c in injected if sides[c.id]["dense_rank"] is None)
-        diagnostics.append(
-            f"hybrid ({dense['fusion']}): {dense['hits']} dense + {len(fusion.chunks)} lexical "
-            f"candidates; injected {both} found both ways, "
-            f"{len(injected) - both - lexical_only} dense only, {lexical_only} lexical only"
-        )
+        diagnostics.append(_hybrid_note(injected, sides, dense, len(fusion.chunks)))
     if dense.get("note"):
         diagnostics.append(dense["note"])
     if not unique:
