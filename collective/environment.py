@@ -31,6 +31,7 @@ __all__ = [
     "ollama_host",
     "ollama_num_parallel",
     "synonyms_file",
+    "threads",
     "usage_log_path",
     "verbose",
 ]
@@ -99,6 +100,11 @@ def embedded_model_override() -> str:
 def kb_embeddings() -> str:
     """`$COLLECTIVE_KB_EMBEDDINGS`: the KB's embedder ("": the bundled model)."""
     return _get(KB_EMBEDDINGS_ENV)
+
+
+def threads() -> str:
+    """`$COLLECTIVE_THREADS`: CPU threads for llama.cpp in process ("": the usable cores)."""
+    return _get("COLLECTIVE_THREADS")
 
 
 def ollama_host() -> str:

@@ -32,6 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from collective import environment
 from collective.budget.counting import ChatMessage, TokenizerCounter
 from collective.errors import ConfigError, ContextOverflow
 from collective.models.admission import ServerPool
@@ -70,7 +71,7 @@ N_SEQ_MAX = 16
 
 def default_threads() -> int:
     """CPU threads for llama.cpp: `$COLLECTIVE_THREADS`, else the cores this process may use."""
-    configured = os.environ.get("COLLECTIVE_THREADS", "").strip()
+    configured = environment.threads()
     if configured.isdigit() and int(configured) > 0:
         return int(configured)
     try:
