@@ -39,11 +39,27 @@ class ReplicaSet(Backend):
             raise ValueError("a replica set has at least two members")
         self.members = list(members)
         self.spec = REPLICA_SEP.join(m.spec for m in self.members)
-        self.model = self.members[0].model  # replicas serve the same model
-        self.supports_tools = all(m.supports_tools for m in self.members)
         self.supports_json_schema = all(m.supports_json_schema for m in self.members)
         caps = [m.output_cap for m in self.members if m.output_cap]
         self.output_cap = min(caps) if caps else None
+
+    @property
+    def model(self) -> str:
+        """The first replica's model as it reports it now (replicas serve the same one)."""
+        return self.members[0].model
+
+    @model.setter
+    def model(self, value: str) -> None:
+        raise AttributeError("a replica set's model is its replicas'")
+
+    @property
+    def supports_tools(self) -> bool:
+        """Whether every replica renders tools (llama-server learns it from `/props`)."""
+        return all(m.supports_tools for m in self.members)
+
+    @supports_tools.setter
+    def supports_tools(self, value: bool) -> None:
+        raise AttributeError("a replica set's tool support is its replicas'")
 
     def replicas(self) -> list[Backend]:
         """The member backends, in config order."""

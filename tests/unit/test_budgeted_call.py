@@ -188,3 +188,15 @@ async def test_a_call_moved_to_another_replica_is_planned_for_that_replicas_wind
     call = await ask(ReplicaSet([small, big]), on_event=events.append)
     assert [e["report"]["n_ctx"] for e in events if e["type"] == "budget"] == [2_048, 8_192]
     assert call.report.n_ctx == 8_192 and call.report.server == "scripted:b"
+
+
+def test_a_replica_set_says_what_its_replicas_say_now():
+    from collective.models.replicas import ReplicaSet
+
+    a, b = ScriptedBackend("m", supports_tools=True), ScriptedBackend("m", supports_tools=True)
+    replicas = ReplicaSet([a, b])
+    assert replicas.supports_tools and replicas.model == "m"
+    b.supports_tools = False  # learnt later, as llama-server learns it from /props
+    a.model = "gemma-3-270m"
+    assert not replicas.supports_tools and replicas.model == "gemma-3-270m"
+    assert replicas.spec == "scripted:m | scripted:m"
