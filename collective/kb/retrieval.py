@@ -337,6 +337,9 @@ DENSE_MIN = 0.3
 """A dense hit below this cosine is no candidate (unrelated text reaches 0.25 with MiniLM)."""
 
 
+_DENSE_AHEAD = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="dense")
+
+
 def _calibrate(cosine: float) -> float:
     return min(1.0, max(0.0, (cosine - _COSINE_FLOOR) / (_COSINE_CEIL - _COSINE_FLOOR)))
 
@@ -629,6 +632,14 @@ def _retrieve(
     def elapsed_ms() -> float:
         return (time.perf_counter() - start) * 1000.0
 
+    dense_query = query
+    if _is_follow_up(query, context):
+        dense_query = f"{query} ({' '.join(_keywords(context)[:8])})"
+    # The query's embedding (the costly part of the dense side) is computed on another thread
+    # while the lexical searches run: SQLite and BLAS release the GIL, so two cores share it.
+    early = None
+    if isinstance(store, DenseStore):
+        early = _DENSE_AHEAD.submit(store.dense_search, dense_query, 1)
     hits = store.search(query, settings.fetch)
     fusion.add(hits, _STEP_WEIGHT["original"])
     if applied == "deep" or settings.trust != "strict":
@@ -657,9 +668,8 @@ def _retrieve(
             rewrites.append(rewritten)
             diagnostics.append(f"rewrite {step!r} {rewritten!r}: {len(found)} hits, {new} new")
 
-    dense_query = query
-    if _is_follow_up(query, context):
-        dense_query = f"{query} ({' '.join(_keywords(context)[:8])})"
+    if early is not None:
+        early.result()  # its errors (another model's KB) are this call's
     ranked, sides, dense = _hybrid(store, dense_query, fusion.ranked(), settings.fetch)
     unique = _unique_text(ranked, applied, diagnostics)
     injected = _trust_pass(unique, settings, applied, lower, upper, diagnostics)

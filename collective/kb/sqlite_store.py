@@ -299,6 +299,7 @@ class SqliteKnowledgeStore:
         self._embedder = embedder
         # data_version, rowids, vectors, chunk count: for dense search, until the KB changes
         self._matrix: tuple[int, np.ndarray, np.ndarray, int] | None = None
+        self._sims: tuple[str, np.ndarray, np.ndarray] | None = None  # query, matrix, cosines
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False)
             self._db.executescript(_SCHEMA)
@@ -588,8 +589,13 @@ class SqliteKnowledgeStore:
             )
         from collective.kb.embeddings import one_blas_thread
 
-        with one_blas_thread():
-            sims = matrix @ vector
+        last = self._sims  # the same query again (retrieval asks twice): no second product
+        if last is not None and last[0] == query and last[1] is matrix:
+            sims = last[2]
+        else:
+            with one_blas_thread():
+                sims = matrix @ vector
+            self._sims = (query, matrix, sims)
         k = min(k, len(sims))
         top = np.argpartition(-sims, k - 1)[:k] if k else np.array([], dtype=np.int64)
         with self._lock:
