@@ -31,6 +31,7 @@ from collective.models.batch_engine import GenerationRequest
 from collective.models.llama_server import LlamaServerBackend
 from collective.models.llamacpp_in_process import GEMMA_TEMPLATE, LlamaCppBackend
 from collective.models.ollama_api import OllamaBackend
+from collective.models.openai_api import OpenAIBackend
 
 pytestmark = pytest.mark.integration
 
@@ -165,8 +166,13 @@ async def first_pieces_then_cancel(backend: Backend, n: int) -> list[str]:
     return seen
 
 
-async def test_cancelling_a_llama_server_stream_frees_the_slot(gemma_server: ServerProcess) -> None:
-    backend = LlamaServerBackend(gemma_server.url)
+@pytest.mark.parametrize("kind", ["llama-server", "openai"])
+async def test_cancelling_a_llama_server_stream_frees_the_slot(
+    gemma_server: ServerProcess, kind: str
+) -> None:
+    # The same server through its own backend and through the `openai:` one.
+    url = gemma_server.url
+    backend = LlamaServerBackend(url) if kind == "llama-server" else OpenAIBackend("gemma", url)
     try:
         seen = await first_pieces_then_cancel(backend, 3)
         assert len(seen) >= 3
