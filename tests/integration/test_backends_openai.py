@@ -250,3 +250,10 @@ async def test_openai_specs_share_backends_and_are_registered(
         assert (await backend.health()).ok
     finally:
         await close_all()
+
+
+async def test_a_model_the_server_does_not_list_fails_its_check(vllm_server: ServerProcess) -> None:
+    async for backend in _backend(f"openai:no-such-model@{vllm_server.url}"):
+        check = await backend.model_check()
+        assert not check.ok
+        assert check.detail == f"/v1/models does not list no-such-model (it has: {MODEL})"
