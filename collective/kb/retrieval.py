@@ -520,6 +520,25 @@ def _rewrites(
     return [q for q in dict.fromkeys(queries) if q.strip() and set(query_terms(q)) != same]
 
 
+def _applied_profile(
+    profile: str, query: str, context: str, max_latency_ms: float | None
+) -> tuple[AppliedProfile, str]:
+    """The profile a retrieval applies, and why (`auto` chooses per query)."""
+    if profile == "auto":
+        return choose_profile(query, context, max_latency_ms=max_latency_ms)
+    return profile, f"{profile}: requested explicitly"  # type: ignore[return-value]
+
+
+def _inject_range(
+    settings: ProfileSettings, applied: str, max_inject: int | None
+) -> tuple[int, int]:
+    """The fewest and most chunks to inject (`max_inject` caps the profile; deep takes it)."""
+    upper = settings.max_inject if max_inject is None else min(settings.max_inject, max_inject)
+    if applied == "deep" and max_inject is not None:
+        upper = max_inject
+    return min(settings.min_inject, upper), upper
+
+
 def _rewrite_steps(applied: str, query: str, context: str, rewriter: bool) -> list[str]:
     """The rewrite steps a profile tries, in order (lean: none)."""
     steps: list[str] = []
@@ -614,17 +633,9 @@ def _retrieve(
     rewriter: Rewriter | None,
 ) -> RetrievalResult:
     start = time.perf_counter()
-    applied: AppliedProfile
-    if profile == "auto":
-        applied, reason = choose_profile(query, context, max_latency_ms=max_latency_ms)
-    else:
-        applied = profile  # type: ignore[assignment]
-        reason = f"{applied}: requested explicitly"
+    applied, reason = _applied_profile(profile, query, context, max_latency_ms)
     settings = PROFILES[applied]
-    upper = settings.max_inject if max_inject is None else min(settings.max_inject, max_inject)
-    if applied == "deep" and max_inject is not None:
-        upper = max_inject
-    lower = min(settings.min_inject, upper)
+    lower, upper = _inject_range(settings, applied, max_inject)
     diagnostics: list[str] = []
     rewrites: list[str] = []
     fusion = _Fusion()
