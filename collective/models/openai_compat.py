@@ -265,9 +265,9 @@ class StreamedReply:
             ) from exc
         if not isinstance(chunk, dict):
             raise InvalidResponse(f"{self.server} at {self.url} streamed {payload[:200]!r}")
-        if field == "error" or "error" in chunk:
-            body = chunk if "error" in chunk else {"error": chunk}
-            raise http_error(500, body, self.url, server=self.server)
+        if field == "error" or "error" in chunk or chunk.get("object") == "error":
+            # `{"error": {...}}`, vLLM's flat `{"object": "error", "message": ...}`, or bare
+            raise http_error(500, chunk, self.url, server=self.server)
         self.model = str(chunk.get("model") or self.model)
         self.usage = chunk.get("usage") or self.usage
         self.timings = chunk.get("timings") or self.timings

@@ -194,3 +194,15 @@ def test_progress_view_names_the_server_that_answered():
     console.print(view.render())
     row = next(ln for ln in console.export_text().splitlines() if "specialist-1" in ln)
     assert "m @ llama-server:http://b:8083" in row
+
+
+def test_vllms_flat_error_inside_the_event_stream_is_a_backend_error():
+    import pytest
+
+    from collective.errors import BackendUnavailable
+    from collective.models.openai_compat import StreamedReply
+
+    reply = StreamedReply("http://h:1", "OpenAI-compatible server")
+    flat = '{"object": "error", "message": "engine dead", "type": "InternalServerError"}'
+    with pytest.raises(BackendUnavailable, match="engine dead"):
+        reply.feed(f"data: {flat}")
