@@ -113,6 +113,24 @@ def _split_long(paragraph: str, max_chars: int) -> list[str]:
     return pieces
 
 
+def _front_matter(lines: list[str]) -> tuple[list[str], list[str]]:
+    """Front matter: a leading `---` block whose `tags:` line tags the whole file.
+
+    Returns:
+        The file's tags and the lines after the block (all of them when there is none).
+    """
+    if lines and lines[0].strip() == "---":
+        for end in range(1, len(lines)):
+            if lines[end].strip() == "---":
+                tags: list[str] = []
+                for line in lines[1:end]:
+                    match = _TAGS_LINE.match(line)
+                    if match:
+                        tags += _parse_tags(match.group(1))
+                return tags, lines[end + 1 :]
+    return [], lines
+
+
 def split_text(
     text: str, *, target_chars: int = 700, max_chars: int = MAX_CHUNK_CHARS
 ) -> list[TextChunk]:
@@ -126,25 +144,13 @@ def split_text(
     Returns:
         The chunks in document order (empty sections give none).
     """
-    file_tags: list[str] = []
     stack: list[tuple[int, str, list[str]]] = []  # (level, title, section tags)
     chunks: list[TextChunk] = []
     paragraphs: list[str] = []
     block: list[str] = []
     in_fence = False
     seen_heading = False
-
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    # Front matter: a leading `---` block whose `tags:` line tags the whole file.
-    if lines and lines[0].strip() == "---":
-        for end in range(1, len(lines)):
-            if lines[end].strip() == "---":
-                for line in lines[1:end]:
-                    match = _TAGS_LINE.match(line)
-                    if match:
-                        file_tags += _parse_tags(match.group(1))
-                lines = lines[end + 1 :]
-                break
+    file_tags, lines = _front_matter(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
 
     def end_block() -> None:
         if block:
