@@ -43,7 +43,19 @@ KbOption = Annotated[
 
 
 def missing_kb(kb: Path | None) -> str | None:
-    """What to say when `--kb` names no file; None when it is unset or exists."""
-    if kb is None or kb.is_file():
+    """What to say when `--kb` names no file, or a file that is not a KB; None otherwise.
+
+    The file is only read (`check_kb_file`), never written.
+    """
+    if kb is None:
         return None
-    return f"no knowledge base at {kb}; create one with `collective kb add PATH... --kb {kb}`"
+    if not kb.is_file():
+        return f"no knowledge base at {kb}; create one with `collective kb add PATH... --kb {kb}`"
+    from collective.errors import ConfigError
+    from collective.kb.sqlite_store import check_kb_file
+
+    try:
+        check_kb_file(kb)
+    except ConfigError as exc:
+        return str(exc)
+    return None

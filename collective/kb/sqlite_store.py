@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
     from collective.kb.embeddings import Embedder
 
-__all__ = ["IngestStats", "SqliteKnowledgeStore", "query_terms"]
+__all__ = ["IngestStats", "SqliteKnowledgeStore", "check_kb_file", "query_terms"]
 
 COMMON_SHARE = 0.5
 """A query word found in more than this share of the chunks is not matched on (see `search`)."""
@@ -125,7 +125,7 @@ _KB_COLUMNS = {
 """The tables every KB has, as created before `APPLICATION_ID` (exact columns)."""
 
 
-def _is_new_or_kb(path: str) -> bool:
+def check_kb_file(path: str | Path) -> bool:
     """Whether the SQLite file at `path` is empty (a new KB) rather than a KB; refuse others.
 
     Looks through a read-only connection, so a database that is not a KB (the memory or
@@ -288,7 +288,7 @@ class SqliteKnowledgeStore:
         self.path = str(path)
         new = self.path == ":memory:" or not Path(self.path).exists()
         if not new:
-            new = _is_new_or_kb(self.path)  # before any write: refuses what is not a KB
+            new = check_kb_file(self.path)  # before any write: refuses what is not a KB
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()

@@ -278,6 +278,8 @@ def look_alike_database(path: Path) -> Path:
         ["kb", "rm", "mem_0123456789abcdef", "--kb"],
         ["recall", "PETG", "--kb"],
         ["kb", "add", "notes.md", "--kb"],
+        ["ask", "PETG or ASA?", "--kb"],  # before any server check or checkpoint
+        ["chat", "--kb"],
     ],
 )
 def test_a_database_that_is_not_a_kb_is_refused_and_left_untouched(
