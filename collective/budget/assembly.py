@@ -66,7 +66,7 @@ def text_section(
         fitted = trim_text(counter, text, limit, keep)
         if not alike or fitted.trimmed:
             return fitted
-        largest = max(counter.count_many(alike))
+        largest = max(counter.count_many(counter.within_reach(alike, limit)))
         if fitted.tokens < largest <= limit:
             note = f"sized as its largest sibling ({largest} tokens) for one shared prefix"
             return Fitted(fitted.text, largest, note=note)

@@ -92,10 +92,12 @@ def split(
             return EvidencePart(
                 "shared", offered=ranked, reason=f"auto: shared ({len(ranked)} candidates {why})"
             )
-        cost = sum(counter.count_many(c.text for c in ranked))
+        # A huge chunk (an old KB's) is counted only as far as the section could show it.
+        texts = counter.within_reach([c.text for c in ranked], limit)
+        cut = "+" if any(len(t) < len(c.text) for t, c in zip(texts, ranked, strict=True)) else ""
         reason = (
-            f"auto: split ({len(ranked)} candidates, {cost} tokens, exceed one member's KB "
-            f"section of {limit}: {len(shared.kept)} fit)"
+            f"auto: split ({len(ranked)} candidates, {sum(counter.count_many(texts))}{cut} "
+            f"tokens, exceed one member's KB section of {limit}: {len(shared.kept)} fit)"
         )
     elif requested == "shared":
         return EvidencePart("shared", offered=ranked, reason="shared (requested)")
@@ -105,7 +107,8 @@ def split(
     first = [c for c in ranked if c.key in kept]  # what shared mode shows every member
     head: list[Scored] = []
     room = int(limit * HEAD_SHARE)
-    for piece, cost in zip(first, counter.count_many(c.text for c in first), strict=True):
+    costs = counter.count_many(counter.within_reach([c.text for c in first], limit))
+    for piece, cost in zip(first, costs, strict=True):
         if head and cost > room:
             break
         head.append(piece)

@@ -175,6 +175,21 @@ def test_assembling_a_prompt_with_a_huge_chunk_fits_and_counts_little() -> None:
     assert counter.longest <= reach_bound(plan.n_ctx)
 
 
+@pytest.mark.parametrize("requested", ["auto", "split"])
+def test_split_evidence_never_counts_a_huge_chunk_whole(requested) -> None:
+    from collective.kb.evidence import MemberEvidence
+
+    counter = RecordingCounter()
+    chunks = [Scored("mem_huge", f"[KB#mem_huge] {HUGE}", 0.9, mark="[KB#mem_huge]")] + [
+        Scored(f"mem_{i}", f"[KB#mem_{i}] ASA resists UV, note {i}.", 0.5, mark=f"[KB#mem_{i}]")
+        for i in range(6)
+    ]
+    for index in range(3):
+        fitted = MemberEvidence(chunks, 3, index, requested).section().fit(counter, 1000)
+        assert fitted.tokens <= 1000 and fitted.kept
+    assert counter.longest <= reach_bound(1000)
+
+
 # -- 2. recall shows a bounded excerpt; retrieval never splits a huge chunk into words ----------
 
 
