@@ -58,15 +58,18 @@ def _facts(text: str) -> tuple[list[str], list[str]]:
     return numbers, names
 
 
+def _named(name: str, lowered: str) -> bool:
+    """`name` appears in `lowered` as a whole word: `PETG` is not named by `PETG-CF`."""
+    return re.search(rf"(?<![\w-]){re.escape(name.lower())}(?![\w-])", lowered) is not None
+
+
 def _stated(name: str, lowered: str) -> bool:
     """`name` (or each name-like part of `PETG-like`, `6061-T6`) appears in `lowered`."""
-    if name.lower() in lowered:
+    if _named(name, lowered):
         return True
     parts = [p for p in name.split("-") if _NAME.fullmatch(p) and p not in _NOT_NAMES]
     return (
-        bool(parts)
-        and len(parts) < len(name.split("-"))
-        and all(p.lower() in lowered for p in parts)
+        bool(parts) and len(parts) < len(name.split("-")) and all(_named(p, lowered) for p in parts)
     )
 
 

@@ -44,6 +44,20 @@ def test_claims_state_numbers_and_names_as_their_chunk_does() -> None:
     assert drop_claims("PETG: 240 °C [KB#mem_petg].", claims[:1]) == "PETG: 240 °C [KB#mem_petg]."
 
 
+def test_a_claim_about_one_entity_citing_a_look_alike_entitys_chunk_is_not_supported() -> None:
+    # measured in the eval: "PETG is 240-260 °C" citing PETG-CF's chunk (PETG's says 230-250)
+    petg_cf = Chunk(
+        "mem_cf",
+        "PETG-CF prints at a nozzle temperature of 240-260 °C with the bed at 70-85 °C.",
+        "filament/petg_cf.md",
+        heading="PETG-CF > Print temperatures",
+    )
+    (claim,) = cited_claims("PETG prints at 240-260 °C [KB#mem_cf].", {"mem_cf": petg_cf})
+    assert claim.missing == ("PETG",)
+    (claim,) = cited_claims("PETG-CF prints at 240-260 °C [KB#mem_cf].", {"mem_cf": petg_cf})
+    assert claim.supported
+
+
 def judge_says(*replies: str) -> ScriptedBackend:
     """A judge that gives `replies` in turn (the last one again after that)."""
     said: list[str] = []
