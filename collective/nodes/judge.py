@@ -349,10 +349,19 @@ async def _rule(
             retrieval_profile=retrieval_profile,
         )
         budgets.append(revised.report_dict)
-        if revised.result.text.strip():
-            call, answer = revised, revised.result.text.strip()
-            supplied = shown(revised, final)
+        text, seen = revised.result.text.strip(), shown(revised, final)
+        # A small judge may echo the check instead of fixing the draft: keep the draft then.
+        if (
+            text
+            and not prompt.echoes_check(text)
+            and (support_share(cited_claims(text, seen)) or 0.0) >= (check["draft_support"] or 0.0)
+        ):
+            call, answer, supplied = revised, text, seen
             check["revised"] = True
+        else:
+            check["revised"] = False
+            notes.append("the judge's fix of its unsupported claims was not used (empty, "
+                         "an echo of the check, or less supported than the draft)")  # fmt: skip
         claims = cited_claims(answer, supplied)
         if dropped := [c for c in claims if not c.supported]:
             kept_answer = drop_claims(answer, dropped)

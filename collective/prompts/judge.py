@@ -43,6 +43,15 @@ claim no chunk supports. Write it now, with no tool call: {FORMAT}"""
 """The check of each cited claim against its chunk, asked once when a claim failed it."""
 
 
+_DRAFT, _FAILING, _SAYS = "Draft verdict:", "Claims their chunks do not support:", "its chunk says"
+_CHECK_WORDS = (_DRAFT, _FAILING, _SAYS)
+
+
+def echoes_check(answer: str) -> bool:
+    """Whether `answer` repeats the check of `revision_text` instead of being a verdict."""
+    return any(words in answer for words in _CHECK_WORDS)
+
+
 def revision_text(
     draft: str, problems: list[tuple[str, list[str], tuple[str, ...]]], keep: Iterable[str]
 ) -> str:
@@ -52,10 +61,10 @@ def revision_text(
     was shown), so it cannot show the judge a tag of anything else.
     """
     keep = list(keep)
-    lines = [f"Draft verdict:\n{neutralise(draft, keep)}", "Claims their chunks do not support:"]
+    lines = [f"{_DRAFT}\n{neutralise(draft, keep)}", _FAILING]
     for claim, chunks, missing in problems:
         said = neutralise(claim, keep)
-        lines.append(f"- {said!r} states {', '.join(missing)}; its chunk says:")
+        lines.append(f"- {said!r} states {', '.join(missing)}; {_SAYS}:")
         lines += [f"  {chunk}" for chunk in chunks]
     return "\n".join(lines)
 

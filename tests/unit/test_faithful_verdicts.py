@@ -86,6 +86,19 @@ async def test_the_judge_fixes_a_misstated_number_before_the_verdict_is_final() 
     assert [b["node"] for b in out["budgets"]][-2:] == ["judge", "judge"]
 
 
+async def test_a_fix_that_echoes_the_check_is_not_used() -> None:
+    # measured in the eval: the 1.5B judge answered with the check's own lines
+    judge = judge_says(
+        "PETG. It prints at 240-260 °C [KB#mem_petg].\n- It bonds well [KB#mem_petg]",
+        "- The claim states 240, 260; its chunk says: [KB#mem_petg] ...",
+    )
+    ctx = context(judge=judge, knowledge=ListStore([PETG, PP]), judge_tools=False)
+    out = await build_graph().ainvoke({"question": "What nozzle heat for PETG?"}, context=ctx)
+    assert out["answer"] == "PETG.\n- It bonds well [KB#mem_petg]"  # the draft, claim dropped
+    assert out["claim_check"]["revised"] is False and out["citation_support"] == 1.0
+    assert any("was not used" in note for note in out["notes"])
+
+
 async def test_a_claim_its_chunk_does_not_support_is_dropped_when_the_fix_fails() -> None:
     wrong = "\n".join(
         [
