@@ -164,10 +164,14 @@ def _speed_round(backend: LlamaCppBackend, prompt_tokens: int, output: int) -> t
     started = time.perf_counter()
     engine.generate(GenerationRequest(ids, 1, temperature=0.0))
     prefill = time.perf_counter() - started
-    started = time.perf_counter()  # the same prompt read again, then the answer
-    out = engine.generate(GenerationRequest(ids, output, temperature=0.0))
-    decode = time.perf_counter() - started - prefill
-    return len(ids) / prefill, out.completion_tokens / max(decode, 1e-9)
+    stamps: list[float] = []  # when each piece of the answer arrived (a piece per token)
+    engine.generate(
+        GenerationRequest(
+            ids, output, temperature=0.0, on_text=lambda _: stamps.append(time.perf_counter())
+        )
+    )
+    decode = stamps[-1] - stamps[0] if len(stamps) > 1 else float("nan")
+    return len(ids) / prefill, (len(stamps) - 1) / decode
 
 
 def speed(repack: bool, prompt_tokens: int = 400, output: int = 32) -> dict[str, float]:
