@@ -67,9 +67,10 @@ def budgets(pool: int, kb_chunks: int) -> dict[str, ModelBudget]:
 
 
 def huge_chunk_kb(tmp_path: Path) -> str:
-    """A SQLite KB of two files, each ingested as ONE chunk of about 6,000 tokens.
+    """A SQLite KB holding two chunks of about 6,000 tokens each.
 
-    A paragraph is split only at sentence ends; these have none, so each stays whole.
+    `kb add` bounds a chunk's size since issue 28, so these are written as a KB made before that
+    holds them (one chunk per note, no vectors): counting and trimming must cope with such KBs.
     """
     notes = {
         "aspirin.md": "aspirin note {i}: acetylsalicylic acid irreversibly inhibits the COX "
@@ -78,12 +79,16 @@ def huge_chunk_kb(tmp_path: Path) -> str:
         "platelets for their whole life",
     }
     path = tmp_path / "kb.sqlite"
-    with SqliteKnowledgeStore(path) as store:
-        for name, note in notes.items():
-            file = tmp_path / name
-            file.write_text("; ".join(note.format(i=i) for i in range(300)) + "\n")
-            store.add_file(file)
-        assert store.count() == len(notes)  # single huge chunks, not split
+    with SqliteKnowledgeStore(path, embedder=None) as store:
+        for n, (name, note) in enumerate(notes.items()):
+            text = "; ".join(note.format(i=i) for i in range(300))
+            store._db.execute(
+                "INSERT INTO chunks(id, source, heading, text, tags, position)"
+                " VALUES (?,?,?,?,?,?)",
+                (f"mem_{n:020d}", name, "", text, "", 0),
+            )
+        store._db.commit()
+        assert store.count() == len(notes)  # single huge chunks
     return str(path)
 
 
