@@ -734,9 +734,13 @@ class SqliteKnowledgeStore:
         with self._lock:
             total, df = self._document_frequency(terms)
             # Words in most chunks (idf ~ 0) decide nothing but make FTS5 rank every chunk
-            # that has them: they are left out of the match (the rarest word always stays).
-            useful = [t for t in terms if df[t] <= COMMON_SHARE * total]
-            match = " OR ".join(f'"{t}"' for t in useful or [min(terms, key=df.__getitem__)])
+            # that has them: they are left out of the match (the rarest word the KB has always
+            # stays; a word no chunk has matches nothing and cannot stand in for it).
+            found = [t for t in terms if df[t]]
+            if not found:
+                return []
+            useful = [t for t in found if df[t] <= COMMON_SHARE * total]
+            match = " OR ".join(f'"{t}"' for t in useful or [min(found, key=df.__getitem__)])
             ranked = self._db.execute(
                 "SELECT rowid, bm25(chunks_fts, 2.0, 1.0, 1.0) AS score FROM chunks_fts "
                 "WHERE chunks_fts MATCH ? ORDER BY score, rowid LIMIT ?",

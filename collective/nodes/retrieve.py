@@ -7,6 +7,7 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -34,11 +35,14 @@ def open_knowledge(ctx: CouncilContext) -> KnowledgeStore:
     """The run's knowledge store: the one given, the SQLite KB at `kb`, or the demo KB."""
     if ctx.knowledge is not None:
         return ctx.knowledge
-    from collective.kb.demo import open_default_store
+    from collective.kb.demo import default_kb_path, open_default_store
 
-    key = ctx.kb or ""
+    # Keyed by the absolute path: the default KB is relative to the working directory, and a
+    # process that changes directory must not keep reading the first one it opened.
+    path = Path(ctx.kb or default_kb_path()).absolute()
+    key = str(path)
     if key not in _stores:
-        _stores[key] = open_default_store(ctx.kb)
+        _stores[key] = open_default_store(path)
     return _stores[key]
 
 

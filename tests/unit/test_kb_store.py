@@ -125,6 +125,18 @@ def test_search_scores_are_normalised_ranked_and_deterministic(tmp_path: Path) -
     assert isinstance(store, KnowledgeStore)
 
 
+def test_a_word_no_chunk_has_does_not_hide_the_words_every_chunk_has(tmp_path: Path) -> None:
+    # Both chunks hold "aspirin" (a word in over half the chunks is left out of the match): the
+    # rarest word the KB has stands in for it, not "zebra", which no chunk has.
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Aspirin\n\naspirin inhibits COX\n\n# Dose\n\naspirin dose is low\n")
+    with SqliteKnowledgeStore(tmp_path / "kb.sqlite", embedder=None) as store:
+        store.add_file(notes)
+        assert store.count() == 2
+        hits = store.search("aspirin zebra", 5)
+    assert hits and all("aspirin" in c.text for c in hits)
+
+
 @pytest.mark.parametrize("query", ['"', "AND OR NOT", "pla*", "bed:(x)", "-", "   ", "NEAR(a b)"])
 def test_search_survives_fts_syntax_in_queries(tmp_path: Path, query: str) -> None:
     store = open_default_store(tmp_path / "demo.sqlite")

@@ -42,3 +42,20 @@ def test_cli_takes_a_url_as_a_url_not_a_file(tmp_path, monkeypatch, capsys):
     assert "cannot use PostgreSQL at postgresql://collective:***@127.0.0.1:1/council" in message
     assert "s3cret" not in message
     assert not list(tmp_path.glob("postgresql*"))
+
+
+def test_the_default_kb_follows_the_working_directory(tmp_path, monkeypatch):
+    from collective.graph.context import CouncilContext
+    from collective.nodes.retrieve import open_knowledge
+
+    monkeypatch.delenv("COLLECTIVE_KB", raising=False)
+    monkeypatch.setenv("COLLECTIVE_KB_EMBEDDINGS", "none")
+    stores = []
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        monkeypatch.chdir(tmp_path / name)
+        stores.append(open_knowledge(CouncilContext()))
+        assert (tmp_path / name / ".collective" / "kb.sqlite").exists()  # seeded here
+    assert stores[0] is not stores[1]
+    for store in stores:
+        store.close()
