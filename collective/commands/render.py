@@ -229,13 +229,15 @@ def budget_table(reports: Sequence[Mapping[str, Any]], title: str = "budgets") -
 
 
 def _reuse(report: Mapping[str, Any]) -> str:
-    """`shared N · reused M` under a call's prompt size, where known (the shared prefix)."""
-    parts = [
-        f"{label} {report[key]:,}"
+    """`shared N` and `reused M` under a call's prompt size, where known (the shared prefix).
+
+    One a line, so that the column stays narrow and the table fits 80 columns.
+    """
+    return "".join(
+        f"\n[dim]{label} {report[key]:,}[/dim]"
         for key, label in (("shared_tokens", "shared"), ("reused_tokens", "reused"))
         if report.get(key) is not None
-    ]
-    return f"\n[dim]{' · '.join(parts)}[/dim]" if parts else ""
+    )
 
 
 def timings_line(timings: Mapping[str, float]) -> str:
