@@ -26,7 +26,7 @@ from collective.graph.state import CouncilState, Proposal, answered, applied_pro
 from collective.kb.citations import check_citations, format_chunk, neutralise, shown_ids, tag
 from collective.kb.evidence import council_evidence, seen_counts
 from collective.kb.store import Chunk
-from collective.kb.support import cited_claims, drop_claims, support_share
+from collective.kb.support import Claim, cited_claims, drop_claims, support_share
 from collective.kb.tools import VerificationTools
 from collective.models.base import Backend, ToolCall
 from collective.nodes.chunks import chunks_from_state, scored_chunks
@@ -331,7 +331,48 @@ async def _rule(
         return supplied
 
     answer, supplied = call.result.text.strip(), shown(call, transcript)
-    # -- faithful verdicts (issue 29): each cited claim checked against its chunks --
+    call, answer, supplied, claims, check = await _faithful_verdict(
+        state, ctx, backend, contents, retrieval_profile, rounds, budgets, notes,
+        call, answer, supplied, shown,
+    )  # fmt: skip
+    citations, unknown = check_citations(answer, supplied)
+    timings = progress.done(call)
+    return {
+        "answer": answer,
+        "citations": citations,
+        "unknown_citations": unknown,
+        "citation_support": support_share(claims),
+        "claim_check": check,
+        "budgets": budgets,
+        "timings": timings,
+        "tool_calls": tool_log,
+        "notes": [*notes, *call.result.warnings],
+    }
+
+
+async def _faithful_verdict(
+    state: CouncilState,
+    ctx: CouncilContext,
+    backend: Backend,
+    contents: list[SectionContent],
+    retrieval_profile: str,
+    rounds: list[list[tuple[ToolCall, str]]],
+    budgets: list[dict[str, Any]],
+    notes: list[str],
+    call: ModelCall,
+    answer: str,
+    supplied: dict[str, Chunk],
+    shown: Callable[[ModelCall, ToolTranscript], dict[str, Chunk]],
+) -> tuple[ModelCall, str, dict[str, Chunk], list[Claim], dict[str, Any]]:
+    """Each cited claim of the draft checked against its chunks (issue 29).
+
+    Unsupported claims get one fix call, used only if it is not empty, not an echo of the check
+    and no less supported than the draft; what still lacks support is dropped. Appends the fix
+    call's report to `budgets` and what happened to `notes`.
+
+    Returns:
+        The call, verdict and supplied chunks that stand, the verdict's claims and the check.
+    """
     claims = cited_claims(answer, supplied)
     check: dict[str, Any] = {"claims": len(claims), "draft_support": support_share(claims)}
     if unsupported := [c for c in claims if not c.supported]:
@@ -373,17 +414,4 @@ async def _rule(
                 check["dropped"] = [c.text.strip() for c in dropped]
                 answer = kept_answer
                 claims = cited_claims(answer, supplied)
-    # -- end faithful verdicts --
-    citations, unknown = check_citations(answer, supplied)
-    timings = progress.done(call)
-    return {
-        "answer": answer,
-        "citations": citations,
-        "unknown_citations": unknown,
-        "citation_support": support_share(claims),
-        "claim_check": check,
-        "budgets": budgets,
-        "timings": timings,
-        "tool_calls": tool_log,
-        "notes": [*notes, *call.result.warnings],
-    }
+    return call, answer, supplied, claims, check
