@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
-import importlib.metadata
 import json
 import re
 import struct
@@ -33,6 +32,7 @@ import numpy as np
 
 from collective import environment
 from collective.errors import CollectiveError, ConfigError
+from collective.models.embedded import pinned_distribution
 
 __all__ = [
     "BUILTIN_MODEL",
@@ -72,15 +72,12 @@ class Embedder(Protocol):
 
 def _package_file(name: str) -> Path:
     """A file of the model package, checked against its published sha256 (once per file)."""
-    try:
-        dist = importlib.metadata.distribution(_DIST)
-    except importlib.metadata.PackageNotFoundError:
-        raise CollectiveError(
-            f"dense retrieval needs the package {_DIST}=={_VERSION}, which is not installed; "
-            f"{_INSTALL_HINT}, or set {EMBEDDINGS_ENV}=none for lexical retrieval only"
-        ) from None
-    if dist.version != _VERSION:
-        raise CollectiveError(f"{_DIST} is version {dist.version}, not {_VERSION}; {_INSTALL_HINT}")
+    dist = pinned_distribution(
+        _DIST,
+        _VERSION,
+        needed_by="dense retrieval",
+        hint=f"{_INSTALL_HINT}, or set {EMBEDDINGS_ENV}=none for lexical retrieval only",
+    )
     file = next((f for f in dist.files or [] if f.name == name and "model_files" in str(f)), None)
     if file is None:
         raise CollectiveError(f"{_DIST} holds no {name}; {_INSTALL_HINT}")

@@ -39,6 +39,7 @@ __all__ = [
     "embedded_model",
     "embedded_model_by_path",
     "embedded_model_path",
+    "pinned_distribution",
 ]
 
 
@@ -158,21 +159,42 @@ def _stamp(path: Path) -> str:
     return f"{st.st_size} {st.st_mtime_ns}"
 
 
+def pinned_distribution(
+    name: str, version: str, *, needed_by: str, hint: str
+) -> importlib.metadata.Distribution:
+    """The installed package that ships model weights, at exactly its pinned version.
+
+    Args:
+        name: The distribution's name.
+        version: The pinned version.
+        needed_by: What needs it, for the error (`the embedded model qwen2.5-coder-0.5b`).
+        hint: What to do when it is missing or another version.
+
+    Raises:
+        CollectiveError: Not installed, or another version.
+    """
+    try:
+        dist = importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        raise CollectiveError(
+            f"{needed_by} needs the package {name}=={version}, which is not installed; {hint}"
+        ) from None
+    if dist.version != version:
+        raise CollectiveError(
+            f"{name} is version {dist.version}, but {needed_by} needs {version}; {hint}"
+        )
+    return dist
+
+
 def _chunk(model: EmbeddedModel, i: int) -> tuple[str, Path, str | None]:
     """Package name, chunk path and the chunk's RECORD hash (urlsafe base64 sha256)."""
     dist_name = model.dist.format(i=i)
-    try:
-        dist = importlib.metadata.distribution(dist_name)
-    except importlib.metadata.PackageNotFoundError:
-        raise CollectiveError(
-            f"the embedded model {model.key} needs the package {dist_name}=={model.version}, "
-            f"which is not installed; {model.install_hint}"
-        ) from None
-    if dist.version != model.version:
-        raise CollectiveError(
-            f"{dist_name} is version {dist.version}, but {model.key} needs {model.version}; "
-            f"{model.install_hint}"
-        )
+    dist = pinned_distribution(
+        dist_name,
+        model.version,
+        needed_by=f"the embedded model {model.key}",
+        hint=model.install_hint,
+    )
     for file in dist.files or []:
         if file.name.endswith(".bin") and "/data/" in f"/{file.as_posix()}":
             record = file.hash.value if file.hash and file.hash.mode == "sha256" else None
