@@ -485,7 +485,7 @@ class _Call:
                 if streamed or not replicas:
                     raise
                 raise _ReplicaDown(backend, error) from error  # before the first token
-        if tools:  # a call written as text (Qwen's doubled braces) still counts as a call
+        if tools and choice != "none":  # a call written as text (Qwen's braces) still counts
             result = text_calls(result, tools, required=bool(forced))
         result.timings.setdefault("wall_ms", (time.perf_counter() - started) * 1000)
         return result, backend

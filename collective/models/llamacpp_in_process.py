@@ -513,6 +513,9 @@ class LlamaCppBackend(Backend):
                 n_ctx=n_ctx,
             )
         grammar = self._grammar(json_schema) if json_schema is not None else None
+        calls_allowed = bool(tools) and tool_choice != "none"
+        # offered but refused: the answer ends where a call would start
+        refused = ["<tool_call>"] if tools and not calls_allowed else []
         started = time.perf_counter()
         out = engine.generate(
             GenerationRequest(
@@ -521,8 +524,8 @@ class LlamaCppBackend(Backend):
                 temperature=temperature,
                 repeat_penalty=self.repeat_penalty,
                 grammar=grammar,
-                stop=[*(stop or []), *template_stop],
-                hold=["<tool_call>"] if tools else [],
+                stop=[*(stop or []), *template_stop, *refused],
+                hold=["<tool_call>"] if calls_allowed else [],
                 on_text=on_text,
                 cancel=cancel or threading.Event(),
             )
@@ -530,7 +533,7 @@ class LlamaCppBackend(Backend):
         wall_ms = (time.perf_counter() - started) * 1000
         text = f"{opened}{out.text}\n</tool_call>" if opened else out.text
         names = [t.get("function", {}).get("name") for t in tools or []]
-        answer, calls = parse_tool_calls(text, self.model, names) if tools else (text, [])
+        answer, calls = parse_tool_calls(text, self.model, names) if calls_allowed else (text, [])
         timings = {
             "wall_ms": wall_ms,
             "queued_ms": out.queued_ms,
@@ -565,16 +568,16 @@ class LlamaCppBackend(Backend):
 
         Tools are rendered by the chat template and Hermes-style `<tool_call>` blocks in the
         answer become `tool_calls`; text is handed over up to the first `<tool_call>`.
-        `tool_choice="none"` offers no tools, `"required"` opens the answer as a call whose
-        JSON a grammar holds to the tools' schemas (nothing streams then).
+        `tool_choice="none"` still renders the tools (the prompt, and so the prefix the KV
+        holds, stays that of a call offering them) but ends the answer where a call would
+        start; `"required"` opens the answer as a call whose JSON a grammar holds to the tools'
+        schemas (nothing streams then).
 
         Raises:
             ConfigError: `tools` were given but the template cannot render them, or the
                 template refused the messages.
             InvalidResponse: The model wrote a tool call that is not valid JSON.
         """
-        if tool_choice == "none":
-            tools = None
         if tools and not self.supports_tools:
             raise ConfigError(
                 f"the chat template of {self.model} has no tool calling; route tool-using roles "

@@ -7,6 +7,7 @@ import functools
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -236,6 +237,20 @@ def _proposal_label(proposal: Proposal) -> str:
     return label
 
 
+@dataclass
+class _Draft:
+    """The judge's calls up to its draft verdict, and how the draft's prompt was made."""
+
+    call: ModelCall
+    """The last call: its answer is the draft verdict."""
+    transcript: ToolTranscript
+    compose: Callable[[Mapping[str, str]], list[ChatMessage]]
+    tools: list[dict[str, Any]] | None
+    """The tool schemas the draft's call offered."""
+    tool_log: list[dict[str, Any]]
+    budgets: list[dict[str, Any]]
+
+
 async def _tool_rounds(
     state: CouncilState,
     ctx: CouncilContext,
@@ -244,38 +259,30 @@ async def _tool_rounds(
     retrieval_profile: str,
     tools: VerificationTools | None,
     notes: list[str],
-) -> tuple[
-    ModelCall,
-    ToolTranscript,
-    list[list[tuple[ToolCall, str]]],
-    list[dict[str, Any]],
-    list[dict[str, Any]],
-]:
+) -> _Draft:
     """The judge's calls up to its draft verdict: tool rounds while tools are offered.
 
-    Returns:
-        The last call, its transcript, the tool rounds, the tool log and the budget reports;
-        a note is added for a tool call that could not be parsed.
+    A note is added for a tool call that could not be parsed.
     """
     counter = await backend.token_counter()
     rounds: list[list[tuple[ToolCall, str]]] = []
     tool_log: list[dict[str, Any]] = []
     budgets: list[dict[str, Any]] = []
-    call: ModelCall | None = None
     usable = tools is not None
     for round_number in range(1, ctx.tool_rounds + 2):
         # The last round offers no tools, so the loop always ends with a verdict.
         offer = tools if usable and round_number <= ctx.tool_rounds else None
         transcript = ToolTranscript(rounds, offer.schemas if offer else [])
+        compose = transcript.compose(
+            functools.partial(prompt.compose, verify=bool(offer) and not rounds)
+        )
         try:
             call = await call_model(
                 ctx,
                 node=agents.JUDGE,
                 backend=backend,
                 contents=[*contents, transcript.section()],
-                compose=transcript.compose(
-                    functools.partial(prompt.compose, verify=bool(offer) and not rounds)
-                ),
+                compose=compose,
                 question=state["question"],
                 retrieval_profile=retrieval_profile,
                 tools=offer.schemas if offer else None,
@@ -292,14 +299,14 @@ async def _tool_rounds(
             continue
         budgets.append(call.report_dict)
         if not (offer and call.result.tool_calls):
-            break
+            schemas = offer.schemas if offer else None
+            return _Draft(call, transcript, compose, schemas, tool_log, budgets)
         results = await asyncio.to_thread(
             run_tools, offer, counter, call.result.tool_calls, call.report.n_ctx
         )
         rounds.append([(tool_call, result) for tool_call, result, _ in results])
         tool_log += _logged(results, round_number)
-    assert call is not None
-    return call, transcript, rounds, tool_log, budgets
+    raise AssertionError("unreachable: the last round offers no tools")
 
 
 async def _rule(
@@ -318,9 +325,7 @@ async def _rule(
         tools = VerificationTools(await asyncio.to_thread(open_knowledge, ctx), retrieval_profile)
     elif ctx.judge_tools:
         notes.append(f"the judge ran without tools: {backend.spec} has no native tool calling")
-    call, transcript, rounds, tool_log, budgets = await _tool_rounds(
-        state, ctx, backend, contents, retrieval_profile, tools, notes
-    )
+    draft = await _tool_rounds(state, ctx, backend, contents, retrieval_profile, tools, notes)
 
     def shown(call: ModelCall, transcript: ToolTranscript) -> dict[str, Chunk]:
         # Only chunks the prompt really showed (kept after trimming, tag intact) resolve.
@@ -330,11 +335,10 @@ async def _rule(
             supplied.update((i, tools.fetched[i]) for i in seen)
         return supplied
 
-    answer, supplied = call.result.text.strip(), shown(call, transcript)
+    supplied = shown(draft.call, draft.transcript)
     call, answer, supplied, claims, check = await _faithful_verdict(
-        state, ctx, backend, contents, retrieval_profile, rounds, budgets, notes,
-        call, answer, supplied, shown,
-    )  # fmt: skip
+        state, ctx, backend, contents, retrieval_profile, draft, notes, supplied, shown
+    )
     citations, unknown = check_citations(answer, supplied)
     timings = progress.done(call)
     return {
@@ -343,9 +347,9 @@ async def _rule(
         "unknown_citations": unknown,
         "citation_support": support_share(claims),
         "claim_check": check,
-        "budgets": budgets,
+        "budgets": draft.budgets,
         "timings": timings,
-        "tool_calls": tool_log,
+        "tool_calls": draft.tool_log,
         "notes": [*notes, *call.result.warnings],
     }
 
@@ -356,41 +360,45 @@ async def _faithful_verdict(
     backend: Backend,
     contents: list[SectionContent],
     retrieval_profile: str,
-    rounds: list[list[tuple[ToolCall, str]]],
-    budgets: list[dict[str, Any]],
+    draft: _Draft,
     notes: list[str],
-    call: ModelCall,
-    answer: str,
     supplied: dict[str, Chunk],
     shown: Callable[[ModelCall, ToolTranscript], dict[str, Chunk]],
 ) -> tuple[ModelCall, str, dict[str, Chunk], list[Claim], dict[str, Any]]:
     """Each cited claim of the draft checked against its chunks (issue 29).
 
     Unsupported claims get one fix call, used only if it is not empty, not an echo of the check
-    and no less supported than the draft; what still lacks support is dropped. Appends the fix
-    call's report to `budgets` and what happened to `notes`.
+    and no less supported than the draft; what still lacks support is dropped. The fix call
+    reads on from the draft's own prompt (same messages and tools, then the draft and the
+    check), so a server with a prompt cache computes only the check. Appends the fix call's
+    report to the draft's budgets and what happened to `notes`.
 
     Returns:
         The call, verdict and supplied chunks that stand, the verdict's claims and the check.
     """
+    call, answer = draft.call, draft.call.result.text.strip()
     claims = cited_claims(answer, supplied)
     check: dict[str, Any] = {"claims": len(claims), "draft_support": support_share(claims)}
     if unsupported := [c for c in claims if not c.supported]:
         problems = [(c.text, [format_chunk(supplied[i]) for i in c.cited], c.missing)
                     for c in unsupported]  # fmt: skip
-        revision = prompt.revision_text(answer, problems, supplied)
-        final = ToolTranscript(rounds, [])
+        turns: list[ChatMessage] = [
+            {"role": "assistant", "content": neutralise(answer, supplied)},
+            {"role": "user", "content": prompt.revision_turn(problems, supplied)},
+        ]
         revised = await call_model(
             ctx,
             node=agents.JUDGE,
             backend=backend,
-            contents=[*contents, final.section()],
-            compose=final.compose(functools.partial(prompt.compose, revise=revision)),
+            contents=[*contents, draft.transcript.section()],
+            compose=lambda sections: [*draft.compose(sections), *turns],
             question=state["question"],
             retrieval_profile=retrieval_profile,
+            tools=draft.tools,
+            tool_choice="none" if draft.tools else None,
         )
-        budgets.append(revised.report_dict)
-        text, seen = revised.result.text.strip(), shown(revised, final)
+        draft.budgets.append(revised.report_dict)
+        text, seen = revised.result.text.strip(), shown(revised, draft.transcript)
         # A small judge may echo the check instead of fixing the draft: keep the draft then.
         if (
             text

@@ -43,30 +43,31 @@ claim no chunk supports. Write it now, with no tool call: {FORMAT}"""
 """The check of each cited claim against its chunk, asked once when a claim failed it."""
 
 
-_DRAFT, _FAILING, _SAYS = "Draft verdict:", "Claims their chunks do not support:", "its chunk says"
-_CHECK_WORDS = (_DRAFT, _FAILING, _SAYS)
+_FAILING, _SAYS = "Claims of your draft their chunks do not support:", "its chunk says"
+_CHECK_WORDS = (_FAILING, _SAYS)
 
 
 def echoes_check(answer: str) -> bool:
-    """Whether `answer` repeats the check of `revision_text` instead of being a verdict."""
+    """Whether `answer` repeats the check of `revision_turn` instead of being a verdict."""
     return any(words in answer for words in _CHECK_WORDS)
 
 
-def revision_text(
-    draft: str, problems: list[tuple[str, list[str], tuple[str, ...]]], keep: Iterable[str]
+def revision_turn(
+    problems: list[tuple[str, list[str], tuple[str, ...]]], keep: Iterable[str]
 ) -> str:
-    """The draft and each unsupported claim with its chunks and what they do not state.
+    """The user turn after the draft verdict: each unsupported claim, its chunks, what to do.
 
-    The draft is model output: it is neutralised except for the tags of `keep` (chunks the judge
-    was shown), so it cannot show the judge a tag of anything else.
+    It follows the draft (the judge's own turn), so the call reads on from the draft's prompt
+    and the server reuses all of it. A claim is model output: it is neutralised except for the
+    tags of `keep` (chunks the judge was shown), so it cannot show the judge a tag of anything
+    else.
     """
     keep = list(keep)
-    lines = [f"{_DRAFT}\n{neutralise(draft, keep)}", _FAILING]
+    lines = [f"## Check of your draft\n{_FAILING}"]
     for claim, chunks, missing in problems:
-        said = neutralise(claim, keep)
-        lines.append(f"- {said!r} states {', '.join(missing)}; {_SAYS}:")
+        lines.append(f"- {neutralise(claim, keep)!r} states {', '.join(missing)}; {_SAYS}:")
         lines += [f"  {chunk}" for chunk in chunks]
-    return "\n".join(lines)
+    return "\n".join(lines) + f"\n\n## Synthesis instructions\n{REVISE}"
 
 
 def task_text(question: str, plan: str, ranking: str = "") -> str:
@@ -82,7 +83,7 @@ def task_text(question: str, plan: str, ranking: str = "") -> str:
 
 
 def compose(
-    sections: Mapping[str, str], verify: bool = False, checked: str = "", revise: str = ""
+    sections: Mapping[str, str], verify: bool = False, checked: str = ""
 ) -> list[ChatMessage]:
     """Messages from the fitted sections.
 
@@ -91,8 +92,6 @@ def compose(
         verify: Ask for a tool check before the verdict (tools on offer).
         checked: The judge's tool rounds told as text (the final round, no tools on offer):
             shown just before the instructions, in the same user turn.
-        revise: The check of the draft verdict's cited claims (`revision_text`): shown last,
-            with the instruction to fix or drop what the chunks do not support.
     """
     user = [
         f"## Conversation context\n{sections.get('conversation_summary') or '(new conversation)'}",
@@ -104,9 +103,7 @@ def compose(
         user.append(f"## Evidence cited by the specialists\n{sections['evidence']}")
     if checked:
         user.append(f"## Your knowledge-base check\n{checked}")
-    if revise:
-        user.append(f"## Check of your draft\n{revise}")
-    instructions = REVISE if revise else VERIFY if verify else SYNTHESIS
+    instructions = VERIFY if verify else SYNTHESIS
     user.append(f"## Synthesis instructions\n{instructions}")
     # Tools travel beside the messages (the backend's native tool calling), never as text here.
     return [

@@ -154,3 +154,34 @@ async def test_a_required_tool_call_is_kept_in_process(gguf_path: Path) -> None:
     tool_call = call.result.tool_calls[0]
     arg = {"kb_search": "query", "kb_get": "id"}[tool_call.name]
     assert set(tool_call.arguments) == {arg} and isinstance(tool_call.arguments[arg], str)
+
+
+async def test_a_call_refusing_tools_reads_on_from_the_prompt_that_offered_them(
+    gguf_path: Path,
+) -> None:
+    # The judge's fix call continues its draft's prompt (tools offered) with tool_choice="none":
+    # the template must still render the tools, else the prompt differs from the system turn on
+    # and the KV holding the draft's prompt is not reused (measured: 133 of 6,013 tokens).
+    from collective.kb.tools import VerificationTools
+    from tests.fakes import ListStore
+
+    backend = LlamaCppBackend(gguf_path, n_ctx=N_CTX, chat_template=HERMES_TEMPLATE)
+    schemas = VerificationTools(ListStore([]), "lean").schemas
+    asked: list[ChatMessage] = [
+        {"role": "user", "content": "Which filament survives a hot car? Answer in one line."}
+    ]
+    try:
+        draft = await backend.chat(asked, max_tokens=16, temperature=0.0, tools=schemas)
+        follow: list[ChatMessage] = [
+            *asked,
+            {"role": "assistant", "content": draft.text},
+            {"role": "user", "content": "Say it again, shorter, with no tool call."},
+        ]
+        fix = await backend.chat(
+            follow, max_tokens=16, temperature=0.0, tools=schemas, tool_choice="none"
+        )
+    finally:
+        await backend.aclose()
+    assert not fix.tool_calls
+    assert fix.usage.cached_tokens is not None
+    assert fix.usage.cached_tokens >= draft.usage.prompt_tokens - 1  # the draft's whole prompt

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collective.graph import build_graph
 from collective.kb.store import Chunk
 from collective.kb.support import cited_claims, drop_claims, support_share
+from collective.models.base import ToolCall
 from tests.fakes import ListStore, ScriptedBackend
 from tests.unit.test_graph_council import context
 
@@ -121,3 +122,25 @@ async def test_a_bare_tag_naming_a_supplied_chunk_counts_as_its_citation() -> No
     out = await build_graph().ainvoke({"question": "Which plastic floats?"}, context=ctx)
     assert out["citations"] == [{"id": "mem_pp", "source": "filament/polypropylene.md"}]
     assert out["unknown_citations"] == ["KB#mem_gone."]
+
+
+async def test_the_fix_call_reads_on_from_the_drafts_own_prompt() -> None:
+    # Measured on the demo: the fix call was composed afresh without the draft's tools, so the
+    # in-process judge reused 133 of its 6,013 prompt tokens; it now continues the draft's
+    # conversation (same messages and tools), and a prompt cache reuses all of it.
+    replies = [
+        [ToolCall("c1", "kb_search", {"query": "PETG nozzle"})],
+        "PETG. It prints at 240-260 °C [KB#mem_petg].",
+        "PETG. It prints at 230-250 °C [KB#mem_petg].",
+    ]
+    judge = ScriptedBackend("judge", lambda m: replies[min(len(judge.calls), 3) - 1],
+                            supports_tools=True)  # fmt: skip
+    ctx = context(judge=judge, knowledge=ListStore([PETG, PP]), judge_tools=True)
+    out = await build_graph().ainvoke({"question": "What nozzle heat for PETG?"}, context=ctx)
+    assert out["answer"] == "PETG. It prints at 230-250 °C [KB#mem_petg]."
+    draft, fix = judge.calls[-2], judge.calls[-1]
+    assert fix[: len(draft)] == draft
+    assert fix[len(draft)] == {"role": "assistant", "content": replies[1]}
+    assert "states 240, 260; its chunk says" in fix[-1]["content"]
+    assert judge.kwargs[-1]["tools"] == judge.kwargs[-2]["tools"] is not None
+    assert judge.kwargs[-1]["tool_choice"] == "none"
