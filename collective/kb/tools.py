@@ -2,6 +2,9 @@
 
 Both read the same knowledge store the council retrieved from; every chunk they return is
 remembered in `fetched`, so the judge can cite it and the citation resolves like any other.
+A search names the chunks the judge's prompt already shows (`shown`) by tag and heading
+instead of repeating their text: the judge's search for its question finds mostly those, and
+reading them twice cost the judge's next call about 1,300 of its 1,800 new tokens.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from collective.kb.citations import format_chunk
+from collective.kb.citations import format_chunk, neutralise, tag
 from collective.kb.retrieval import retrieve
 from collective.kb.store import Chunk, KnowledgeStore
 
@@ -31,6 +34,8 @@ class VerificationTools:
         self.profile = profile
         self.fetched: dict[str, Chunk] = {}
         """Chunks the tools returned, by id: citable by the judge."""
+        self.shown: set[str] = set()
+        """Ids of chunks the judge's prompt shows in full: a search only names them."""
         self.tools: list[BaseTool] = [
             StructuredTool.from_function(
                 self.kb_search,
@@ -56,7 +61,14 @@ class VerificationTools:
         """
         chunks = retrieve(self.store, query, self.profile).injected
         self.fetched.update((c.id, c) for c in chunks)
-        return "\n".join(format_chunk(c) for c in chunks) or "(no matching chunks)"
+        return "\n".join(self._found(c) for c in chunks) or "(no matching chunks)"
+
+    def _found(self, chunk: Chunk) -> str:
+        """A search hit: the chunk, or its tag and heading where the prompt shows it already."""
+        if chunk.id not in self.shown:
+            return format_chunk(chunk)
+        heading = f" {neutralise(chunk.heading)}" if chunk.heading else ""
+        return f"{tag(chunk.id)}{heading} (its text is in the knowledge base above)"
 
     def kb_get(self, id: str) -> str:  # noqa: A002 - the name the model sees
         """The full text of the chunk with this id.

@@ -301,6 +301,7 @@ async def _tool_rounds(
         if not (offer and call.result.tool_calls):
             schemas = offer.schemas if offer else None
             return _Draft(call, transcript, compose, schemas, tool_log, budgets)
+        offer.shown.update(call.prompt.kept("kb_chunks", "evidence"))
         results = await asyncio.to_thread(
             run_tools, offer, counter, call.result.tool_calls, call.report.n_ctx
         )

@@ -10,6 +10,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from collective.graph import CouncilContext, build_graph
 from collective.kb.store import Chunk
+from collective.kb.tools import VerificationTools
 from collective.models.base import ToolCall
 from collective.telemetry import add_span_exporter
 from tests.fakes import ScriptedBackend
@@ -156,3 +157,29 @@ async def test_chunks_fetched_before_a_failed_round_stay_citable():
     assert [kw["tools"] is None for kw in judge.kwargs] == [False, False, True]
     assert {"id": "mem_deep", "source": "deep.md"} in out["citations"]
     assert out["unknown_citations"] == []
+
+
+async def test_a_search_names_the_chunks_the_judge_was_shown_instead_of_repeating_them():
+    # Measured on the demo: the judge's kb_search for its question returned 1,676 tokens, mostly
+    # chunks its knowledge-base section already held, all read again by the next call.
+    judge = ScriptedBackend(
+        "judge",
+        script([ToolCall("c1", "kb_search", {"query": "hot car"})], "ASA [KB#mem_asa]"),
+        supports_tools=True,
+    )
+    out = await build_graph().ainvoke({"question": "q"}, context=context(judge))
+    result = judge.calls[1][-1]
+    assert result["role"] == "tool"
+    assert "[KB#mem_asa] (its text is in the knowledge base above)" in result["content"]
+    assert "keeps its shape" not in result["content"]  # mem_asa's text: once, in the KB section
+    assert "keeps its shape" in judge.calls[1][1]["content"]
+    assert out["citations"] == [{"id": "mem_asa", "source": "asa.md"}]
+
+
+def test_a_search_shows_the_chunks_the_prompt_does_not():
+    tools = VerificationTools(ListStore(CHUNKS), "lean")
+    tools.shown = {"mem_asa"}
+    found = tools.kb_search("hot car")
+    assert "[KB#mem_asa] (its text" in found and "keeps its shape" not in found
+    assert "PLA softens near 55 C" in found  # not shown: its text
+    assert set(tools.fetched) >= {"mem_asa", "mem_pla"}  # both citable
