@@ -36,16 +36,10 @@ from collective.budget.monitor import (
     record_model_call,
     scope_for_section,
 )
-from collective.budget.plans import (
-    PRESETS,
-    BudgetSections,
-    ModelBudget,
-    check_role_sections,
-    default_preset,
-)
+from collective.budget.plans import ModelBudget
 from collective.budget.profiles import AgentBudget, ProfileAssignments, resolve_budget
 from collective.budget.report import BudgetReport
-from collective.errors import BackendUnavailable, ConfigError, ContextOverflow, PoolExhausted
+from collective.errors import BackendUnavailable, ContextOverflow, PoolExhausted
 from collective.models.admission import default_admission
 from collective.models.base import Backend, ChatDelta, ChatResult, collect
 from collective.models.tool_calls import text_calls, tool_call_schema
@@ -112,19 +106,21 @@ class Admission(Protocol):
 
 
 class CallSettings(Protocol):
-    """What a budgeted call reads from the run's settings (`CouncilContext` has it all)."""
+    """What a budgeted call reads from the run's settings.
 
-    budgets: Mapping[str, str | ModelBudget | BudgetSections]
-    """Budget per role: a preset name, a plan or explicit sections; a role not named gets its
-    own preset."""
+    `CouncilContext` has it all, read once when it was made (the plans, the memory profiles).
+    """
+
     output_caps: Mapping[str, int]
     temperature: float
     usage_log: str | None
     """JSON-lines usage log; None disables it."""
-    agent_profiles: Mapping[str, str]
-    """Agent or role -> memory budget profile name."""
-    budget_profiles: Mapping[str, Mapping[str, Any]]
-    """Profiles of your own by name, beside the built-in ones."""
+    memory_profiles: ProfileAssignments
+    """Which memory budget profile each agent has."""
+
+    def budget_plan(self, role: str) -> ModelBudget:
+        """The role's plan before fitting; refused if it lacks a section the role needs."""
+        ...
 
 
 class Request(TypedDict, total=False):
@@ -187,16 +183,9 @@ def fit_plan(
     nothing to make room for chunks.
 
     Raises:
-        ConfigError: The role names an unknown preset.
+        ConfigError: The role's plan lacks a section the role needs.
     """
-    ref = settings.budgets.get(role) or default_preset(role)
-    if isinstance(ref, BudgetSections):
-        ref = ref.plan(role)
-    base = ref if isinstance(ref, ModelBudget) else PRESETS.get(ref)
-    if base is None:
-        raise ConfigError(f"unknown budget preset {ref!r} for {role}; use one of {list(PRESETS)}")
-    check_role_sections(role, base)  # a library caller's plan is checked like a config's
-    plan = base.fit_to_context(n_ctx, f"{backend.spec} reports n_ctx={n_ctx}")
+    plan = settings.budget_plan(role).fit_to_context(n_ctx, f"{backend.spec} reports n_ctx={n_ctx}")
     caps = [settings.output_caps.get(role), backend.output_cap, output_cap]
     cap = min((c for c in caps if c), default=plan.output_budget)
     if cap < plan.output_budget:
@@ -251,7 +240,7 @@ async def budgeted_call(
         BackendError: Any other backend failure, unchanged.
     """
     emit = on_event or (lambda event: None)
-    memory_profile = ProfileAssignments.from_settings(settings).profile_for(agent)
+    memory_profile = settings.memory_profiles.profile_for(agent)
     memory = resolve_budget(memory_profile, request["question"])
     retrieval_profile = request.get("retrieval_profile", "balanced")
     with model_call_span(

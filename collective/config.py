@@ -28,19 +28,18 @@ demo KB, which is what `make demo` runs.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     create_model,
     field_validator,
@@ -49,12 +48,9 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from collective import environment
-from collective.budget.plans import BudgetSections
+from collective.budget.plans import BudgetSections, ModelBudget
 from collective.errors import ConfigError
-
-if TYPE_CHECKING:
-    from collective.budget.plans import ModelBudget
-    from collective.graph.context import CouncilContext
+from collective.graph.context import CouncilContext, SpecialistGroup, check_spec, replica_set
 
 __all__ = [
     "BudgetSections",
@@ -75,47 +71,9 @@ MACHINE_KEYS = ("checkpoints", "store", "usage_log", "telemetry")
 """Settings of this machine, not of a run: a resumed run keeps the current ones."""
 
 
-def _check_spec(spec: str) -> str:
-    """Refuse a malformed backend spec early, without loading anything (`registry.check_spec`)."""
-    from collective.models.registry import check_spec
-
-    try:
-        return check_spec(spec)
-    except ConfigError as exc:
-        raise ValueError(str(exc)) from None
-
-
 def _judges(value: Any) -> Any:
     """The judge's fallback list, each entry one backend or a list of replicas."""
-    return [_replica_set(v) for v in value] if isinstance(value, list) else value
-
-
-def _replica_set(value: Any) -> Any:
-    """A list of specs where one backend is expected: equivalent servers, one spec."""
-    from collective.models.replicas import REPLICA_SEP
-
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        if not value:
-            raise ValueError("give at least one backend")
-        return REPLICA_SEP.join(value)
-    return value
-
-
-class SpecialistGroup(BaseModel):
-    """`count` specialists on one backend."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    backend: Annotated[str, BeforeValidator(_replica_set)] = Field(
-        description="Backend spec, e.g. `llama-server:http://127.0.0.1:8083`, or a list of "
-        "equivalent servers (replicas): each member runs on one with room."
-    )
-    count: int = Field(default=1, ge=1, le=64, description="Specialists on this backend.")
-
-    @field_validator("backend")
-    @classmethod
-    def _spec(cls, value: str) -> str:
-        return _check_spec(value)
+    return [replica_set(v) for v in value] if isinstance(value, list) else value
 
 
 def _location(key: str) -> Any:
@@ -129,27 +87,20 @@ def _location(key: str) -> Any:
     return check
 
 
-Role = Literal["planner", "specialist", "judge", "chat"]
-"""Roles whose budget and cap `config show` lists (a reviewer's are the reviewer preset's)."""
-
-
 def _run_fields() -> dict[str, Any]:
     """`CouncilContext`'s fields as settings: each field's type, bounds and default.
 
     The context is the one list of a run's settings; `knowledge` (an object) is no setting,
-    and the usage log is on by default for runs of the command line (`USAGE_LOG_PATH`).
-    `CollectiveConfig` redeclares the two the file writes in another shape (`k`, `specialists`)
-    in their place.
+    nor is what the context reads from the others (`memory_profiles`), and the usage log is on
+    by default for runs of the command line (`USAGE_LOG_PATH`).
     """
     import typing
-
-    from collective.graph.context import CouncilContext
 
     hints = typing.get_type_hints(CouncilContext, include_extras=True)
     defaults: dict[str, Any] = {"usage_log": environment.USAGE_LOG_PATH}
     fields: dict[str, Any] = {}
     for f in dataclasses.fields(CouncilContext):
-        if f.name == "knowledge":
+        if f.name == "knowledge" or not f.init:
             continue
         if f.name in defaults:
             fields[f.name] = (hints[f.name], defaults[f.name])
@@ -166,19 +117,13 @@ _RunSettings: Any = create_model("_RunSettings", __base__=BaseSettings, **_run_f
 class CollectiveConfig(_RunSettings):
     """Every setting of collective, validated: the run's and this machine's.
 
-    The run's are `CouncilContext`'s fields (`_RunSettings`), but for the two the file writes
-    in another shape; the machine's are `checkpoints`, `store` and `telemetry` (`MACHINE_KEYS`).
+    The run's are `CouncilContext`'s fields (`_RunSettings`), declared there only; the
+    machine's are `checkpoints`, `store` and `telemetry` (`MACHINE_KEYS`). Validating builds
+    the run's context once (`council_context`), which reads the budgets and profiles.
     """
 
     model_config = SettingsConfigDict(env_prefix="COLLECTIVE_", extra="forbid")
 
-    k: int | None = Field(
-        default=None, ge=1, le=64, description="Specialists; default: the sum of the counts."
-    )
-    specialists: list[SpecialistGroup] = Field(
-        default_factory=lambda: [SpecialistGroup(backend="embedded", count=3)],
-        description="Specialist groups (backend and count each), cycled to k members.",
-    )
     checkpoints: Annotated[str, AfterValidator(_location("checkpoints"))] = Field(
         default=environment.CHECKPOINTS_PATH,
         description="LangGraph checkpoints (threads): a SQLite file or a postgresql:// URL.",
@@ -188,6 +133,7 @@ class CollectiveConfig(_RunSettings):
         description="L2 long-term memory (LangGraph store): a SQLite file or a postgresql:// URL.",
     )
     telemetry: Literal["none", "console", "otlp"] = "none"
+    _context: CouncilContext = PrivateAttr()
 
     @classmethod
     def settings_customise_sources(
@@ -204,7 +150,12 @@ class CollectiveConfig(_RunSettings):
     @field_validator("planner", mode="before")
     @classmethod
     def _planner_replicas(cls, value: Any) -> Any:
-        return _replica_set(value)
+        return replica_set(value)
+
+    @field_validator("specialists", mode="before")
+    @classmethod
+    def _specialist_replicas(cls, value: Any) -> Any:
+        return [replica_set(v) for v in value] if isinstance(value, list) else value
 
     @field_validator("judge", mode="before")
     @classmethod
@@ -217,42 +168,36 @@ class CollectiveConfig(_RunSettings):
         if isinstance(value, list):
             if not value:
                 raise ValueError("give at least one judge backend")
-            return [_check_spec(v) for v in value]
-        return None if value is None else _check_spec(value)
+            return [check_spec(v) for v in value]
+        return None if value is None else check_spec(value)
 
-    @property
-    def judges(self) -> list[str]:
-        """The judge's backends in the order they are tried."""
-        from collective.graph.context import judge_list
-
-        return [str(spec) for spec in judge_list(self.judge)]
-
-    @field_validator("budgets")
+    @field_validator("specialists")
     @classmethod
-    def _sections_each_role_needs(
-        cls, value: dict[str, str | BudgetSections]
-    ) -> dict[str, str | BudgetSections]:
-        from collective.budget.plans import PRESETS, check_role_sections
+    def _specialist_specs(cls, value: list[Any]) -> list[Any]:
+        if not value:
+            raise ValueError("give at least one specialist backend")
+        return [check_spec(v) if isinstance(v, str) else v for v in value]
 
-        for role, ref in value.items():
-            try:
-                check_role_sections(role, PRESETS[ref] if isinstance(ref, str) else ref.plan(role))
-            except ConfigError as exc:
-                raise ValueError(f"budgets.{role}: {exc}") from None
-        return value
+    @model_validator(mode="before")
+    @classmethod
+    def _k_from_groups(cls, data: Any) -> Any:
+        """No `k`: as many specialists as the `[[specialists]]` groups count."""
+        groups = data.get("specialists") if isinstance(data, dict) else None
+        if isinstance(groups, list) and data.get("k") is None:
+            counts = [g.get("count", 1) if isinstance(g, Mapping) else 1 for g in groups]
+            if all(isinstance(c, int) for c in counts):
+                return {**data, "k": max(1, sum(counts))}
+        return data
 
     @model_validator(mode="after")
-    def _profiles_known(self) -> CollectiveConfig:
-        from collective.budget.profiles import ProfileAssignments
-
+    def _build_context(self) -> CollectiveConfig:
+        """The run's context, made once: it reads the budgets and profiles (`CouncilContext`)."""
+        values = {name: getattr(self, name) for name in _RunSettings.model_fields}
         try:
-            ProfileAssignments.from_settings(self)  # parsed once, shared with the run
+            self._context = CouncilContext(**values)
+            self._context.check_budgets()
         except ConfigError as exc:
-            raise ValueError(f"agent_profiles / budget_profiles: {exc}") from None
-        return self
-
-    @model_validator(mode="after")
-    def _quorum_reachable(self) -> CollectiveConfig:
+            raise ValueError(str(exc)) from None
         if self.quorum is not None and self.quorum > self.members:
             raise ValueError(
                 f"quorum {self.quorum} is more than the {self.members} specialists; lower it"
@@ -260,14 +205,19 @@ class CollectiveConfig(_RunSettings):
         return self
 
     @property
+    def judges(self) -> list[str]:
+        """The judge's backends in the order they are tried."""
+        return [str(spec) for spec in self._context.judges]
+
+    @property
     def members(self) -> int:
-        """The number of specialists (k)."""
-        return self.k if self.k is not None else sum(g.count for g in self.specialists)
+        """The number of specialists (k, by default the sum of the group counts)."""
+        return self.k
 
     @property
     def specialist_backends(self) -> list[str]:
         """One backend spec per configured specialist slot (groups expanded by count)."""
-        return [g.backend for g in self.specialists for _ in range(g.count)]
+        return [str(spec) for spec in self._context.specialists]
 
     @property
     def chat_backend(self) -> str:
@@ -276,12 +226,7 @@ class CollectiveConfig(_RunSettings):
 
     def budget_plan(self, role: str) -> ModelBudget:
         """The role's budget plan before fitting: its preset or its explicit sections."""
-        from collective.budget.plans import PRESETS, default_preset
-
-        ref = self.budgets.get(role)
-        if isinstance(ref, BudgetSections):
-            return ref.plan(role)
-        return PRESETS[ref or default_preset(role)]
+        return self._context.budget_plan(role)
 
     def role_backends(self) -> dict[str, list[str]]:
         """Backend specs per role, for the smoke test (`specialist` lists one per member)."""
@@ -294,15 +239,12 @@ class CollectiveConfig(_RunSettings):
         }
 
     def council_context(self) -> CouncilContext:
-        """The `CouncilContext` of a council run under this configuration."""
-        from collective.graph.context import CouncilContext
+        """The `CouncilContext` of a council run under this configuration.
 
-        # The context's own fields, as validated here (explicit sections become a ModelBudget
-        # there; the chat plan and cap travel too: `collective chat` calls with this context);
-        # only the two the file writes in another shape are spelled out.
-        values = {name: getattr(self, name) for name in _RunSettings.model_fields}
-        values.pop("k"), values.pop("specialists")
-        return CouncilContext(**values, k=self.members, specialists=tuple(self.specialist_backends))
+        A copy of the one made when the configuration was validated: what it read (plans,
+        memory profiles) is shared, not read again.
+        """
+        return copy.copy(self._context)
 
 
 class EffectiveConfig:
@@ -401,7 +343,7 @@ def _env_layers(dotenv: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
     return from_dotenv, {k: v for k, v in from_env.items() if k in fields}
 
 
-_TYPE_TAGS = {"str", "int", "BudgetSections"}
+_TYPE_TAGS = {"str", "int", "BudgetSections", "SpecialistGroup"}
 """Names pydantic adds to an error's location for union members."""
 
 
@@ -412,11 +354,15 @@ def _describe(error: ValidationError, layers: Mapping[str, Mapping[str, Any]]) -
         loc = [str(p) for p in problem["loc"]]
         # Union members add their type name to the path; drop them for the reader.
         loc = [p for p in loc if p not in _TYPE_TAGS and "[" not in p]
+        reason = " ".join(problem["msg"].removeprefix("Value error, ").split())
+        key, _, rest = reason.partition(": ")
+        if not loc and rest and key.split(".")[0] in CollectiveConfig.model_fields:
+            # The context's own checks name their key first (`budgets.judge: ...`).
+            loc, reason = key.split("."), rest
         path = ".".join(loc) or "(top level)"
         where = next(
             (name for name, data in reversed(list(layers.items())) if loc and loc[0] in data), None
         )
-        reason = " ".join(problem["msg"].removeprefix("Value error, ").split())
         lines.append(f"{path}: {reason}" + (f" (from {where})" if where else ""))
     return "; ".join(dict.fromkeys(lines))
 

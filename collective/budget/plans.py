@@ -16,12 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from collective.errors import BudgetError, ConfigError
 
 __all__ = [
+    "BudgetRole",
     "BudgetSections",
     "JUDGE_PRESET",
     "PLANNER_PRESET",
@@ -34,7 +36,11 @@ __all__ = [
     "ModelBudget",
     "check_role_sections",
     "default_preset",
+    "parse_plan",
 ]
+
+BudgetRole = Literal["planner", "specialist", "reviewer", "judge", "chat"]
+"""Roles with a budget plan and an answer cap (`chat`: the `collective chat` model)."""
 
 REQUIRED_SECTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
@@ -295,3 +301,32 @@ class BudgetSections(BaseModel):
         """
         prompt = self.prompt if self.prompt is not None else sum(self.sections.values())
         return ModelBudget(name, self.n_ctx, prompt, self.output, self.sections)
+
+
+def parse_plan(ref: str | ModelBudget | BudgetSections | Mapping[str, Any]) -> ModelBudget:
+    """A role's budget setting as a plan: the one reading of it (`CouncilContext` calls it).
+
+    `ref` is a preset name, a `ModelBudget` (kept as it is), or explicit sections
+    (`BudgetSections` or its `{n_ctx, output, sections}` table, a plan named `explicit`).
+
+    Raises:
+        ConfigError: An unknown preset, a malformed table, or figures that do not add up.
+    """
+    if isinstance(ref, ModelBudget):
+        return ref
+    if isinstance(ref, str):
+        if ref not in PRESETS:
+            raise ConfigError(
+                f"unknown preset {ref!r}; use one of {', '.join(PRESETS)} or explicit sections "
+                "(n_ctx, output, sections)"
+            )
+        return PRESETS[ref]
+    try:
+        sections = ref if isinstance(ref, BudgetSections) else BudgetSections(**ref)
+        return sections.plan("explicit")
+    except BudgetError as exc:
+        raise ConfigError(str(exc)) from None
+    except (ValidationError, TypeError) as exc:
+        raise ConfigError(
+            f"give a preset name or {{n_ctx, output, sections}} ({' '.join(str(exc).split())})"
+        ) from None

@@ -17,7 +17,6 @@ and `collective budget report` can recommend a larger profile.
 from __future__ import annotations
 
 import functools
-import json
 import re
 import tomllib
 from dataclasses import dataclass
@@ -338,11 +337,12 @@ class ProfileAssignments(BaseModel):
 
     @classmethod
     def from_settings(cls, settings: Any) -> ProfileAssignments:
-        """Assignments from a run's `agent_profiles` and `budget_profiles` settings."""
-        return _from_settings(
-            json.dumps(dict(settings.agent_profiles), sort_keys=True),
-            json.dumps(dict(settings.budget_profiles), sort_keys=True),
-        )
+        """Assignments from a run's `agent_profiles` and `budget_profiles` settings.
+
+        A run reads them once, when its `CouncilContext` is made (`memory_profiles`).
+        """
+        assignments, profiles = dict(settings.agent_profiles), dict(settings.budget_profiles)
+        return cls.from_config({"assignments": assignments, "profiles": profiles})
 
     def profile_for(self, agent: str) -> BudgetProfile:
         """The profile of `agent`: its own assignment, else its role's, else the default.
@@ -352,11 +352,3 @@ class ProfileAssignments(BaseModel):
         """
         name = self.assignments.get(agent) or self.assignments.get(role_of(agent))
         return self.profiles[name or self.default]
-
-
-@functools.lru_cache(maxsize=64)
-def _from_settings(assignments: str, profiles: str) -> ProfileAssignments:
-    """Parsed once per distinct configuration (the arguments are JSON, to be hashable)."""
-    return ProfileAssignments.from_config(
-        {"assignments": json.loads(assignments), "profiles": json.loads(profiles)}
-    )

@@ -50,10 +50,9 @@ def report(
 ) -> None:
     """Usage per agent and profile, exceedance rates and recommendations."""
     from collective.budget.monitor import UsageLog, analyze
-    from collective.budget.profiles import ProfileAssignments
     from collective.config import load_config
 
-    profiles = ProfileAssignments.from_settings(load_config(config).config).profiles
+    profiles = load_config(config).config.council_context().memory_profiles.profiles
     usage_log = UsageLog(log) if log is not None else UsageLog.default()
     records, corrupt = usage_log.read(since_days=since)
     result = analyze(

@@ -75,8 +75,7 @@ def effective_rows(effective: EffectiveConfig) -> list[tuple[str, Any, Source, s
     import math
     from typing import get_args
 
-    from collective.budget.plans import PRESETS
-    from collective.config import Role
+    from collective.budget.plans import PRESETS, BudgetRole, default_preset
     from collective.kb.demo import default_kb_path
 
     config = effective.config
@@ -93,8 +92,10 @@ def effective_rows(effective: EffectiveConfig) -> list[tuple[str, Any, Source, s
         "user_id": ("default", "the long-term memory of user `default`"),
         "agent_profiles": ({}, "each agent uses its role's profile (collective budget report)"),
     }
-    for role in get_args(Role):
-        preset = "specialist" if role == "chat" else role
+    for role in get_args(BudgetRole):
+        if role == "reviewer":  # a peer-review round's plan: shown where it is set
+            continue
+        preset = default_preset(role)
         derived[f"budgets.{role}"] = (preset, f"the {preset} preset ({PRESETS[preset].n_ctx:,})")
         derived[f"output_caps.{role}"] = (
             PRESETS[preset].output_budget,
@@ -104,7 +105,8 @@ def effective_rows(effective: EffectiveConfig) -> list[tuple[str, Any, Source, s
     for key, value, source in effective.rows():
         if key in ("budgets", "output_caps"):  # an empty table: its roles are listed below
             continue
-        if value is None and key in derived:
+        unset = value is None or (key == "k" and source == "default")  # k: set from the groups
+        if unset and key in derived:
             value, note = derived[key]
             rows.append((key, value, source, note))
         elif key == "agent_profiles" and value == {}:

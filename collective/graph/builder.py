@@ -12,7 +12,6 @@ that says to mount the council with `council_node`, which runs it under its own 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
@@ -70,7 +69,7 @@ def _council_runtime(runtime: Runtime[Any], memory: bool = False) -> Runtime[Cou
     """
     ctx = council_context(runtime.context)
     if memory and (user := _run_user(ctx, runtime)) != ctx.user_id:
-        ctx = dataclasses.replace(ctx, user_id=user)
+        ctx = ctx.but(user_id=user)
     return runtime.override(context=ctx)
 
 

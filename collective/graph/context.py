@@ -11,6 +11,7 @@ defaults (`Annotated[..., Field(...)]`), and builds a context from them.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
@@ -19,18 +20,34 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
     Field,
     GetPydanticSchema,
+    Tag,
+    ValidationError,
     ValidatorFunctionWrapHandler,
     WithJsonSchema,
     WrapValidator,
+    field_validator,
 )
 from pydantic_core import core_schema
 
-from collective.budget.plans import PRESETS, BudgetSections, ModelBudget
+from collective.budget.plans import (
+    BudgetRole,
+    BudgetSections,
+    ModelBudget,
+    check_role_sections,
+    default_preset,
+    parse_plan,
+)
+from collective.budget.profiles import ProfileAssignments
 from collective.errors import ConfigError
 from collective.kb.profile_names import EVIDENCE_MODES, Evidence, Profile
 from collective.memory.conversation import MemoryScope
+from collective.memory.tiers import L0_CAPACITY, L1_CAPACITY
 from collective.models.base import Backend
 
 __all__ = [
@@ -38,6 +55,7 @@ __all__ = [
     "BudgetRef",
     "BudgetRole",
     "CouncilContext",
+    "SpecialistGroup",
     "council_context",
     "judge_list",
 ]
@@ -62,24 +80,6 @@ BackendRef = Annotated[
 """A backend spec string (` | ` joins replicas), or a `Backend` object or LangChain chat model
 when the council runs in process."""
 
-BudgetRole = Literal["planner", "specialist", "reviewer", "judge", "chat"]
-"""Roles with a budget plan and an answer cap (`chat`: the `collective chat` model)."""
-
-
-def _check_budget(ref: str | ModelBudget | BudgetSections) -> str | ModelBudget | BudgetSections:
-    """A known preset name, or explicit sections that add up (a `ModelBudget` as it is)."""
-    if isinstance(ref, str) and ref not in PRESETS:
-        raise ValueError(
-            f"unknown preset {ref!r}; use one of {', '.join(PRESETS)} or explicit sections "
-            "(n_ctx, output, sections)"
-        )
-    if isinstance(ref, BudgetSections):
-        try:
-            ref.plan("explicit")
-        except Exception as exc:  # BudgetError says what does not add up
-            raise ValueError(str(exc)) from None
-    return ref
-
 
 def _known_roles(value: Mapping[str, Any]) -> Mapping[str, Any]:
     """Refuse a table keyed by something that is no role (`budgets.judgee`)."""
@@ -99,7 +99,6 @@ BudgetRef = Annotated[
     str | ModelBudget | BudgetSections,  # from JSON or a file: a `{n_ctx, output, sections}` table
     GetPydanticSchema(lambda _type, handler: handler(str | BudgetSections)),
     WrapValidator(_keep_plans),
-    AfterValidator(_check_budget),
     WithJsonSchema(
         {
             "anyOf": [
@@ -120,7 +119,57 @@ BudgetRef = Annotated[
     ),
 ]
 """A role's budget: a preset name, a `ModelBudget`, or explicit sections (`BudgetSections`, or
-its `{n_ctx, output, sections}` table)."""
+its `{n_ctx, output, sections}` table). Validated here for its shape only; `CouncilContext`
+reads it into a plan (`parse_plan`), once."""
+
+
+def check_spec(spec: str) -> str:
+    """Refuse a malformed backend spec early, without loading anything (`registry.check_spec`)."""
+    from collective.models.registry import check_spec
+
+    try:
+        return check_spec(spec)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def replica_set(value: Any) -> Any:
+    """A list of specs where one backend is expected: equivalent servers, one spec."""
+    from collective.models.replicas import REPLICA_SEP
+
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        if not value:
+            raise ValueError("give at least one backend")
+        return REPLICA_SEP.join(value)
+    return value
+
+
+class SpecialistGroup(BaseModel):
+    """`count` specialists on one backend (the config file's `[[specialists]]` tables)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Annotated[str, BeforeValidator(replica_set)] = Field(
+        description="Backend spec, e.g. `llama-server:http://127.0.0.1:8083`, or a list of "
+        "equivalent servers (replicas): each member runs on one with room."
+    )
+    count: int = Field(default=1, ge=1, le=64, description="Specialists on this backend.")
+
+    @field_validator("backend")
+    @classmethod
+    def _spec(cls, value: str) -> str:
+        return check_spec(value)
+
+
+def _specialist_kind(value: Any) -> str:
+    return "SpecialistGroup" if isinstance(value, Mapping | SpecialistGroup) else "str"
+
+
+SpecialistRef = Annotated[
+    Annotated[SpecialistGroup, Tag("SpecialistGroup")] | Annotated[BackendRef, Tag("str")],
+    Discriminator(_specialist_kind),
+]
+"""One entry of `specialists`: a backend, or a group of `count` specialists on one backend."""
 
 
 @dataclass
@@ -133,11 +182,13 @@ class CouncilContext:
     chat models (`collective.models.langchain_model`).
     """
 
-    k: int = 3
-    """Number of specialists (the config file's `k` is bounded 1-64)."""
+    k: Annotated[int, Field(ge=1, le=64), WithJsonSchema({"type": "integer"})] = 3
+    """Number of specialists (the config file's default: the sum of its group counts)."""
     planner: BackendRef = "embedded"
-    specialists: Sequence[BackendRef] = ("embedded",)
-    """Backends of the specialists, cycled when fewer than `k` are given."""
+    specialists: Sequence[SpecialistRef] = (SpecialistGroup(backend="embedded", count=3),)
+    """Backends of the specialists, cycled to `k` members: specs, `Backend` objects, or groups
+    (`SpecialistGroup` or `{backend, count}`: `count` members on one backend), expanded to one
+    entry per member when the context is made."""
     judge: BackendRef | Sequence[BackendRef] = "embedded:qwen2.5-coder-1.5b"
     """The judge's backend, or a list tried in order: each failure is in the output's `notes`."""
     chat: BackendRef | None = None
@@ -169,9 +220,10 @@ class CouncilContext:
     budgets: Annotated[Mapping[str, BudgetRef], AfterValidator(_known_roles)] = field(
         default_factory=dict
     )
-    """Budget per role (`planner`, `specialist`, `reviewer`, `judge`, `chat`): a preset name, an
-    explicit `ModelBudget` or a `{n_ctx, output, sections}` table (turned into a
-    `ModelBudget`); defaults to the preset named like the role (`chat`: the specialist's)."""
+    """Budget plan per role (`planner`, `specialist`, `reviewer`, `judge`, `chat`): a preset
+    name, an explicit `ModelBudget` or a `{n_ctx, output, sections}` table; each read into a
+    `ModelBudget` when the context is made. A role not named gets the preset named like it
+    (`chat`: the specialist's). (Not the output's `budgets`: those are per-call reports.)"""
     output_caps: Annotated[
         Mapping[str, Annotated[int, Field(gt=0)]], AfterValidator(_known_roles)
     ] = field(default_factory=dict)
@@ -204,37 +256,73 @@ class CouncilContext:
     memory_scope: Literal["thread", "user"] = "thread"
     """What long-term memory a run recalls: its own thread's (`thread`), or every thread of
     the same `user_id` (`user`, sharing on purpose). Nothing ever crosses user ids."""
-    l0_capacity: Annotated[int, Field(ge=100)] = 8_000
+    l0_capacity: Annotated[int, Field(ge=100)] = L0_CAPACITY
     """L0 working-memory size in tokens."""
-    l1_capacity: Annotated[int, Field(ge=100)] = 32_000
+    l1_capacity: Annotated[int, Field(ge=100)] = L1_CAPACITY
     """L1 session-memory size in tokens (past it, old episodes are archived to L2)."""
+    memory_profiles: ProfileAssignments = field(init=False, repr=False, compare=False)
+    """`agent_profiles` and `budget_profiles` read once, when the context is made (no setting)."""
 
     def __post_init__(self) -> None:
-        budgets = {}
+        """Read the settings that need reading, once: plans, specialist groups, profiles.
+
+        Raises:
+            ConfigError: A budget, a specialist group or a memory budget profile is invalid.
+        """
+        plans = {}
         for role, ref in dict(self.budgets).items():
-            if isinstance(ref, BudgetSections):
-                ref = ref.plan(role)
-            elif isinstance(ref, Mapping):
-                from pydantic import ValidationError
-
-                try:
-                    ref = BudgetSections(**ref).plan(role)
-                except (ValidationError, TypeError, ValueError) as exc:
-                    raise ConfigError(
-                        f"budgets.{role}: give a preset name or {{n_ctx, output, sections}} "
-                        f"({' '.join(str(exc).split())})"
-                    ) from None
-            budgets[role] = ref
-        self.budgets = budgets
-        self.specialists = tuple(self.specialists)
+            try:
+                plans[role] = parse_plan(ref)
+            except ConfigError as exc:
+                raise ConfigError(f"budgets.{role}: {exc}") from None
+        self.budgets = plans
+        self._expand_specialists()
         self.hidden_tags = tuple(self.hidden_tags)
-        from collective.budget.profiles import ProfileAssignments
-
-        ProfileAssignments.from_settings(self)  # an unknown or invalid profile fails here
+        try:
+            self.memory_profiles = ProfileAssignments.from_settings(self)
+        except ConfigError as exc:
+            raise ConfigError(f"agent_profiles / budget_profiles: {exc}") from None
         if self.evidence not in EVIDENCE_MODES:
             raise ConfigError(f"evidence {self.evidence!r}: use one of {', '.join(EVIDENCE_MODES)}")
         if self.memory_scope not in ("thread", "user"):
             raise ConfigError(f"memory_scope {self.memory_scope!r}: use 'thread' or 'user'")
+
+    def _expand_specialists(self) -> None:
+        """One entry per member in `specialists` (groups expanded by their counts)."""
+        try:
+            entries = [
+                SpecialistGroup.model_validate(s) if isinstance(s, Mapping) else s
+                for s in self.specialists
+            ]
+        except ValidationError as exc:
+            raise ConfigError(f"specialists: {' '.join(str(exc).split())}") from None
+        self.specialists = tuple(
+            member
+            for s in entries
+            for member in ([s.backend] * s.count if isinstance(s, SpecialistGroup) else [s])
+        )
+
+    def budget_plan(self, role: str) -> ModelBudget:
+        """The role's budget plan before fitting: its own, else the preset named like the role.
+
+        Raises:
+            ConfigError: The plan lacks a section the role needs (`check_role_sections`).
+        """
+        plan = parse_plan(self.budgets.get(role) or default_preset(role))  # a plan: as it is
+        try:
+            check_role_sections(role, plan)
+        except ConfigError as exc:
+            raise ConfigError(f"budgets.{role}: {exc}") from None
+        return plan
+
+    def check_budgets(self) -> None:
+        """Refuse now a plan a role could not use (what `budget_plan` refuses at the call).
+
+        Raises:
+            ConfigError: Names the role and the missing sections.
+        """
+        for role in self.budgets:
+            self.budget_plan(role)
 
     @property
     def judges(self) -> list[str | Backend]:
@@ -254,7 +342,21 @@ class CouncilContext:
 
     def for_member(self, index: int) -> CouncilContext:
         """These settings as specialist `index` samples under them."""
-        return dataclasses.replace(self, temperature=self.member_temperature(index))
+        return self.but(temperature=self.member_temperature(index))
+
+    def but(self, **changes: Any) -> CouncilContext:
+        """A copy with `changes` to settings taken as they are (`temperature`, `user_id`, ...).
+
+        What the context read when it was made (plans, specialists, memory profiles) is shared,
+        not read again; to change those, make a new context.
+        """
+        read = {"budgets", "specialists", "agent_profiles", "budget_profiles"} & changes.keys()
+        if read:
+            raise ValueError(f"{sorted(read)} are read when a context is made; make a new one")
+        other = copy.copy(self)
+        for name, value in changes.items():
+            setattr(other, name, value)
+        return other
 
     def memory(self, thread_id: str | None) -> MemoryScope:
         """The memory scope of a run on `thread_id` under these settings."""
@@ -264,7 +366,8 @@ class CouncilContext:
 
     def member_backend(self, index: int) -> str | Backend:
         """The backend of specialist `index` (0-based)."""
-        return self.specialists[index % len(self.specialists)]
+        backend = self.specialists[index % len(self.specialists)]
+        return backend.backend if isinstance(backend, SpecialistGroup) else backend
 
 
 def judge_list(judge: BackendRef | Sequence[BackendRef]) -> list[str | Backend]:
@@ -287,7 +390,7 @@ def council_context(context: Any) -> CouncilContext:
     if isinstance(context, CouncilContext):
         return context
     if isinstance(context, Mapping):
-        names = {f.name for f in dataclasses.fields(CouncilContext)}
+        names = {f.name for f in dataclasses.fields(CouncilContext) if f.init}
         unknown = sorted(set(context) - names)
         if unknown:
             raise ConfigError(

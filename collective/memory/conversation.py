@@ -19,7 +19,7 @@ from langgraph.store.base import BaseStore
 
 from collective.budget.counting import TokenCounter, tiktoken_counter
 from collective.memory.summarize import Summarizer
-from collective.memory.tiers import TieredMemory
+from collective.memory.tiers import L0_CAPACITY, L1_CAPACITY, TieredMemory
 
 __all__ = [
     "SUMMARY_TOKENS",
@@ -50,8 +50,8 @@ class MemoryScope:
     user_id: str = "default"
     thread_id: str = "default"
     shared: bool = False
-    l0_capacity: int = 8_000
-    l1_capacity: int = 32_000
+    l0_capacity: int = L0_CAPACITY
+    l1_capacity: int = L1_CAPACITY
 
     @property
     def namespace(self) -> tuple[str, ...]:
@@ -69,8 +69,8 @@ class MemoryScope:
         user_id: str | None,
         thread_id: str | None,
         scope: Literal["thread", "user"] = "thread",
-        l0_capacity: int = 8_000,
-        l1_capacity: int = 32_000,
+        l0_capacity: int = L0_CAPACITY,
+        l1_capacity: int = L1_CAPACITY,
     ) -> MemoryScope:
         """The scope of one run (unset ids are `default`)."""
         return cls(

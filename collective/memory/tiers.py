@@ -42,6 +42,8 @@ DECISION_SHARE = 0.25
 """The share of L1 pinned decisions may take; older decisions move to L2."""
 
 __all__ = [
+    "L0_CAPACITY",
+    "L1_CAPACITY",
     "CompressionRecord",
     "Episode",
     "MemoryEvent",
@@ -55,6 +57,12 @@ __all__ = [
 ]
 
 Tier = Literal["L0", "L1", "L2"]
+
+L0_CAPACITY = 8_000
+"""L0 working-memory size in tokens, unless a run sets `l0_capacity`."""
+
+L1_CAPACITY = 32_000
+"""L1 session-memory size in tokens, unless a run sets `l1_capacity`."""
 
 _MAX_EVENTS = 200
 """Events kept in state (oldest dropped), so a long session's state stays small."""
@@ -230,8 +238,8 @@ class TieredMemory:
         session_id: str = "default",
         namespace: tuple[str, ...] | None = None,
         summarizer: Summarizer | None = None,
-        l0_capacity: int = 8_000,
-        l1_capacity: int = 32_000,
+        l0_capacity: int = L0_CAPACITY,
+        l1_capacity: int = L1_CAPACITY,
         warn_at: float = 0.70,
         compress_at: float = 0.80,
         keep_fraction: float = 0.40,

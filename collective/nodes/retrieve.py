@@ -15,7 +15,7 @@ from langgraph.types import Overwrite
 
 from collective import agents
 from collective.budget.counting import FIRST_REACH
-from collective.budget.plans import PRESETS, ModelBudget
+from collective.budget.plans import PRESETS
 from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState
 from collective.kb.retrieval import RetrievalResult, Rewriter, backend_rewriter
@@ -106,7 +106,7 @@ def _within_any_prompt(chunks: list[Chunk], ctx: CouncilContext) -> tuple[list[C
     paragraph). The budget's count-side bound keeps any chunk from being counted whole, and
     this keeps it from being carried whole through the graph's state and every checkpoint.
     """
-    plans = [*PRESETS.values(), *(b for b in ctx.budgets.values() if isinstance(b, ModelBudget))]
+    plans = [*PRESETS.values(), *map(ctx.budget_plan, ctx.budgets)]
     limit = FIRST_REACH * max(plan.n_ctx for plan in plans)
     out, notes = [], []
     for chunk in chunks:

@@ -248,7 +248,7 @@ async def test_explicit_budget_plans_replace_presets_per_role():
         "task",
         "safety_margin",
     ]
-    with pytest.raises(ConfigError, match="unknown budget preset 'huge'"):
+    with pytest.raises(ConfigError, match="budgets.judge: unknown preset 'huge'"):
         await build_graph().ainvoke({"question": "q"}, context=context(budgets={"judge": "huge"}))
 
 
