@@ -2,9 +2,9 @@
 
 A 200-task session (default) runs through `TieredMemory` at its default capacities (L0 8,000,
 L1 32,000 tokens), counted exactly with tiktoken's cl100k_base. Each task has a description,
-6-12 turns of 40-260 tokens, an artifact, and now and then a key decision or an open question
-(resolved a few tasks later). After every step the bench records L0 + L1 (the active context)
-and the uncompressed history (every turn, task, decision, artifact and question as recorded).
+6-12 turns of 40-260 tokens, and half the time a key decision. After every step the bench
+records L0 + L1 (the active context) and the uncompressed history (every turn, task and
+decision as recorded).
 
 It prints the maximum active context (the goal: under 40,000 tokens from start to end), the
 uncompressed history's growth, compression metrics per tier, and the time per compression
@@ -66,7 +66,6 @@ def main() -> None:
     growth: list[tuple[int, int, int]] = []
     timings: list[tuple[str, float, float]] = []  # tier, compression s, counting pass s
     seen = {"L0": 0, "L1": 0}
-    open_questions: list[str] = []
     turns = 0
     start = time.perf_counter()
 
@@ -99,16 +98,6 @@ def main() -> None:
             decision = f"Decision {n}: " + sentence(rng)
             memory.record_decision(decision)
             step(decision)
-        artifact = f"src/{rng.choice(VOCAB)}/{n}.py"
-        memory.record_artifact(artifact)
-        step(artifact)
-        if rng.random() < 0.2:
-            question = f"Question {n}: " + sentence(rng)
-            memory.record_open_question(question)
-            open_questions.append(question)
-            step(question)
-        if open_questions and rng.random() < 0.15:
-            memory.resolve_question(open_questions.pop(0))
         outcome = sentence(rng)
         memory.complete_task(task, outcome)
         step(outcome)
@@ -148,8 +137,7 @@ def main() -> None:
     print(
         f"at the end: L0 {usage['L0']['tokens']:.0f} ({usage['L0']['pct']:.1f}%), "
         f"L1 {usage['L1']['tokens']:.0f} ({usage['L1']['pct']:.1f}%), "
-        f"{len(memory.decisions)} decisions, {len(memory.artifacts)} artifacts, "
-        f"{len(memory.open_questions)} open questions pinned"
+        f"{len(memory.decisions)} decisions pinned"
     )
     assert max_active < 40_000, "active context passed 40,000 tokens"
 

@@ -5,9 +5,9 @@
   summarized into episodes archived to L1; the current task context (active tasks and the most
   recent turns, up to `keep_fraction` of L0) stays in full.
 * **L1 session memory** (32,000 tokens): task episodes (a header `[id] description -> outcome`
-  plus a summary of its steps), summaries of older conversation, and the pinned registries: key
-  decisions, artifact references and open questions. At 80%, selective compression: the 3-5 most
-  recent completed tasks, the registries and active tasks stay in full, older episodes shrink to
+  plus a summary of its steps), summaries of older conversation, and the pinned key decisions
+  (a verdict's `Decision:` lines). At 80%, selective compression: the 3-5 most
+  recent completed tasks, the decisions and active tasks stay in full, older episodes shrink to
   their header (and a short summary for conversation). Past 100%, the oldest completed episodes
   are archived to L2 until L1 is back under `archive_to` of capacity.
 * **L2 long-term memory**: archived episodes in a LangGraph `BaseStore` (the one given: SQLite
@@ -15,9 +15,9 @@
   under the memory's `namespace`, which the council builds from the user id and the thread.
 
 Each tier emits one warning event when it reaches 70% (re-armed when it drops below). After
-every compression the must-survive set (key decisions, artifact references, open questions,
-active tasks, and every completed task's id somewhere in L0/L1/L2) is checked against the
-rendered tiers; a loss raises `MemoryIntegrityError`.
+every compression the must-survive set (key decisions, active tasks, and every completed task's
+id somewhere in L0/L1/L2) is checked against the rendered tiers; a loss raises
+`MemoryIntegrityError`.
 
 The whole state is plain data (`to_dict` / `from_dict`), so a LangGraph graph can keep it in its
 state between turns; token counts are never stored, they are recounted by the (memoising)
@@ -273,13 +273,10 @@ class TieredMemory:
         self.tasks: dict[str, TaskEntry] = {}
         self.episodes: list[Episode] = []
         self.decisions: list[str] = []
-        self.artifacts: list[str] = []
-        self.open_questions: list[str] = []
         self.l2_keys: list[str] = []
         self.events: list[MemoryEvent] = []
         self.metrics = MemoryMetrics()
         self.last_compression: CompressionRecord | None = None
-        self._task_artifacts: dict[str, list[str]] = {}
         self._warned: set[str] = set()
         self._conversations = 0
 
@@ -349,28 +346,6 @@ class TieredMemory:
             self.store.put(self.namespace, key, value)
         self._maintain()
 
-    def record_artifact(self, ref: str) -> None:
-        """Pin an artifact reference (file, URL, id) in L1, once."""
-        if ref not in self.artifacts:
-            self.artifacts.append(ref)
-            if self.current_task is not None:
-                self._task_artifacts.setdefault(self.current_task, []).append(ref)
-            self._maintain()
-
-    def record_open_question(self, text: str) -> None:
-        """Pin an open question in L1 until it is resolved."""
-        if text not in self.open_questions:
-            self.open_questions.append(text)
-            self._maintain()
-
-    def resolve_question(self, text: str) -> bool:
-        """Unpin an open question; returns False if it was not open."""
-        if text not in self.open_questions:
-            return False
-        self.open_questions.remove(text)
-        self._maintain()
-        return True
-
     # -- reading -----------------------------------------------------------------------------
 
     def l0_tokens(self) -> int:
@@ -381,14 +356,9 @@ class TieredMemory:
         )
 
     def l1_tokens(self) -> int:
-        """Tokens in L1: episodes plus the pinned decisions, artifacts and open questions."""
+        """Tokens in L1: episodes plus the pinned decisions."""
         count = self.counter.count
-        return (
-            sum(count(e.render()) for e in self.episodes)
-            + sum(count(d) for d in self.decisions)
-            + sum(count(a) for a in self.artifacts)
-            + sum(count(q) for q in self.open_questions)
-        )
+        return sum(count(e.render()) for e in self.episodes) + sum(count(d) for d in self.decisions)
 
     def usage(self) -> dict[str, dict[str, float]]:
         """Per-tier tokens, capacity and percentage (L2: archived episodes)."""
@@ -402,8 +372,8 @@ class TieredMemory:
     def summary(self, max_tokens: int) -> str:
         """The council's conversation-summary section, built from L1 + L0 within `max_tokens`.
 
-        Claims, in priority order: active tasks and open questions; the most recent turns
-        verbatim (up to 40% of the allocation); key decisions and artifacts (newest first);
+        Claims, in priority order: active tasks; the most recent turns verbatim (up to 40% of
+        the allocation); key decisions (newest first);
         tasks completed since the last L0 compression; L1 episodes (newest first); then more
         recent turns if room is left. The text is laid
         out oldest to newest and counted exactly; lowest-priority lines go until it fits.
@@ -412,7 +382,7 @@ class TieredMemory:
             return ""
         count = self.counter.count
         chosen: dict[str, list[tuple[int, str]]] = {
-            k: [] for k in ("episodes", "decisions", "artifacts", "questions", "tasks", "turns")
+            k: [] for k in ("episodes", "decisions", "tasks", "turns")
         }
         order: list[tuple[str, int]] = []  # claim order, so the last claimed is dropped first
         used = sum(count(h) + 1 for h in _HEADINGS.values())
@@ -431,8 +401,6 @@ class TieredMemory:
         for i, task in enumerate(tasks):
             if task.status == "active":
                 claim("tasks", i, f"- {task.render()}", max_tokens)
-        for i, q in enumerate(self.open_questions):
-            claim("questions", i, f"- {q}", max_tokens)
         turn_limit = used + int(0.4 * max_tokens)
         taken = len(self.turns)
         for i in range(len(self.turns) - 1, -1, -1):
@@ -441,8 +409,6 @@ class TieredMemory:
             taken = i
         for i in range(len(self.decisions) - 1, -1, -1):
             claim("decisions", i, f"- {self.decisions[i]}", max_tokens)
-        for i in range(len(self.artifacts) - 1, -1, -1):
-            claim("artifacts", i, f"- {self.artifacts[i]}", max_tokens)
         for i in range(len(tasks) - 1, -1, -1):
             if tasks[i].status == "completed":
                 claim("tasks", i, f"- {tasks[i].render()}", max_tokens)
@@ -545,9 +511,6 @@ class TieredMemory:
         for task in completed:
             steps = "\n".join(t.render() for t in old if t.task_id == task.id)
             body = self._summarize(steps, self._target(steps, self.task_summary_tokens))
-            refs = self._task_artifacts.get(task.id)
-            if refs:
-                body = (body + " " if body else "") + "Artifacts: " + ", ".join(refs) + "."
             header = f"[{task.id}] {task.description} -> {task.outcome}"
             new.append(Episode(task.id, "task", header, body))
             del self.tasks[task.id]
@@ -624,7 +587,7 @@ class TieredMemory:
             self._event(
                 "L1",
                 "over_capacity",
-                f"L1 still at {pct:.1f}%: pinned decisions, artifacts, open questions and the "
+                f"L1 still at {pct:.1f}%: pinned decisions and the "
                 f"{self.min_recent} most recent tasks take {after} tokens",
                 pct,
             )
@@ -684,16 +647,12 @@ class TieredMemory:
             [
                 *(e.render() for e in self.episodes),
                 *self.decisions,
-                *self.artifacts,
-                *self.open_questions,
             ]
         )
 
     def _must_survive(self) -> dict[str, set[str]]:
         return {
             "decisions": set(self.decisions),
-            "artifacts": set(self.artifacts),
-            "open_questions": set(self.open_questions),
             "active_tasks": {t.id for t in self.tasks.values() if t.status == "active"},
             "tasks": {
                 *self.tasks,
@@ -709,12 +668,9 @@ class TieredMemory:
             MemoryIntegrityError: Naming every item that disappeared.
         """
         l0 = {t.render() for t in self.tasks.values()}
-        l1 = {e.render() for e in self.episodes} | {*self.decisions, *self.artifacts}
-        l1 |= set(self.open_questions)
+        l1 = {e.render() for e in self.episodes} | set(self.decisions)
         ids = {*self.tasks, *(e.id for e in self.episodes), *self.l2_keys}
         missing = [f"decision {d!r}" for d in snapshot["decisions"] if d not in l1]
-        missing += [f"artifact {a!r}" for a in snapshot["artifacts"] if a not in l1]
-        missing += [f"open question {q!r}" for q in snapshot["open_questions"] if q not in l1]
         missing += [
             f"active task {t!r}"
             for t in snapshot["active_tasks"]
@@ -753,9 +709,6 @@ class TieredMemory:
             "tasks": [asdict(t) for t in self.tasks.values()],
             "episodes": [asdict(e) for e in self.episodes],
             "decisions": list(self.decisions),
-            "artifacts": list(self.artifacts),
-            "open_questions": list(self.open_questions),
-            "task_artifacts": {k: list(v) for k, v in self._task_artifacts.items()},
             "l2_keys": list(self.l2_keys),
             "events": [asdict(e) for e in self.events],
             "metrics": self.metrics.to_dict(),
@@ -792,10 +745,7 @@ class TieredMemory:
         memory.turns = [Turn(**t) for t in data["turns"]]
         memory.tasks = {t["id"]: TaskEntry(**t) for t in data["tasks"]}
         memory.episodes = [Episode(**e) for e in data["episodes"]]
-        memory.decisions = list(data["decisions"])
-        memory.artifacts = list(data["artifacts"])
-        memory.open_questions = list(data["open_questions"])
-        memory._task_artifacts = {k: list(v) for k, v in data["task_artifacts"].items()}
+        memory.decisions = list(data["decisions"])  # (older states' empty artifact lists: unread)
         memory.l2_keys = list(data["l2_keys"])
         memory.events = [MemoryEvent(**e) for e in data["events"]]
         memory.metrics = MemoryMetrics.from_dict(data["metrics"])
@@ -807,8 +757,6 @@ class TieredMemory:
 _HEADINGS = {
     "episodes": "Earlier in the session:",
     "decisions": "Key decisions:",
-    "artifacts": "Artifacts:",
-    "questions": "Open questions:",
     "tasks": "Current tasks:",
     "turns": "Recent conversation:",
 }
