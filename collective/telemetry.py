@@ -8,11 +8,13 @@ provider is installed: nothing is recorded or exported unless `configure_telemet
 
 Attribute names (what a trace backend can filter on):
 
-* retrieval span `collective.retrieval`: `budget_profile` (the applied profile),
+* retrieval span `collective.retrieval`: `budget_profile` (the applied retrieval profile, the
+  same as `retrieval.applied`; the name is kept from the first release),
   `retrieval.requested`, `retrieval.applied`, `retrieval.reason`, `rewrite_attempts`,
   `candidate_count`, `injected_count`, `latency_ms`, `retrieval.injected_ids`; one
   `retrieval.rewrite` event per rewrite attempt.
-* model-call span `collective.model_call`: `node`, `model`, `budget_profile`, `budget.n_ctx`,
+* model-call span `collective.model_call`: `node`, `model`, `retrieval.profile` (the applied
+  retrieval profile, also under its first-release name `budget_profile`), `budget.n_ctx`,
   `budget.prompt_tokens`, `budget.max_output_tokens`, `budget.token_counter`, `budget.fits`,
   `budget.section.<name>.allocated|used`, and a `budget_report` event whose `report` attribute is
   the whole report as JSON.
@@ -199,13 +201,15 @@ def model_call_span(
         budget_report: `BudgetReport.to_dict()`; may instead be recorded later with
             `record_budget_report` once the prompt is assembled.
         retrieval_profile: The applied retrieval profile that sized the KB allocation (the
-            span's `budget_profile` attribute, its name in traces since the first release).
+            span's `retrieval.profile`, and `budget_profile`, its name since the first release:
+            not the memory budget profile, which is in the budget report).
         **attributes: Extra attributes (e.g. `member`).
     """
     with tracer.start_as_current_span("collective.model_call") as span:
         span.set_attribute("node", node)
         span.set_attribute("model", model)
         if retrieval_profile is not None:
+            span.set_attribute("retrieval.profile", retrieval_profile)
             span.set_attribute("budget_profile", retrieval_profile)
         for key, value in attributes.items():
             span.set_attribute(key, _attribute(value))

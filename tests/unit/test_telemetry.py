@@ -63,6 +63,7 @@ def test_model_call_span_carries_the_budget_report(spans: InMemorySpanExporter) 
     attrs = dict(span.attributes or {})
     assert attrs["node"] == "specialist" and attrs["model"] == "athene"
     assert attrs["budget_profile"] == "deep" and attrs["member"] == 2
+    assert attrs["retrieval.profile"] == "deep"  # the name that says which profile it is
     assert attrs["budget.n_ctx"] == 32768 and attrs["budget.prompt_tokens"] == 20000
     assert attrs["budget.fits"] is True
     assert attrs["budget.shared_tokens"] == 19800 and attrs["budget.reused_tokens"] == 19750
