@@ -205,15 +205,31 @@ class WordPiece:
         return ids[: max_len - 1] + [self.sep]
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7): exact GELU without scipy.
-    sign = np.sign(x)
-    x = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * x)
-    poly = t * (
-        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
-    )
-    return sign * (1.0 - poly * np.exp(-x * x))
+def _gelu(x: np.ndarray) -> np.ndarray:
+    """Exact (erf) GELU, in place: `0.5 (x + |x| erf(|x| / sqrt 2))`, float32 throughout.
+
+    erf by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7), as numpy has no erf and scipy is not
+    a dependency. Python-float constants keep float32 arrays float32 (a numpy float64 scalar
+    would turn the rest of the encoder into float64: 2.7x the time, measured).
+    """
+    a = np.abs(x)
+    a *= 0.5**0.5
+    t = a * 0.3275911
+    t += 1.0
+    np.reciprocal(t, out=t)
+    poly = t * 1.061405429
+    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        poly += c
+        poly *= t
+    np.square(a, out=a)
+    np.negative(a, out=a)
+    np.exp(a, out=a)
+    a *= poly  # 1 - erf(|x| / sqrt 2)
+    np.subtract(1.0, a, out=a)
+    a *= np.abs(x)
+    x += a
+    x *= 0.5
+    return x
 
 
 def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
@@ -316,14 +332,13 @@ class MiniLMEmbedder:
         hd = self.dim // self.heads
         for qkv, qkv_b, o, o_b, norm1, up, up_b, down, down_b, norm2 in self.layers:
             h = (x @ qkv + qkv_b).reshape(n, length, 3, self.heads, hd).transpose(2, 0, 3, 1, 4)
-            scores = h[0] @ h[1].transpose(0, 1, 3, 2) / np.sqrt(hd) + bias
+            scores = h[0] @ h[1].transpose(0, 1, 3, 2) * (hd**-0.5) + bias
             scores = np.exp(scores - scores.max(-1, keepdims=True))
             scores /= scores.sum(-1, keepdims=True)
             context = (scores @ h[2]).transpose(0, 2, 1, 3).reshape(n, length, self.dim)
             x = _layer_norm(context @ o + o_b + x, *norm1)
             mid = x @ up + up_b
-            mid = 0.5 * mid * (1.0 + _erf(mid / np.sqrt(2.0)))
-            x = _layer_norm(mid @ down + down_b + x, *norm2)
+            x = _layer_norm(_gelu(mid) @ down + down_b + x, *norm2)
         pooled = (x * mask[:, :, None]).sum(1) / mask.sum(1, keepdims=True)
         return (pooled / np.linalg.norm(pooled, axis=1, keepdims=True)).astype(np.float32)
 

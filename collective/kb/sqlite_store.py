@@ -478,6 +478,9 @@ class SqliteKnowledgeStore:
     def embed_missing(self, progress: Progress | None = None) -> int:
         """Compute the vectors of chunks that lack one, in committed batches.
 
+        Chunks go shortest first, so that each batch holds texts of similar length and pads
+        little (a file's mixed lengths padded to the longest of each batch otherwise).
+
         Args:
             progress: Called with `(done, total)` after each batch.
 
@@ -494,7 +497,8 @@ class SqliteKnowledgeStore:
         with self._lock:
             todo = self._db.execute(
                 "SELECT c.rowid, c.heading, c.text FROM chunks c "
-                "LEFT JOIN vectors v ON v.rowid = c.rowid WHERE v.rowid IS NULL ORDER BY c.rowid"
+                "LEFT JOIN vectors v ON v.rowid = c.rowid WHERE v.rowid IS NULL "
+                "ORDER BY length(c.heading) + length(c.text), c.rowid"
             ).fetchall()
         done = 0
         for start in range(0, len(todo), EMBED_BATCH):
