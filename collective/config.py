@@ -65,10 +65,20 @@ __all__ = [
 Source = Literal["default", "file", ".env", "env", "cli"]
 """Where a value came from, lowest precedence first."""
 
-DEFAULT_CONFIG_FILE = "collective.toml"
+DEFAULT_CONFIG_FILE = environment.DEFAULT_CONFIG_FILE
 
-MACHINE_KEYS = ("checkpoints", "store", "usage_log", "telemetry")
+MACHINE_KEYS = ("checkpoints", "store", "usage_log", "telemetry", "kb_embeddings")
 """Settings of this machine, not of a run: a resumed run keeps the current ones."""
+
+
+def _embedding_spec(value: str) -> str:
+    from collective.kb.embeddings import parse_spec
+
+    try:
+        parse_spec(value)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+    return value.strip()
 
 
 def _judges(value: Any) -> Any:
@@ -118,8 +128,9 @@ class CollectiveConfig(_RunSettings):
     """Every setting of collective, validated: the run's and this machine's.
 
     The run's are `CouncilContext`'s fields (`_RunSettings`), declared there only; the
-    machine's are `checkpoints`, `store` and `telemetry` (`MACHINE_KEYS`). Validating builds
-    the run's context once (`council_context`), which reads the budgets and profiles.
+    machine's are `checkpoints`, `store`, `telemetry` and `kb_embeddings` (`MACHINE_KEYS`).
+    Validating builds the run's context once (`council_context`), which reads the budgets and
+    profiles.
     """
 
     model_config = SettingsConfigDict(env_prefix="COLLECTIVE_", extra="forbid")
@@ -133,6 +144,11 @@ class CollectiveConfig(_RunSettings):
         description="L2 long-term memory (LangGraph store): a SQLite file or a postgresql:// URL.",
     )
     telemetry: Literal["none", "console", "otlp"] = "none"
+    kb_embeddings: Annotated[str, AfterValidator(_embedding_spec)] = Field(
+        default="builtin",
+        description="The KB's embedding model: builtin, none, openai:MODEL@http://HOST:PORT "
+        "or ollama:MODEL@http://HOST:PORT (an embedding server of yours).",
+    )
     _context: CouncilContext = PrivateAttr()
 
     @classmethod

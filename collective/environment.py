@@ -15,6 +15,7 @@ from pathlib import Path
 __all__ = [
     "CHECKPOINTS_PATH",
     "COMPLEXITY_SIGNALS_ENV",
+    "DEFAULT_CONFIG_FILE",
     "EMBEDDED_MODEL_ENV",
     "KB_EMBEDDINGS_ENV",
     "KB_PATH",
@@ -36,6 +37,9 @@ __all__ = [
     "verbose",
 ]
 
+DEFAULT_CONFIG_FILE = "collective.toml"
+"""The TOML file read from the working directory when neither `--config` nor
+`$COLLECTIVE_CONFIG` names one."""
 KB_PATH = Path(".collective") / "kb.sqlite"
 """The KB when neither `--kb`, config `kb` nor `$COLLECTIVE_KB` names one."""
 CHECKPOINTS_PATH = ".collective/checkpoints.sqlite"
@@ -52,7 +56,7 @@ COMPLEXITY_SIGNALS_ENV = "COLLECTIVE_COMPLEXITY_SIGNALS"
 EMBEDDED_MODEL_ENV = "COLLECTIVE_EMBEDDED_MODEL"
 """Runs every `embedded` spec on this one embedded model (the tests use the small gemma)."""
 KB_EMBEDDINGS_ENV = "COLLECTIVE_KB_EMBEDDINGS"
-"""The embedder of KB vectors (default: the bundled model)."""
+"""The embedder of KB vectors (default: config `kb_embeddings`, else the bundled model)."""
 
 
 def _get(name: str) -> str:

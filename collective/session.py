@@ -17,6 +17,7 @@ stays fast.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collective import agents
+from collective import agents, environment
 
 if TYPE_CHECKING:
     from collective.config import CollectiveConfig, EffectiveConfig
@@ -77,6 +78,9 @@ def load_settings(config: Path | None, overrides: Mapping[str, Any]) -> Effectiv
     from collective.config import load_config
 
     effective = load_config(config, overrides)
+    if effective.source_of("kb_embeddings") in ("file", ".env"):
+        # The KB opens its embedder from the environment (kb commands read no --config).
+        os.environ[environment.KB_EMBEDDINGS_ENV] = effective.config.kb_embeddings
     if effective.config.telemetry != "none":
         from collective.telemetry import configure_telemetry
 

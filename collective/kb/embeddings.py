@@ -5,12 +5,16 @@
   (`model.safetensors`, the same file as the published model: its sha256 is checked, like the
   council's GGUFs). It runs here in numpy: a BERT WordPiece tokenizer, six encoder layers,
   mean pooling and L2 normalisation. No PyTorch, no hub access.
-* `openai:URL#MODEL`: an OpenAI-compatible `/v1/embeddings` endpoint (llama-server
-  `--embedding`), e.g. `openai:http://127.0.0.1:8085/v1/embeddings#nomic-embed-text`.
-* `ollama:MODEL@URL`: Ollama's `/api/embed`, e.g. `ollama:nomic-embed-text@http://127.0.0.1:11434`.
+* `openai:MODEL@http://HOST:PORT`: an OpenAI-compatible `/v1/embeddings` endpoint (llama-server
+  `--embedding`, vLLM), the form the chat backends use, e.g.
+  `openai:nomic-embed-text@http://127.0.0.1:8085`; `openai:URL#MODEL` (the endpoint's full URL)
+  is the same.
+* `ollama:MODEL@http://HOST:PORT`: Ollama's `/api/embed`, e.g.
+  `ollama:nomic-embed-text@http://127.0.0.1:11434`.
 * `none`: no vectors; retrieval is lexical only.
 
-Choose with `$COLLECTIVE_KB_EMBEDDINGS` (or `kb_embeddings` in the config file). A KB records the
+Choose with `kb_embeddings` in the config file or `$COLLECTIVE_KB_EMBEDDINGS` (which wins).
+A KB records the
 model name and dimension of its vectors; a KB built with another model is refused until
 `collective kb reindex` recomputes them.
 """
@@ -25,6 +29,7 @@ import re
 import struct
 import unicodedata
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,12 +42,16 @@ from collective.models.embedded import pinned_distribution
 __all__ = [
     "BUILTIN_MODEL",
     "EMBEDDINGS_ENV",
+    "EMBEDDING_FORMS",
     "Embedder",
+    "EmbeddingSpec",
     "HttpEmbedder",
     "MiniLMEmbedder",
     "configured_embedder",
+    "configured_spec",
     "embedder_for",
     "one_blas_thread",
+    "parse_spec",
 ]
 
 EMBEDDINGS_ENV = environment.KB_EMBEDDINGS_ENV
@@ -386,30 +395,90 @@ class HttpEmbedder:
 _builtin: Callable[[], MiniLMEmbedder] = functools.cache(MiniLMEmbedder)
 
 
+EMBEDDING_FORMS = (
+    "builtin, none, openai:MODEL@http://HOST:PORT (or openai:URL#MODEL), "
+    "ollama:MODEL@http://HOST:PORT"
+)
+
+
+@dataclass(frozen=True)
+class EmbeddingSpec:
+    """A parsed embedder spec."""
+
+    kind: str
+    """`builtin`, `none`, `openai` or `ollama`."""
+    url: str = ""
+    """The endpoint a server's embeddings are posted to."""
+    model: str = ""
+
+
+def parse_spec(spec: str) -> EmbeddingSpec:
+    """The embedder a spec names, checked without loading or connecting (module docstring).
+
+    Raises:
+        ConfigError: A spec of no known form, or a URL without a usable host and port.
+    """
+    from collective.models.registry import url_problem
+
+    text = spec.strip() or "builtin"
+    if text in ("builtin", BUILTIN_MODEL, "none"):
+        return EmbeddingSpec("none" if text == "none" else "builtin")
+    kind, _, rest = text.partition(":")
+    if kind == "openai" and "#" in rest:
+        url, _, model = rest.rpartition("#")
+        endpoint = url
+    elif kind in ("openai", "ollama") and "@" in rest:
+        model, _, url = rest.rpartition("@")
+        base = url.rstrip("/")
+        endpoint = base + ("/api/embed" if kind == "ollama" else "/v1/embeddings")
+        if kind == "openai" and base.endswith("/v1"):
+            endpoint = base + "/embeddings"
+    else:
+        raise ConfigError(f"unknown embedding spec {spec!r}; use {EMBEDDING_FORMS}")
+    problem = "no model name" if not model.strip() else url_problem(url)
+    if problem:
+        raise ConfigError(f"embedding spec {spec!r}: {problem}")
+    return EmbeddingSpec(kind, endpoint, model.strip())
+
+
 def embedder_for(spec: str) -> Embedder | None:
     """The embedder a spec names (see the module docstring); None for `none`.
 
     Raises:
         ConfigError: A spec of no known form.
     """
-    spec = spec.strip() or "builtin"
-    if spec == "none":
+    parsed = parse_spec(spec)
+    if parsed.kind == "none":
         return None
-    if spec in ("builtin", BUILTIN_MODEL):
+    if parsed.kind == "builtin":
         return _builtin()
-    kind, _, rest = spec.partition(":")
-    if kind == "openai" and "#" in rest:
-        url, _, model = rest.rpartition("#")
-        return HttpEmbedder(kind, url, model)
-    if kind == "ollama" and "@" in rest:
-        model, _, base = rest.partition("@")
-        return HttpEmbedder(kind, base.rstrip("/") + "/api/embed", model)
-    raise ConfigError(
-        f"unknown {EMBEDDINGS_ENV} {spec!r}; use builtin, none, openai:URL#MODEL or "
-        "ollama:MODEL@URL"
-    )
+    return HttpEmbedder(parsed.kind, parsed.url, parsed.model)
+
+
+def configured_spec() -> str:
+    """`$COLLECTIVE_KB_EMBEDDINGS`, else `kb_embeddings` in the config file, else `builtin`.
+
+    The config file is `$COLLECTIVE_CONFIG`, else `collective.toml` in the working directory
+    (a run with `--config FILE` exports the file's value; see `session.load_settings`).
+
+    Raises:
+        ConfigError: The config file cannot be read, or its value is no string.
+    """
+    import tomllib
+
+    spec = environment.kb_embeddings()
+    path = environment.config_file() or Path(environment.DEFAULT_CONFIG_FILE)
+    if spec or not path.is_file():
+        return spec or "builtin"
+    try:
+        value = tomllib.loads(path.read_text(encoding="utf-8")).get("kb_embeddings", "builtin")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read kb_embeddings from config file {path}: {exc}") from None
+    if not isinstance(value, str):
+        raise ConfigError(f"kb_embeddings in {path} must be a string; use {EMBEDDING_FORMS}")
+    return value
 
 
 def configured_embedder() -> Embedder | None:
-    """The embedder `$COLLECTIVE_KB_EMBEDDINGS` names (default: the bundled model)."""
-    return embedder_for(environment.kb_embeddings())
+    """The embedder `configured_spec()` names (default: the bundled model)."""
+    return embedder_for(configured_spec())

@@ -42,6 +42,7 @@ __all__ = [
     "parse_spec",
     "refuse",
     "register",
+    "url_problem",
     "valid_forms",
 ]
 
@@ -121,21 +122,29 @@ def refuse(spec: str, why: str) -> ConfigError:
 
 def checked_url(spec: str, url: str) -> str:
     """`url` without a trailing `/`, or `refuse` unless http(s) with a host and a usable port."""
+    problem = url_problem(url)
+    if problem:
+        raise refuse(spec, problem)
+    return url.rstrip("/")
+
+
+def url_problem(url: str) -> str:
+    """Why `url` is no http(s) URL with a host and a port from 1 to 65535 ("": it is one)."""
     if any(c.isspace() or not c.isprintable() for c in url):
-        raise refuse(spec, f"{url!r} holds spaces or control characters")
+        return f"{url!r} holds spaces or control characters"
     try:
         parts = urlsplit(url)
     except ValueError as exc:  # e.g. an unclosed `[` of an IPv6 host
-        raise refuse(spec, f"{url!r} is not a valid URL ({exc})") from None
+        return f"{url!r} is not a valid URL ({exc})"
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise refuse(spec, f"{url!r} is not an http(s) URL with a host")
+        return f"{url!r} is not an http(s) URL with a host"
     try:
         port = parts.port
     except ValueError:  # not a number, or past 65535
         port = -1
     if port is not None and not 1 <= port <= 65535:
-        raise refuse(spec, f"{url!r} has no valid port; give one from 1 to 65535")
-    return url.rstrip("/")
+        return f"{url!r} has no valid port; give one from 1 to 65535"
+    return ""
 
 
 def parse_spec(spec: str) -> BackendSpec:

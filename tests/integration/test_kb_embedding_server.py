@@ -39,8 +39,11 @@ def test_a_kb_embedded_by_a_server_and_refused_by_another_model(
         "## Uses\nSiding, fences and decks.\n",
         encoding="utf-8",
     )
-    spec = f"openai:{embedding_server.url}/v1/embeddings#gemma-3-270m"
-    monkeypatch.setenv("COLLECTIVE_KB_EMBEDDINGS", spec)
+    # The config file names the server in the chat backends' form.
+    config = tmp_path / "collective.toml"
+    config.write_text(f'kb_embeddings = "openai:gemma-3-270m@{embedding_server.url}"\n')
+    monkeypatch.setenv("COLLECTIVE_CONFIG", str(config))
+    monkeypatch.delenv("COLLECTIVE_KB_EMBEDDINGS", raising=False)
     kb = tmp_path / "kb.sqlite"
     with SqliteKnowledgeStore(kb) as store:
         store.add_paths([docs])
@@ -49,7 +52,14 @@ def test_a_kb_embedded_by_a_server_and_refused_by_another_model(
         result = retrieve(store, "stains on the fence", "balanced")
         assert result.dense["used"] is True and result.injected
 
-    monkeypatch.delenv("COLLECTIVE_KB_EMBEDDINGS")  # the bundled model: not this KB's
+    # The first form (the endpoint's URL, then the model) still names the same model.
+    spec = f"openai:{embedding_server.url}/v1/embeddings#gemma-3-270m"
+    monkeypatch.setenv("COLLECTIVE_KB_EMBEDDINGS", spec)
+    with SqliteKnowledgeStore(kb) as store:
+        assert retrieve(store, "stains on the fence", "balanced").dense["used"] is True
+
+    monkeypatch.delenv("COLLECTIVE_KB_EMBEDDINGS")
+    monkeypatch.delenv("COLLECTIVE_CONFIG")  # the bundled model: not this KB's
     with SqliteKnowledgeStore(kb) as store:
         with pytest.raises(ConfigError, match="'gemma-3-270m'.*collective kb reindex"):
             retrieve(store, "stains on the fence", "balanced")

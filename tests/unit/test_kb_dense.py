@@ -171,3 +171,78 @@ def test_embedding_spec_errors_are_config_errors() -> None:
     assert embedder_for("none") is None
     with pytest.raises(ConfigError, match="openai:URL#MODEL"):
         embedder_for("word2vec")
+
+
+def test_embedding_server_specs_take_the_chat_backends_form() -> None:
+    from collective.kb.embeddings import EmbeddingSpec, parse_spec
+
+    assert parse_spec("openai:nomic@http://127.0.0.1:8085") == EmbeddingSpec(
+        "openai", "http://127.0.0.1:8085/v1/embeddings", "nomic"
+    )
+    assert parse_spec("openai:nomic@http://h:8085/v1/") == parse_spec("openai:nomic@http://h:8085")
+    # The first form stays an alias: the endpoint's full URL, then the model.
+    assert parse_spec("openai:http://h:8085/v1/embeddings#nomic") == parse_spec(
+        "openai:nomic@http://h:8085"
+    )
+    assert parse_spec("ollama:nomic@http://h:11434/") == EmbeddingSpec(
+        "ollama", "http://h:11434/api/embed", "nomic"
+    )
+    for bad in ("openai:nomic@http://h:0", "openai:nomic@http://h:70000", "ollama:m@http://h:x"):
+        with pytest.raises(ConfigError, match="give one from 1 to 65535"):
+            parse_spec(bad)
+    with pytest.raises(ConfigError, match="no model name"):
+        parse_spec("openai:@http://h:8085")
+
+
+def test_config_file_names_the_kb_embedder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from collective.config import load_config
+    from collective.kb.embeddings import configured_spec
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("COLLECTIVE_KB_EMBEDDINGS", raising=False)
+    monkeypatch.delenv("COLLECTIVE_CONFIG", raising=False)
+    assert configured_spec() == "builtin"
+    (tmp_path / "collective.toml").write_text('kb_embeddings = "none"\n', encoding="utf-8")
+    assert configured_spec() == "none"
+    effective = load_config(dotenv=None)
+    assert effective.config.kb_embeddings == "none"
+    assert effective.source_of("kb_embeddings") == "file"
+    monkeypatch.setenv("COLLECTIVE_KB_EMBEDDINGS", "builtin")  # the environment wins
+    assert configured_spec() == "builtin"
+    monkeypatch.delenv("COLLECTIVE_KB_EMBEDDINGS")
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('kb_embeddings = "openai:m@http://127.0.0.1:99999"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="kb_embeddings: .*give one from 1 to 65535"):
+        load_config(bad, dotenv=None)
+
+
+def test_kb_add_uses_the_config_files_embedder(
+    tmp_path: Path, docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("COLLECTIVE_KB_EMBEDDINGS", raising=False)
+    config = tmp_path / "mine.toml"
+    config.write_text('kb_embeddings = "none"\n', encoding="utf-8")
+    monkeypatch.setenv("COLLECTIVE_CONFIG", str(config))
+    kb = tmp_path / "kb.sqlite"
+    result = runner.invoke(app, ["kb", "add", str(docs), "--kb", str(kb), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["vectors_added"] == 0
+    with SqliteKnowledgeStore(kb, embedder=None) as store:
+        assert store.vector_status() == (None, 0, 4)
+
+
+def test_a_run_with_config_exports_its_kb_embedder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `ask --config FILE`: the KB the run opens must use the file's embedder.
+    from collective.kb.embeddings import configured_spec
+    from collective.session import load_settings
+
+    monkeypatch.delenv("COLLECTIVE_KB_EMBEDDINGS", raising=False)
+    monkeypatch.delenv("COLLECTIVE_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "elsewhere.toml"
+    config.write_text('kb_embeddings = "none"\n', encoding="utf-8")
+    load_settings(config, {})
+    assert configured_spec() == "none"
