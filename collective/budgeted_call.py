@@ -26,7 +26,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, Required, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Protocol, Required, TypedDict, Unpack
 
 from collective.budget.assembly import AssembledPrompt, SectionContent, assemble
 from collective.budget.counting import ChatMessage, TokenCounter
@@ -37,7 +37,7 @@ from collective.budget.monitor import (
     scope_for_section,
 )
 from collective.budget.plans import ModelBudget
-from collective.budget.profiles import AgentBudget, ProfileAssignments, resolve_budget
+from collective.budget.profiles import AgentBudget, resolve_budget
 from collective.budget.report import BudgetReport
 from collective.errors import BackendUnavailable, ContextOverflow, PoolExhausted
 from collective.models.admission import default_admission
@@ -46,9 +46,11 @@ from collective.models.tool_calls import text_calls, tool_call_schema
 from collective.prompts import council
 from collective.telemetry import model_call_span, record_budget_report
 
+if TYPE_CHECKING:
+    from collective.graph.context import CouncilContext
+
 __all__ = [
     "Admission",
-    "CallSettings",
     "ModelCall",
     "OnEvent",
     "OnToken",
@@ -105,24 +107,6 @@ class Admission(Protocol):
         ...
 
 
-class CallSettings(Protocol):
-    """What a budgeted call reads from the run's settings.
-
-    `CouncilContext` has it all, read once when it was made (the plans, the memory profiles).
-    """
-
-    output_caps: Mapping[str, int]
-    temperature: float
-    usage_log: str | None
-    """JSON-lines usage log; None disables it."""
-    memory_profiles: ProfileAssignments
-    """Which memory budget profile each agent has."""
-
-    def budget_plan(self, role: str) -> ModelBudget:
-        """The role's plan before fitting; refused if it lacks a section the role needs."""
-        ...
-
-
 class Request(TypedDict, total=False):
     """What one call asks of the model, beside who calls which backend (`budgeted_call`)."""
 
@@ -164,7 +148,7 @@ class ModelCall:
 
 
 def fit_plan(
-    settings: CallSettings,
+    settings: CouncilContext,
     role: str,
     backend: Backend,
     n_ctx: int,
@@ -210,7 +194,7 @@ def fit_plan(
 
 
 async def budgeted_call(
-    settings: CallSettings,
+    settings: CouncilContext,
     *,
     role: str,
     agent: str,
@@ -223,7 +207,8 @@ async def budgeted_call(
     """Assemble the request's `contents` under the role's budget and call `backend`.
 
     Args:
-        settings: The run's settings (budgets, caps, temperature, usage log, profiles).
+        settings: The run's settings (`CouncilContext`: its plans, caps, temperature, usage log
+            and memory budget profiles, read when it was made).
         role: `planner`, `specialist`, `reviewer`, `judge` or `chat` (selects the budget plan
             and answer cap).
         agent: Who calls (`plan`, `specialist-2`, `chat`, ...): the budget report's node, the
@@ -286,7 +271,7 @@ async def budgeted_call(
 class _Call:
     """One budgeted call in progress: who calls which backend with what."""
 
-    settings: CallSettings
+    settings: CouncilContext
     role: str
     agent: str
     backend: Backend
