@@ -190,3 +190,18 @@ def test_no_function_over_80_lines_without_a_reason_in_its_docstring():
                 if lines > LONG and "Long:" not in (ast.get_docstring(node) or ""):
                     long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name}")
     assert long == [], "split these into named steps, or say why not in the docstring (Long: ...)"
+
+
+def test_environment_variables_are_read_in_one_place():
+    """`collective/environment.py` reads them; elsewhere they are only set (for child code)."""
+    reads = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "environment.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            text = ast.unparse(node) if isinstance(node, ast.Call | ast.Subscript) else ""
+            called = text.startswith(("os.getenv(", "os.environ.get(", "getenv("))
+            indexed = isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
+            if called or (indexed and text.startswith("os.environ[")):
+                reads.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {text}")
+    assert reads == [], "read environment variables through collective.environment"
