@@ -36,11 +36,11 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """`build_graph`, `council_node` and `graph` (compiled once), loaded when first asked for."""
+    """`build_graph`, `council_node` and `graph` (`builder.graph`), loaded when first asked for."""
     if name not in ("build_graph", "council_node", "graph"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from collective.graph import builder
 
-    value = builder.build_graph() if name == "graph" else getattr(builder, name)
+    value = getattr(builder, name)
     globals()[name] = value
     return value

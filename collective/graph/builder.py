@@ -239,3 +239,8 @@ def council_node(
         return {key: out.get(name) for key, name in mapping.items()}
 
     return run_council
+
+
+graph = build_graph()
+"""The compiled default (no checkpointer): `collective.graph.graph`, and what `langgraph.json`
+serves (LangGraph's server reads it from this module's namespace)."""
