@@ -137,6 +137,27 @@ def test_a_word_no_chunk_has_does_not_hide_the_words_every_chunk_has(tmp_path: P
     assert hits and all("aspirin" in c.text for c in hits)
 
 
+def test_a_word_in_more_than_common_chunks_is_not_matched_on_but_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At scale a word in thousands of chunks made FTS5 rank them all (17 of 24 ms a search at
+    # 100K chunks); such a word no longer finds candidates, but still scores coverage.
+    from collective.kb import sqlite_store
+
+    notes = tmp_path / "notes.md"
+    notes.write_text(
+        "# A\n\nsteel beams rust\n\n# B\n\nsteel nails\n\n# C\n\nsteel sheet\n\n"
+        "# D\n\ncopper pipes\n\n# E\n\nrust on copper\n\n# F\n\nbrass fittings\n"
+    )
+    with SqliteKnowledgeStore(tmp_path / "kb.sqlite", embedder=None) as store:
+        store.add_file(notes)
+        assert {c.heading for c in store.search("steel rust", 6)} == {"A", "B", "C", "E"}
+        monkeypatch.setattr(sqlite_store, "COMMON_CHUNKS", 2)  # "steel" is in 3
+        hits = store.search("steel rust", 6)
+    assert [c.heading for c in hits] == ["A", "E"]
+    assert hits[0].score > hits[1].score  # A also holds "steel"
+
+
 @pytest.mark.parametrize("query", ['"', "AND OR NOT", "pla*", "bed:(x)", "-", "   ", "NEAR(a b)"])
 def test_search_survives_fts_syntax_in_queries(tmp_path: Path, query: str) -> None:
     store = open_default_store(tmp_path / "demo.sqlite")
