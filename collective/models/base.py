@@ -206,6 +206,13 @@ class Backend(ABC):
         """Whether the configured model is really served (never raises; asked after `health`)."""
         return Health(True, f"{self.model} (no model listing for this kind)")
 
+    async def before_fan_out(self) -> None:
+        """Called after the planner, before the K members are sent at once (never raises).
+
+        A server that can make the planner's prompt, left on one slot, reusable by members on
+        other slots does it here; this default does nothing.
+        """
+
     async def aclose(self) -> None:
         """Release connections and models."""
 

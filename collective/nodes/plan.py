@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -40,6 +41,10 @@ async def plan(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[st
         retrieval_profile=applied_profile(state),
     )
     timings = progress.done(call)
+    # The members follow at once: their servers may make this prompt's prefix reusable by
+    # more slots than the one that holds it.
+    members = {b.spec: b for b in map(resolve_backend, ctx.specialists)}
+    await asyncio.gather(*(b.before_fan_out() for b in members.values()))
     return {
         "plan": call.result.text.strip(),
         "budgets": [call.report_dict],

@@ -65,7 +65,7 @@ def scored() -> list[Scored]:
     return [Scored(c.id, format_chunk(c), c.score, mark=tag(c.id)) for c in CHUNKS]
 
 
-async def member_prompts(backend: Backend) -> list[AssembledPrompt]:
+async def member_prompts(backend: Backend, question: str = QUESTION) -> list[AssembledPrompt]:
     """The K members' prompts as the specialist node assembles them for `backend`."""
     n_ctx = await backend.context_window()
     counter = await backend.token_counter()
@@ -75,7 +75,7 @@ async def member_prompts(backend: Backend) -> list[AssembledPrompt]:
             assemble,
             plan,
             counter,
-            member_sections(QUESTION, PLAN, "", scored(), member, K),
+            member_sections(question, PLAN, "", scored(), member, K),
             prompt.compose,
             node=member,
             model=backend.model,
@@ -347,6 +347,30 @@ async def test_member_prompts_share_their_prefix_on_llama_server(
         ]
     finally:
         await backend.aclose()
+
+
+async def test_after_before_fan_out_members_on_other_slots_reuse_the_prefix(
+    swa_full_server: ServerProcess,
+) -> None:
+    # Concurrent members on slots that did not read the prefix computed it again (measured with
+    # K = 3: 1,828, 0 and 0 tokens reused). `before_fan_out` gets the slot holding it saved in
+    # the server's host prompt cache, from which a member on another slot loads it.
+    from collective.models.llama_server import LlamaServerBackend
+
+    backend = LlamaServerBackend(swa_full_server.url)
+    try:
+        # a question of its own: nothing earlier tests left in the slots or the cache shares it
+        first, *members = await member_prompts(backend, "Which glue bonds PETG to TPU outdoors?")
+        alone = await backend.chat(first.messages, max_tokens=4, temperature=0.0)
+        await backend.before_fan_out()
+        results = await asyncio.gather(
+            *(backend.chat(p.messages, max_tokens=4, temperature=0.0) for p in members[:2])
+        )
+    finally:
+        await backend.aclose()
+    reused = [r.timings.get("cache_n") or 0 for r in results]
+    # most of each prompt is the shared prefix (only `## Your part` differs)
+    assert all(n >= alone.usage.prompt_tokens // 2 for n in reused), reused
 
 
 # -- Ollama -------------------------------------------------------------------------------------
