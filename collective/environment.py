@@ -19,6 +19,7 @@ __all__ = [
     "EMBEDDED_MODEL_ENV",
     "KB_EMBEDDINGS_ENV",
     "KB_PATH",
+    "RERANK_ENV",
     "STORE_PATH",
     "SYNONYMS_ENV",
     "USAGE_LOG_PATH",
@@ -31,6 +32,7 @@ __all__ = [
     "kb_path",
     "ollama_host",
     "ollama_num_parallel",
+    "rerank",
     "synonyms_file",
     "threads",
     "usage_log_path",
@@ -55,6 +57,8 @@ COMPLEXITY_SIGNALS_ENV = "COLLECTIVE_COMPLEXITY_SIGNALS"
 """Names a TOML file of complexity signals that replaces `data/complexity_signals.toml`."""
 EMBEDDED_MODEL_ENV = "COLLECTIVE_EMBEDDED_MODEL"
 """Runs every `embedded` spec on this one embedded model (the tests use the small gemma)."""
+RERANK_ENV = "COLLECTIVE_RERANK"
+"""Deep retrieval's reranker: `embedded` (default: the embedded judge model) or `none`."""
 KB_EMBEDDINGS_ENV = "COLLECTIVE_KB_EMBEDDINGS"
 """The embedder of KB vectors (default: config `kb_embeddings`, else the bundled model)."""
 
@@ -104,6 +108,11 @@ def embedded_model_override() -> str:
 def kb_embeddings() -> str:
     """`$COLLECTIVE_KB_EMBEDDINGS`: the KB's embedder ("": the bundled model)."""
     return _get(KB_EMBEDDINGS_ENV)
+
+
+def rerank() -> str:
+    """`$COLLECTIVE_RERANK`: deep retrieval's reranker ("": the default, `embedded`)."""
+    return _get(RERANK_ENV)
 
 
 def threads() -> str:

@@ -1,0 +1,180 @@
+"""Deep's reranker: an embedded chat model asked, per candidate, whether it answers the question.
+
+No cross-encoder with weights ships on PyPI (bench/README.md), so deep reranks its best
+candidates with the council's own judge model, Qwen2.5-Coder-1.5B-Instruct (embedded, in
+process): a candidate's score is the log-odds of "yes" over "no" as the next token after
+
+    Question: ... Does the passage below answer this question? Reply yes or no.
+    Passage: <heading>: <text>
+
+The question part is decoded once; the candidates are decoded together, one sequence each on
+a copy of it (`kv_unified`), in one batch. Scores are kept per (question, passage), so asking
+again costs nothing. `$COLLECTIVE_RERANK=none` turns it off (the test suite does: it loads a
+model). Measured on the eval KB in bench/README.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from collective import environment
+from collective.errors import ConfigError
+from collective.kb.store import Chunk
+
+__all__ = ["RERANK_MODEL", "LlmReranker", "configured_reranker"]
+
+RERANK_MODEL = "qwen2.5-coder-1.5b"
+"""The embedded model deep reranks with (`collective.models.embedded.EMBEDDED_MODELS`)."""
+
+_PREFIX = (
+    "<|im_start|>system\nYou check search results for a materials knowledge base.<|im_end|>\n"
+    "<|im_start|>user\nQuestion: {query}\n"
+    "Does the passage below answer this question? Reply yes or no.\nPassage: "
+)
+_SUFFIX = "{passage}<|im_end|>\n<|im_start|>assistant\n"
+_PASSAGE_CHARS = 700
+"""Characters of a candidate shown (a chunk is at most `MAX_CHUNK_CHARS`; most are shorter)."""
+_SEQS = 16
+"""Candidates decoded in one batch (one KV sequence each, plus the question's)."""
+
+
+class LlmReranker:
+    """Yes/no log-odds of a GGUF chat model, for a question and its candidates.
+
+    Args:
+        path: The GGUF (ChatML template, as Qwen2.5's).
+        n_threads: CPU threads for llama.cpp (default: as the embedded backends,
+            `$COLLECTIVE_THREADS` or the cores this process may use).
+    """
+
+    def __init__(self, path: str | Path, n_threads: int | None = None) -> None:
+        import llama_cpp
+        from llama_cpp._internals import LlamaContext, LlamaModel
+        from llama_cpp._logger import set_verbose
+        from llama_cpp._utils import suppress_stdout_stderr
+
+        from collective.models.llamacpp_in_process import default_threads
+
+        set_verbose(False)  # as `Llama(verbose=False)`: native logs stay quiet (at exit too)
+        params = llama_cpp.llama_model_default_params()
+        with suppress_stdout_stderr(disable=False):
+            self._model = LlamaModel(path_model=str(path), params=params, verbose=False)
+            ctx = llama_cpp.llama_context_default_params()
+            ctx.n_ctx = 4096
+            ctx.n_batch = 2048
+            ctx.n_ubatch = 512  # a 2048-token step buffer took 1.2 GB
+            threads = n_threads or default_threads()
+            ctx.n_threads = ctx.n_threads_batch = threads
+            ctx.n_seq_max = _SEQS + 1
+            ctx.kv_unified = True  # the question's cells are shared by every candidate
+            ctx.no_perf = True
+            self._ctx = LlamaContext(model=self._model, params=ctx, verbose=False)
+        self._memory = llama_cpp.llama_get_memory(self._ctx.ctx)
+        self._batch = llama_cpp.llama_batch_init(2048, 0, 1)
+        self._vocab = self._model.n_vocab()
+        self._lock = threading.Lock()
+        self._known: dict[tuple[str, str], float] = {}
+        self.yes = self._first_tokens(("yes", "Yes", " yes", " Yes"))
+        self.no = self._first_tokens(("no", "No", " no", " No"))
+
+    def _tokens(self, text: str) -> list[int]:
+        return list(self._model.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def _first_tokens(self, words: Sequence[str]) -> list[int]:
+        return sorted({self._tokens(w)[0] for w in words})
+
+    def _decode(self, parts: list[tuple[list[int], int, int]]) -> list[int]:
+        """Decode `(tokens, seq_id, first position)` parts in one batch: each last token's row."""
+        import llama_cpp
+
+        batch, rows, n = self._batch, [], 0
+        for tokens, seq, start in parts:
+            for i, token in enumerate(tokens):
+                batch.token[n] = token
+                batch.pos[n] = start + i
+                batch.n_seq_id[n] = 1
+                batch.seq_id[n][0] = seq
+                batch.logits[n] = i == len(tokens) - 1
+                n += 1
+            rows.append(n - 1)
+        batch.n_tokens = n
+        if llama_cpp.llama_decode(self._ctx.ctx, batch) != 0:
+            raise RuntimeError("llama_decode failed while reranking")
+        return rows
+
+    def scores(self, query: str, passages: Sequence[str]) -> list[float]:
+        """The log-odds of "yes" for each passage (higher: more likely to answer `query`)."""
+        import llama_cpp
+
+        # A question is cut at 1,000 characters: it and a group of passages fit one batch.
+        prefix = self._tokens(_PREFIX.format(query=" ".join(query.split())[:1000]))
+        out: list[float] = []
+        with self._lock:
+            llama_cpp.llama_memory_clear(self._memory, True)
+            self._decode([(prefix, 0, 0)])
+            start = 0
+            while start < len(passages):
+                group: list[list[int]] = []
+                used = len(prefix)
+                for passage in passages[start : start + _SEQS]:
+                    tokens = self._tokens(_SUFFIX.format(passage=passage[:_PASSAGE_CHARS]))
+                    if group and used + len(tokens) > 2048:
+                        break
+                    group.append(tokens)
+                    used += len(tokens)
+                for seq in range(1, len(group) + 1):
+                    llama_cpp.llama_memory_seq_rm(self._memory, seq, -1, -1)
+                    llama_cpp.llama_memory_seq_cp(self._memory, 0, seq, -1, -1)
+                rows = self._decode(
+                    [(tokens, seq, len(prefix)) for seq, tokens in enumerate(group, 1)]
+                )
+                for row in rows:
+                    logits = np.ctypeslib.as_array(
+                        llama_cpp.llama_get_logits_ith(self._ctx.ctx, row), shape=(self._vocab,)
+                    ).astype(np.float64)
+                    out.append(_logsumexp(logits[self.yes]) - _logsumexp(logits[self.no]))
+                start += len(group)
+        return out
+
+    def rerank(self, query: str, chunks: Sequence[Chunk]) -> list[float]:
+        """`scores` of the chunks, each shown as `heading: text` (known ones from memory)."""
+        passages = [f"{c.heading}: {c.text}" if c.heading else c.text for c in chunks]
+        todo = [p for p in dict.fromkeys(passages) if (query, p) not in self._known]
+        if todo:
+            if len(self._known) > 20_000:
+                self._known.clear()
+            self._known.update(zip(((query, p) for p in todo), self.scores(query, todo)))
+        return [self._known[(query, p)] for p in passages]
+
+
+def _logsumexp(values: np.ndarray) -> float:
+    top = float(values.max())
+    return top + float(np.log(np.exp(values - top).sum()))
+
+
+def configured_reranker() -> Callable[[str, Sequence[Chunk]], list[float]] | None:
+    """Deep's reranker: `LlmReranker.rerank` on `RERANK_MODEL`; None for `$COLLECTIVE_RERANK=none`.
+
+    `$COLLECTIVE_EMBEDDED_MODEL` (one model for every embedded spec) applies here too.
+
+    Raises:
+        ConfigError: `$COLLECTIVE_RERANK` is neither `embedded` nor `none`.
+    """
+    setting = environment.rerank() or "embedded"
+    if setting == "none":
+        return None
+    if setting != "embedded":
+        raise ConfigError(f"unknown {environment.RERANK_ENV} {setting!r}; use embedded or none")
+    return _embedded_reranker().rerank
+
+
+@functools.cache
+def _embedded_reranker() -> LlmReranker:
+    from collective.models.embedded import embedded_model, embedded_model_path
+
+    return LlmReranker(embedded_model_path(embedded_model(f"embedded:{RERANK_MODEL}").key))

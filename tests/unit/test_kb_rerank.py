@@ -1,0 +1,77 @@
+"""Deep's reranker: the embedded model's yes/no log-odds reorder deep's best candidates."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from collective.errors import ConfigError
+from collective.kb.demo import open_default_store
+from collective.kb.rerank import configured_reranker
+from collective.kb.retrieval import RERANK_K, retrieve
+from collective.kb.sqlite_store import SqliteKnowledgeStore
+from collective.kb.store import Chunk
+
+QUERY = "how long should I dry nylon filament before printing"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> SqliteKnowledgeStore:
+    return open_default_store(tmp_path_factory.mktemp("kb") / "demo.sqlite")
+
+
+def test_the_embedded_reranker_scores_and_reorders_deeps_head(
+    store: SqliteKnowledgeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLLECTIVE_RERANK", "embedded")  # the tests' gemma: real, and fast
+    reranker = configured_reranker()
+    assert reranker is not None
+    fused = retrieve(store, QUERY, "deep", reranker=lambda q, c: [0.0] * len(c))
+    result = retrieve(store, QUERY, "deep")
+    head = min(RERANK_K, len(fused.injected))
+    # The same candidates, the head reordered; scores still fall with rank.
+    assert {c.id for c in result.injected} == {c.id for c in fused.injected}
+    assert [c.score for c in result.injected] == [c.score for c in fused.injected]
+    assert any(d.startswith(f"reranked the best {head}:") for d in result.diagnostics)
+    scores = [result.sides[c.id]["rerank_score"] for c in result.injected[:head]]
+    assert len(set(scores)) > 1  # the model told them apart
+    again = reranker(QUERY, result.injected[:head])  # from memory, the same
+    assert again == reranker(QUERY, result.injected[:head])
+
+
+def test_the_reranker_decides_the_head_order_and_only_deep_calls_it(
+    store: SqliteKnowledgeStore,
+) -> None:
+    calls: list[int] = []
+
+    def reverse(query: str, chunks: Sequence[Chunk]) -> list[float]:
+        calls.append(len(chunks))
+        return [float(i) for i in range(len(chunks))]  # the last is best
+
+    fused = retrieve(store, QUERY, "deep", reranker=lambda q, c: [0.0] * len(c))
+    result = retrieve(store, QUERY, "deep", reranker=reverse)
+    assert calls == [min(RERANK_K, len(fused.injected))]
+    assert result.injected[0].id != fused.injected[0].id
+    for profile in ("lean", "balanced"):
+        retrieve(store, QUERY, profile, reranker=reverse)
+    assert len(calls) == 1
+
+
+def test_a_failing_reranker_keeps_the_fused_order(store: SqliteKnowledgeStore) -> None:
+    def broken(query: str, chunks: Sequence[Chunk]) -> list[float]:
+        raise RuntimeError("no model")
+
+    fused = retrieve(store, QUERY, "deep", reranker=lambda q, c: [0.0] * len(c))
+    result = retrieve(store, QUERY, "deep", reranker=broken)
+    assert [c.id for c in result.injected] == [c.id for c in fused.injected]
+    assert any("reranker failed (RuntimeError: no model)" in d for d in result.diagnostics)
+
+
+def test_rerank_setting_is_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("COLLECTIVE_RERANK", "none")
+    assert configured_reranker() is None
+    monkeypatch.setenv("COLLECTIVE_RERANK", "cross-encoder")
+    with pytest.raises(ConfigError, match="COLLECTIVE_RERANK 'cross-encoder'; use embedded or"):
+        configured_reranker()
