@@ -15,6 +15,9 @@ lean, balanced and deep and reports p50/p95 latency, wall and CPU time (retrieva
 thread, so its CPU time is what an idle core would take, whatever else loads the machine), and
 the KB's size per 1K chunks.
 
+Deep includes its LLM reranker (seconds a query: 60 deep queries take minutes); set
+`COLLECTIVE_RERANK=none` to time the search alone.
+
 Run: .venv/bin/python bench/retrieval_scale.py [--chunks 100000] [--queries 60] [--json]
 """
 
