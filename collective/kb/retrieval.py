@@ -681,6 +681,47 @@ def _trust_pass(
     return injected
 
 
+def _rewrite_chain(
+    store: KnowledgeStore,
+    query: str,
+    context: str,
+    applied: AppliedProfile,
+    rewriter: Rewriter | None,
+    fusion: _Fusion,
+    diagnostics: list[str],
+    start: float,
+    max_latency_ms: float | None,
+) -> list[str]:
+    """The profile's rewrites, each searched and fused in turn, until the latency bound.
+
+    Returns the rewritten queries searched; what each found goes to `fusion` and `diagnostics`.
+    """
+    settings = PROFILES[applied]
+    keywords = _keywords(query)
+    rewrites: list[str] = []
+    for step in _rewrite_steps(applied, query, context, rewriter is not None)[
+        : settings.max_rewrites
+    ]:
+        elapsed_ms = (time.perf_counter() - start) * 1000.0
+        if max_latency_ms is not None and elapsed_ms >= max_latency_ms:
+            diagnostics.append(
+                f"rewrite chain stopped before {step!r}: {elapsed_ms:.1f} ms >= "
+                f"max_latency_ms {max_latency_ms:g}"
+            )
+            break
+        queries = _rewrites(step, query, keywords, context, applied, fusion, rewriter, diagnostics)
+        if not queries:
+            if applied == "deep":
+                diagnostics.append(f"rewrite {step!r}: nothing to add")
+            continue
+        for rewritten in queries:
+            found = store.search(rewritten, settings.fetch)
+            new = fusion.add(found, _STEP_WEIGHT[step])
+            rewrites.append(rewritten)
+            diagnostics.append(f"rewrite {step!r} {rewritten!r}: {len(found)} hits, {new} new")
+    return rewrites
+
+
 def _retrieve(
     store: KnowledgeStore,
     query: str,
@@ -696,7 +737,6 @@ def _retrieve(
     settings = PROFILES[applied]
     lower, upper = _inject_range(settings, applied, max_inject)
     diagnostics: list[str] = []
-    rewrites: list[str] = []
     fusion = _Fusion()
 
     def elapsed_ms() -> float:
@@ -715,28 +755,11 @@ def _retrieve(
     if applied == "deep" or settings.trust != "strict":
         diagnostics.append(f"original query: {len(hits)} hits")
 
-    keywords = _keywords(query)
-    steps = _rewrite_steps(applied, query, context, rewriter is not None)
     if rewriter is not None and applied != "deep":
         diagnostics.append(f"LLM rewriter not used: only deep calls it (applied {applied})")
-
-    for step in steps[: settings.max_rewrites]:
-        if max_latency_ms is not None and elapsed_ms() >= max_latency_ms:
-            diagnostics.append(
-                f"rewrite chain stopped before {step!r}: {elapsed_ms():.1f} ms >= "
-                f"max_latency_ms {max_latency_ms:g}"
-            )
-            break
-        queries = _rewrites(step, query, keywords, context, applied, fusion, rewriter, diagnostics)
-        if not queries:
-            if applied == "deep":
-                diagnostics.append(f"rewrite {step!r}: nothing to add")
-            continue
-        for rewritten in queries:
-            found = store.search(rewritten, settings.fetch)
-            new = fusion.add(found, _STEP_WEIGHT[step])
-            rewrites.append(rewritten)
-            diagnostics.append(f"rewrite {step!r} {rewritten!r}: {len(found)} hits, {new} new")
+    rewrites = _rewrite_chain(
+        store, query, context, applied, rewriter, fusion, diagnostics, start, max_latency_ms
+    )
 
     if early is not None:
         early.result()  # its errors (another model's KB) are this call's
