@@ -3,6 +3,7 @@
 In order: conversation context, task (with the planning context: plan and peer rankings),
 knowledge base, specialist proposals, the evidence the specialists cited (when any), the
 judge's own knowledge-base check (its last round after tool calls), synthesis instructions.
+A draft whose cited claims fail the check gets one more turn after it (`revision_turn`).
 """
 
 from __future__ import annotations
