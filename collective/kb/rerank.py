@@ -31,12 +31,14 @@ __all__ = ["RERANK_MODEL", "LlmReranker", "configured_reranker"]
 RERANK_MODEL = "qwen2.5-coder-1.5b"
 """The embedded model deep reranks with (`collective.models.embedded.EMBEDDED_MODELS`)."""
 
-_PREFIX = (
+_OPEN = (
     "<|im_start|>system\nYou check search results for a materials knowledge base.<|im_end|>\n"
-    "<|im_start|>user\nQuestion: {query}\n"
-    "Does the passage below answer this question? Reply yes or no.\nPassage: "
+    "<|im_start|>user\nQuestion:"
 )
-_SUFFIX = "{passage}<|im_end|>\n<|im_start|>assistant\n"
+_ASK = "\nDoes the passage below answer this question? Reply yes or no.\nPassage:"
+_CLOSE = "<|im_end|>\n<|im_start|>assistant\n"
+"""The prompt's own text (control tokens allowed), around the question and the passage, which
+are untrusted and tokenized as plain text: a `<|im_end|>` in either stays characters."""
 _PASSAGE_CHARS = 700
 """Characters of a candidate shown (a chunk is at most `MAX_CHUNK_CHARS`; most are shorter)."""
 _SEQS = 16
@@ -82,8 +84,18 @@ class LlmReranker:
         self.yes = self._first_tokens(("yes", "Yes", " yes", " Yes"))
         self.no = self._first_tokens(("no", "No", " no", " No"))
 
-    def _tokens(self, text: str) -> list[int]:
-        return list(self._model.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+    def _tokens(self, text: str, special: bool = True) -> list[int]:
+        return list(self._model.tokenize(text.encode("utf-8"), add_bos=False, special=special))
+
+    def question_tokens(self, query: str) -> list[int]:
+        """The shared part of every candidate's prompt: instructions and the question."""
+        # A question is cut at 1,000 characters: it and a group of passages fit one batch.
+        question = " " + " ".join(query.split())[:1000]
+        return self._tokens(_OPEN) + self._tokens(question, special=False) + self._tokens(_ASK)
+
+    def passage_tokens(self, passage: str) -> list[int]:
+        """A candidate's own part: the passage, then the assistant's turn opened."""
+        return self._tokens(" " + passage[:_PASSAGE_CHARS], special=False) + self._tokens(_CLOSE)
 
     def _first_tokens(self, words: Sequence[str]) -> list[int]:
         return sorted({self._tokens(w)[0] for w in words})
@@ -111,8 +123,7 @@ class LlmReranker:
         """The log-odds of "yes" for each passage (higher: more likely to answer `query`)."""
         import llama_cpp
 
-        # A question is cut at 1,000 characters: it and a group of passages fit one batch.
-        prefix = self._tokens(_PREFIX.format(query=" ".join(query.split())[:1000]))
+        prefix = self.question_tokens(query)
         out: list[float] = []
         with self._lock:
             llama_cpp.llama_memory_clear(self._memory, True)
@@ -122,7 +133,7 @@ class LlmReranker:
                 group: list[list[int]] = []
                 used = len(prefix)
                 for passage in passages[start : start + _SEQS]:
-                    tokens = self._tokens(_SUFFIX.format(passage=passage[:_PASSAGE_CHARS]))
+                    tokens = self.passage_tokens(passage)
                     if group and used + len(tokens) > 2048:
                         break
                     group.append(tokens)
