@@ -285,11 +285,15 @@ class LlamaServerBackend(OpenAICompatBackend):
         saved. Its token is sent as an id, with no BOS, so that it shares no prefix with the
         planner's prompt and starts on another slot. A cached prompt moves into the slot that
         loads it, so one more member reuses the prefix than without this (measured: 2 of 3
-        members instead of 1; bench/README.md).
+        members instead of 1; bench/README.md). Not sent to a single slot: it would take the
+        planner's slot itself, whose prompt is lost where the host cache is off.
         """
         # Bounded: on a server whose slots are all busy the request would wait for one.
         with contextlib.suppress(BackendError, TimeoutError):
             async with asyncio.timeout(FAN_OUT_WAIT_S):
+                pool = await self.pool()
+                if pool.slots < 2:
+                    return
                 _, data = await self._request(
                     "POST", "/tokenize", {"content": "\n", "add_special": False}
                 )

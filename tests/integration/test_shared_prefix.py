@@ -20,7 +20,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import OLLAMA_MODEL, ServerProcess, need_llama_cpp, serving_llama_server
+from conftest import (
+    OLLAMA_MODEL,
+    ServerProcess,
+    need_llama_cpp,
+    serve_llama_server,
+    serving_llama_server,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -371,6 +377,27 @@ async def test_after_before_fan_out_members_on_other_slots_reuse_the_prefix(
     reused = [r.timings.get("cache_n") or 0 for r in results]
     # most of each prompt is the shared prefix (only `## Your part` differs)
     assert all(n >= alone.usage.prompt_tokens // 2 for n in reused), reused
+
+
+async def test_before_fan_out_leaves_a_single_slot_alone(
+    llama_server_binary: str, gguf_path: Path
+) -> None:
+    # One slot and no host cache: the one-token request would take the planner's own slot and
+    # its prompt would be lost, so the member after it would compute the prefix again.
+    from collective.models.llama_server import LlamaServerBackend
+
+    args = ("-c", "2048", "-np", "1", "--swa-full", "--cache-ram", "0")
+    server = serve_llama_server(llama_server_binary, gguf_path, *args, name="one-slot")
+    backend = LlamaServerBackend(server.url)
+    try:
+        first, member, *_ = await member_prompts(backend, "Which resin cures under water?")
+        alone = await backend.chat(first.messages, max_tokens=4, temperature=0.0)
+        await backend.before_fan_out()
+        after = await backend.chat(member.messages, max_tokens=4, temperature=0.0)
+    finally:
+        await backend.aclose()
+        server.stop()
+    assert (after.timings.get("cache_n") or 0) >= alone.usage.prompt_tokens // 2
 
 
 # -- Ollama -------------------------------------------------------------------------------------
