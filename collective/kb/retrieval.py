@@ -595,12 +595,15 @@ def _unique_text(ranked: list[Chunk], applied: str, diagnostics: list[str]) -> l
     return unique
 
 
-RERANK_K = 10
-"""Deep's best candidates the reranker reorders."""
-RERANK_WEIGHT = 0.4
-"""Share of the reranker (its scores standardised) against the fused rank in the new order;
-chosen on the tune split: 0.4 kept its easy queries at MRR 1.000 (0.5: 0.950, 1.0: 0.784) with
-its hard ones at 0.612 (0.494 without the reranker)."""
+RERANK_K = 30
+"""Deep's best candidates the reranker scores: 30 (not the injected 16) so that it can lift a
+relevant chunk the fused ranking put lower (the fused top 30 holds one for 0.88 of the tune
+split's hard queries, the top 10 for 0.82)."""
+RERANK_FUSED = 6.0
+"""Weight of a candidate's fused score (0..1) against its standardised reranker score in the new
+order: a fused lead of 1/6 is worth one standard deviation of the reranker's. Chosen on the tune
+split (bench/README.md): 4-9 kept its easy queries at MRR 1.000 (the judge alone: 0.760, as it
+calls several sections of the right material answers) with its hard ones at 0.695-0.697."""
 
 
 def _rerank(
@@ -612,9 +615,9 @@ def _rerank(
 ) -> list[Chunk]:
     """The best `RERANK_K` candidates reordered by the reranker, keeping their scores in order.
 
-    Each candidate's key is `RERANK_WEIGHT` x its standardised reranker score + the rest x
-    `2 (1 - rank / RERANK_K)` (its fused rank); the reordered head takes the head's scores,
-    best first, so scores still fall with rank and the trust pass sees the same values.
+    Each candidate's key is its standardised reranker score + `RERANK_FUSED` x its fused score;
+    the reordered head takes the head's scores, best first, so scores still fall with rank and
+    the trust pass sees the same values.
     """
     head = unique[:RERANK_K]
     if len(head) < 2:
@@ -626,10 +629,7 @@ def _rerank(
         return unique
     mean = sum(raw) / len(raw)
     spread = math.sqrt(sum((x - mean) ** 2 for x in raw) / len(raw)) or 1.0
-    key = [
-        RERANK_WEIGHT * (x - mean) / spread + (1 - RERANK_WEIGHT) * 2 * (1 - i / RERANK_K)
-        for i, x in enumerate(raw)
-    ]
+    key = [(x - mean) / spread + RERANK_FUSED * c.score for x, c in zip(raw, head, strict=True)]
     order = sorted(range(len(head)), key=lambda i: (-key[i], i))
     for i, chunk in enumerate(head):
         sides.setdefault(chunk.id, {})["rerank_score"] = round(raw[i], 4)

@@ -30,15 +30,15 @@ def test_the_embedded_reranker_scores_and_reorders_deeps_head(
     assert reranker is not None
     fused = retrieve(store, QUERY, "deep", reranker=lambda q, c: [0.0] * len(c))
     result = retrieve(store, QUERY, "deep")
-    head = min(RERANK_K, len(fused.injected))
-    # The same candidates, the head reordered; scores still fall with rank.
-    assert {c.id for c in result.injected} == {c.id for c in fused.injected}
+    head = min(RERANK_K, fused.candidates)
+    # As many chunks, the head reordered (a candidate beyond the injected ones may come in);
+    # scores still fall with rank.
     assert [c.score for c in result.injected] == [c.score for c in fused.injected]
     assert any(d.startswith(f"reranked the best {head}:") for d in result.diagnostics)
-    scores = [result.sides[c.id]["rerank_score"] for c in result.injected[:head]]
+    scores = [result.sides[c.id]["rerank_score"] for c in result.injected]
     assert len(set(scores)) > 1  # the model told them apart
-    again = reranker(QUERY, result.injected[:head])  # from memory, the same
-    assert again == reranker(QUERY, result.injected[:head])
+    again = reranker(QUERY, result.injected)  # from memory, the same
+    assert again == reranker(QUERY, result.injected)
 
 
 def test_the_reranker_decides_the_head_order_and_only_deep_calls_it(
@@ -52,11 +52,29 @@ def test_the_reranker_decides_the_head_order_and_only_deep_calls_it(
 
     fused = retrieve(store, QUERY, "deep", reranker=lambda q, c: [0.0] * len(c))
     result = retrieve(store, QUERY, "deep", reranker=reverse)
-    assert calls == [min(RERANK_K, len(fused.injected))]
-    assert result.injected[0].id != fused.injected[0].id
+    assert calls == [min(RERANK_K, fused.candidates)]
+    assert [c.id for c in result.injected] != [c.id for c in fused.injected]
     for profile in ("lean", "balanced"):
         retrieve(store, QUERY, profile, reranker=reverse)
     assert len(calls) == 1
+
+
+def test_the_reranker_reaches_past_the_injected_candidates(store: SqliteKnowledgeStore) -> None:
+    # It scored deep's best 10 only: a relevant chunk the fused ranking put 11th or lower
+    # could never be lifted into the injected set, however sure the reranker was.
+    fused = retrieve(store, QUERY, "deep", reranker=lambda q, c: [0.0] * len(c))
+    assert fused.candidates > len(fused.injected) + 2
+    heads: list[list[Chunk]] = []
+
+    def favour_one(query: str, chunks: Sequence[Chunk]) -> list[float]:
+        heads.append(list(chunks))
+        return [10.0 if i == len(fused.injected) + 1 else 0.0 for i in range(len(chunks))]
+
+    result = retrieve(store, QUERY, "deep", reranker=favour_one)
+    lifted = heads[0][len(fused.injected) + 1]
+    assert lifted.id not in {c.id for c in fused.injected}
+    assert result.injected[0].id == lifted.id
+    assert result.injected[0].score == fused.injected[0].score
 
 
 def test_a_failing_reranker_keeps_the_fused_order(store: SqliteKnowledgeStore) -> None:
