@@ -6,10 +6,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test check unit integration bench eval real-council llama-server clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml ops/llama-cpp-python/build-wheel.sh ops/native-cpu.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet "$$(PYTHON=$(BIN)/python bash ops/llama-cpp-python/build-wheel.sh)"
+	$(BIN)/pip install --quiet --force-reinstall \
+		"$$(PYTHON=$(BIN)/python bash ops/llama-cpp-python/build-wheel.sh)"
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 

@@ -13,18 +13,23 @@ Printed per K (1, 3, 5): the specialist phase's wall (the slowest member, they s
 over one specialist's wall (the K=1 run; goal <= 1.3), and the prompt tokens computed for the K
 members over one member's prompt (goal <= 1.2). `--repack` first measures prompt and generation
 tokens/s with llama.cpp's weight repacking off and on (`use_extra_bufts`); `--wait-policy`
-measures the same in subprocesses under `OMP_WAIT_POLICY=ACTIVE` and `PASSIVE`;
+measures the same in subprocesses under `OMP_WAIT_POLICY=ACTIVE`, `PASSIVE` and unset, with
+one and two threads (`--beside-busy`: next to another llama.cpp process writing without pause);
 `--server URL` runs the members against a llama-server (`-np K`) and reports its reuse
-(`cache_n`) next to what it computed (`prompt_n`).
+(`cache_n`) next to what it computed (`prompt_n`). `--decode-steps` times one decode step of the
+batch engine with 1..5 sequences generating together (the cost the phase ratio rests on: batching
+saves the members' prefill, and saves their decode only where a step of K tokens costs less
+than K steps of one).
 
 Usage: python bench/council_prefix.py [--k 1 3 5] [--cap N] [--repack] [--wait-policy]
-       [--server URL]
+       [--decode-steps] [--server URL]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import statistics
@@ -208,25 +213,104 @@ def repack_bench(rounds: int = 3) -> None:
         backend.engine.close()
 
 
-def wait_policy_bench() -> None:
-    for policy, threads in (("ACTIVE", 2), ("PASSIVE", 2), ("PASSIVE", 1)):
-        env = {**os.environ, "OMP_WAIT_POLICY": policy, "COLLECTIVE_THREADS": str(threads)}
-        code = "import json, council_prefix as b; print(json.dumps(b.speed(True)))"
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=Path(__file__).parent,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        figures = json.loads(done.stdout.strip().splitlines()[-1])
+def decode_step_bench(rows: tuple[int, ...] = (1, 2, 3, 4, 5), output: int = 48) -> None:
+    """The engine's decode step with n sequences generating together, against n = 1.
+
+    Each of the n requests reads the same 1,000-token prompt (computed once, then copied in the
+    KV) and writes `output` tokens greedily; a step's time is the median gap between the first
+    request's tokens while all n generate (llama_decode of n rows plus n samplers).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from collective.models.batch_engine import GenerationRequest
+
+    backend = embedded()
+    backend.n_ctx_requested = 8192
+    chat = backend._load_sync()
+    words = " ".join(f"filament{i % 97} softens at {40 + i % 70} C." for i in range(800))
+    ids = chat.model.tokenize(words.encode(), add_bos=False, special=False)[:1000]
+    engine = backend.engine
+    engine.generate(GenerationRequest(ids, 1, temperature=0.0))  # the prompt, in the KV
+    base = 0.0
+    for n in rows:
+        stamps: list[float] = []
+
+        def one(i: int, stamps: list[float] = stamps) -> None:
+            on_text = (lambda _: stamps.append(time.perf_counter())) if i == 0 else None
+            engine.generate(GenerationRequest(ids, output, temperature=0.0, on_text=on_text))
+
+        with ThreadPoolExecutor(n) as pool:
+            list(pool.map(one, range(n)))
+        step = statistics.median(b - a for a, b in itertools.pairwise(stamps[4:]))
+        base = base or step
         print(
-            f"OMP_WAIT_POLICY={policy} threads {threads}: prompt {figures['prompt_per_s']:.1f} "
-            f"tok/s, generation {figures['gen_per_s']:.1f} tok/s (load average "
-            f"{os.getloadavg()[0]:.1f})",
+            f"decode step, {n} sequence(s): {step * 1000:.1f} ms ({step / base:.2f} x one; "
+            f"{step * 1000 / n:.1f} ms a token; load average {os.getloadavg()[0]:.1f})",
             flush=True,
         )
+    engine.close()
+
+
+BUSY = """
+import sys
+from llama_cpp import Llama
+llm = Llama(model_path=sys.argv[1], n_ctx=1024, n_threads=2, verbose=False)
+while True:
+    llm.create_completion("Write a long story about a lighthouse keeper.", max_tokens=256)
+"""
+"""Another llama.cpp process (OpenMP's default wait policy), writing without pause."""
+
+SPEED = """
+import json, os, sys
+if os.environ.get("OMP_WAIT_POLICY") == "unset":
+    del os.environ["OMP_WAIT_POLICY"]
+    import llama_cpp  # libgomp reads its environment when it loads: before collective sets it
+import council_prefix as b
+print(json.dumps(b.speed(True)))
+"""
+
+
+WAIT_POLICIES = [
+    (policy, threads)
+    for policy in os.environ.get("BENCH_WAIT_POLICIES", "ACTIVE,PASSIVE,unset").split(",")
+    for threads in (2, 1)
+]
+
+
+def wait_policy_bench(beside_busy: bool) -> None:
+    """Prompt and generation tok/s under each OpenMP wait policy (subprocesses), optionally
+    beside another llama.cpp process that writes without pause on the same cores."""
+    busy = None
+    if beside_busy:
+        judge = embedded_model_path(embedded_model("embedded:qwen2.5-coder-1.5b").key)
+        env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+        busy = subprocess.Popen([sys.executable, "-c", BUSY, str(judge)], env=env)
+        time.sleep(20)  # loaded and writing
+    try:
+        for policy, threads in WAIT_POLICIES:
+            env = {**os.environ, "OMP_WAIT_POLICY": policy, "COLLECTIVE_THREADS": str(threads)}
+            policy, _, spins = policy.partition(" GOMP_SPINCOUNT=")
+            if spins:
+                env |= {"OMP_WAIT_POLICY": policy, "GOMP_SPINCOUNT": spins}
+            done = subprocess.run(
+                [sys.executable, "-c", SPEED],
+                cwd=Path(__file__).parent,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            figures = json.loads(done.stdout.strip().splitlines()[-1])
+            print(
+                f"{'beside a busy llama.cpp: ' if busy else ''}OMP_WAIT_POLICY={policy} threads "
+                f"{threads}: prompt {figures['prompt_per_s']:.1f} tok/s, generation "
+                f"{figures['gen_per_s']:.1f} tok/s (load average {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
+    finally:
+        if busy is not None:
+            busy.kill()
+            busy.wait()
 
 
 async def server_bench(url: str, ks: list[int], cap: int | None, retrieval: str) -> None:
@@ -251,14 +335,20 @@ def main() -> None:
     parser.add_argument("--cap", type=int, default=None, help="specialist output cap")
     parser.add_argument("--repack", action="store_true")
     parser.add_argument("--wait-policy", action="store_true")
+    parser.add_argument("--beside-busy", action="store_true", help="--wait-policy under load")
+    parser.add_argument("--decode-steps", action="store_true")
     parser.add_argument("--server", default=None)
     parser.add_argument("--retrieval", default="auto", help="lean: shorter prompts")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores", flush=True)
-    if args.repack:
-        repack_bench()
-    if args.wait_policy:
-        wait_policy_bench()
+    if args.repack or args.wait_policy or args.decode_steps:  # measurements of one model
+        if args.repack:
+            repack_bench()
+        if args.wait_policy:
+            wait_policy_bench(args.beside_busy)
+        if args.decode_steps:
+            decode_step_bench()
+        return
     if args.server:
         asyncio.run(server_bench(args.server, args.k, args.cap, args.retrieval))
     else:

@@ -31,6 +31,7 @@ __all__ = [
     "kb_embeddings",
     "kb_path",
     "ollama_host",
+    "openmp_wait_set",
     "ollama_num_parallel",
     "rerank",
     "synonyms_file",
@@ -118,6 +119,11 @@ def rerank() -> str:
 def threads() -> str:
     """`$COLLECTIVE_THREADS`: CPU threads for llama.cpp in process ("": the usable cores)."""
     return _get("COLLECTIVE_THREADS")
+
+
+def openmp_wait_set() -> bool:
+    """Whether `$OMP_WAIT_POLICY` or `$GOMP_SPINCOUNT` says how llama.cpp's threads wait."""
+    return bool(_get("OMP_WAIT_POLICY") or _get("GOMP_SPINCOUNT"))
 
 
 def ollama_host() -> str:

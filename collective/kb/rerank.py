@@ -55,12 +55,13 @@ class LlmReranker:
     """
 
     def __init__(self, path: str | Path, n_threads: int | None = None) -> None:
-        import llama_cpp
+        # First: it sets how llama.cpp's threads wait before the library loads.
+        from collective.models.llamacpp_in_process import default_threads
+
+        import llama_cpp  # isort: skip
         from llama_cpp._internals import LlamaContext, LlamaModel
         from llama_cpp._logger import set_verbose
         from llama_cpp._utils import suppress_stdout_stderr
-
-        from collective.models.llamacpp_in_process import default_threads
 
         set_verbose(False)  # as `Llama(verbose=False)`: native logs stay quiet (at exit too)
         params = llama_cpp.llama_model_default_params()

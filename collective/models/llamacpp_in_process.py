@@ -2,8 +2,8 @@
 
 * The GGUF is loaded lazily, on the first call that needs it (never at import), once per
   backend; the registry shares one backend per file, so every role on the embedded model shares
-  one loaded model. Weights load with llama.cpp's CPU repacking on (the wheel is built without
-  native flags, `ops/llama-cpp-python/build-wheel.sh`, so it runs everywhere).
+  one loaded model. Weights load with llama.cpp's CPU repacking on (the wheel is built for the
+  machine's CPU with AMX off, `ops/llama-cpp-python/build-wheel.sh`).
 * The prompt is rendered with the chat template stored in the GGUF (`tokenizer.chat_template`,
   through llama-cpp-python's `Jinja2ChatFormatter`, as `Llama.create_chat_completion` does) and
   tokenized by the model's own tokenizer. The token ids that were counted are the ids that are
@@ -12,9 +12,9 @@
   (the council's members) share their common prompt prefix in the KV and are decoded together
   in one batch, each streamed and cancellable on its own. Tokenization only reads the
   vocabulary, so counting is not held behind a running generation.
-* llama.cpp's OpenMP threads sleep while they wait (`OMP_WAIT_POLICY=PASSIVE`, set before the
-  library loads unless the environment says otherwise): spinning threads collapse a council
-  beside another busy process.
+* llama.cpp's OpenMP threads spin briefly, then sleep, while they wait (`GOMP_SPINCOUNT=1000`,
+  set before the library loads unless the environment says how threads wait): long spinning
+  collapses a council beside another busy process, sleeping at once halves it on an idle one.
 """
 
 from __future__ import annotations
@@ -61,9 +61,19 @@ __all__ = [
     "gguf_vocab_counter",
 ]
 
+SPIN_COUNT = "1000"
+"""How long llama.cpp's OpenMP threads spin at a barrier before they sleep (`GOMP_SPINCOUNT`).
+
+ggml's barriers between ops are OpenMP barriers, so this sets the speed: sleeping at once
+(`OMP_WAIT_POLICY=PASSIVE`) cost 37-49% of the generation speed on an idle machine; spinning
+long (ACTIVE, or libgomp's default 300,000 spins; 20,000 too) collapsed generation to 2-7
+tokens/s beside another busy llama.cpp process; 1,000 spins kept the idle speed and about four
+fifths of PASSIVE's beside the busy one (bench/README.md, "Wait policy and threads")."""
+
 # Read by the OpenMP runtime when llama.cpp's library loads (llama_cpp is imported lazily, after
-# this): waiting threads sleep instead of spinning, so a busy machine does not stall every step.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# this), unless the environment already says how threads wait.
+if not environment.openmp_wait_set():
+    os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
 
 N_SEQ_MAX = 16
 """Sequences one in-process context holds: concurrent calls (K members) plus the prefix cache."""

@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
-# Build the llama-cpp-python wheel without native CPU flags (-DGGML_NATIVE=OFF, as
-# ops/llama-server/build.sh builds the server): a wheel built with -march=native on one CPU can
-# fault on another (AMX tiles under Firecracker), and a portable one runs everywhere with
-# llama.cpp's weight repacking on. The wheel is cached outside the repo, keyed by version and
-# flags, and reused when present. Prints the wheel's path on stdout; progress goes to stderr.
+# Build the llama-cpp-python wheel for this machine's CPU (ops/native-cpu.sh: native flags,
+# AMX off), with llama.cpp's weight repacking on. The wheel is cached outside the repo, keyed
+# by version and CPU, and reused when present. Prints the wheel's path on stdout; progress
+# goes to stderr.
 set -euo pipefail
+source "$(dirname "$0")/../native-cpu.sh"
 
 version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
-flags="-DGGML_NATIVE=OFF"
 cache_root="${COLLECTIVE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/collective}"
-dest="$cache_root/wheels/llama-cpp-python-$version-portable"
+dest="$cache_root/wheels/llama-cpp-python-$version-native-$cpu_key"
 
 wheel="$(ls "$dest"/llama_cpp_python-"$version"-*.whl 2>/dev/null | head -1 || true)"
 if [ -n "$wheel" ]; then
@@ -21,8 +20,9 @@ python="${PYTHON:-python3}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-echo "building llama-cpp-python $version ($flags; about 7 minutes on 2 cores) into $dest" >&2
-CMAKE_ARGS="$flags" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$python" -m pip wheel --quiet \
+echo "building llama-cpp-python $version (about 7 minutes on 2 cores) into $dest" >&2
+# scikit-build-core splits CMAKE_ARGS as a shell would: quote each argument.
+CMAKE_ARGS="$(printf '%q ' "${native_cmake_args[@]}")" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$python" -m pip wheel --quiet \
   --no-deps --no-binary llama-cpp-python --no-cache-dir -w "$work" "llama-cpp-python==$version" >&2
 
 # Install atomically so a half-built wheel is never reused.

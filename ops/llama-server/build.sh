@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Build the real llama-server from the llama.cpp sources vendored in the llama-cpp-python sdist.
-# The binary is cached outside the repo, keyed by version, and reused when present.
+# Built for this machine's CPU (ops/native-cpu.sh: native flags, AMX off), cached outside the
+# repo keyed by version and CPU, and reused when present.
 # Prints the path of the binary on stdout; progress goes to stderr.
 set -euo pipefail
+source "$(dirname "$0")/../native-cpu.sh"
 
 version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 cache_root="${COLLECTIVE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/collective}"
-dest="$cache_root/llama-server/$version"
+dest="$cache_root/llama-server/$version-native-$cpu_key"
 binary="$dest/bin/llama-server"
 
 if [ -x "$binary" ]; then
@@ -25,7 +27,7 @@ src="$(echo "$work"/llama_cpp_python-*/vendor/llama.cpp)"
 
 cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
   -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_TESTS=OFF \
-  -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=OFF -DBUILD_SHARED_LIBS=OFF >&2
+  -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF "${native_cmake_args[@]}" >&2
 cmake --build "$work/build" --target llama-server -j "$(nproc)" >&2
 
 # Install atomically so a half-built binary is never reused.
