@@ -13,7 +13,8 @@ Printed per K (1, 3, 5): the specialist phase's wall (the slowest member, they s
 over one specialist's wall (the K=1 run; goal <= 1.3), and the prompt tokens computed for the K
 members over one member's prompt (goal <= 1.2). `--repack` first measures prompt and generation
 tokens/s with llama.cpp's weight repacking off and on (`use_extra_bufts`); `--wait-policy`
-measures the same in subprocesses under `OMP_WAIT_POLICY=ACTIVE`, `PASSIVE` and unset, with
+measures the same in subprocesses under `OMP_WAIT_POLICY=ACTIVE`, `PASSIVE`, unset, and
+`GOMP_SPINCOUNT=1000` (collective's default; `$BENCH_WAIT_POLICIES` names others), with
 one and two threads (`--beside-busy`: next to another llama.cpp process writing without pause);
 `--server URL` runs the members against a llama-server (`-np K`) and reports its reuse
 (`cache_n`) next to what it computed (`prompt_n`). `--decode-steps` times one decode step of the
@@ -272,7 +273,9 @@ print(json.dumps(b.speed(True)))
 
 WAIT_POLICIES = [
     (policy, threads)
-    for policy in os.environ.get("BENCH_WAIT_POLICIES", "ACTIVE,PASSIVE,unset").split(",")
+    for policy in os.environ.get(
+        "BENCH_WAIT_POLICIES", "ACTIVE,PASSIVE,unset,unset GOMP_SPINCOUNT=1000"
+    ).split(",")
     for threads in (2, 1)
 ]
 
@@ -287,11 +290,11 @@ def wait_policy_bench(beside_busy: bool) -> None:
         busy = subprocess.Popen([sys.executable, "-c", BUSY, str(judge)], env=env)
         time.sleep(20)  # loaded and writing
     try:
-        for policy, threads in WAIT_POLICIES:
+        for label, threads in WAIT_POLICIES:  # "unset GOMP_SPINCOUNT=1000": the two variables
+            policy, _, spins = label.partition(" GOMP_SPINCOUNT=")
             env = {**os.environ, "OMP_WAIT_POLICY": policy, "COLLECTIVE_THREADS": str(threads)}
-            policy, _, spins = policy.partition(" GOMP_SPINCOUNT=")
             if spins:
-                env |= {"OMP_WAIT_POLICY": policy, "GOMP_SPINCOUNT": spins}
+                env["GOMP_SPINCOUNT"] = spins
             done = subprocess.run(
                 [sys.executable, "-c", SPEED],
                 cwd=Path(__file__).parent,
@@ -302,7 +305,7 @@ def wait_policy_bench(beside_busy: bool) -> None:
             )
             figures = json.loads(done.stdout.strip().splitlines()[-1])
             print(
-                f"{'beside a busy llama.cpp: ' if busy else ''}OMP_WAIT_POLICY={policy} threads "
+                f"{'beside a busy llama.cpp: ' if busy else ''}OMP_WAIT_POLICY={label} threads "
                 f"{threads}: prompt {figures['prompt_per_s']:.1f} tok/s, generation "
                 f"{figures['gen_per_s']:.1f} tok/s (load average {os.getloadavg()[0]:.1f})",
                 flush=True,
