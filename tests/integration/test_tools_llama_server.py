@@ -72,7 +72,9 @@ async def test_tools_round_trip_through_the_real_server(tool_server, tmp_path):
             {"role": "tool", "tool_call_id": call.id, "content": result},
         ]
         counted = await backend.count_prompt(replay, search)
-        second = await backend.chat(replay, max_tokens=32, tools=search, temperature=0)
+        # one token: what is checked is the prompt; a longer free answer from the 270M can be
+        # a malformed tool call, which the server rejects (HTTP 500) on some builds
+        second = await backend.chat(replay, max_tokens=1, tools=search, temperature=0)
         assert second.usage.prompt_tokens == counted  # exact, tools and tool messages included
         assert tools.fetched or "no chunk" in result or "no matching" in result
     finally:
