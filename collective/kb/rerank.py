@@ -11,6 +11,9 @@ The question part is decoded once; the candidates are decoded together, one sequ
 a copy of it (`kv_unified`), in one batch. Scores are kept per (question, passage), so asking
 again costs nothing. `$COLLECTIVE_RERANK=none` turns it off (the test suite does: it loads a
 model). Measured on the eval KB in bench/README.md.
+
+The weights are shared with the judge's in-process backend on the same file
+(`collective.models.llamacpp_in_process.acquire_model`): one copy in memory, a context each.
 """
 
 from __future__ import annotations
@@ -56,17 +59,20 @@ class LlmReranker:
 
     def __init__(self, path: str | Path, n_threads: int | None = None) -> None:
         # First: it sets how llama.cpp's threads wait before the library loads.
-        from collective.models.llamacpp_in_process import default_threads
+        from collective.models.llamacpp_in_process import (
+            acquire_model,
+            default_threads,
+            release_model,
+        )
 
         import llama_cpp  # isort: skip
-        from llama_cpp._internals import LlamaContext, LlamaModel
-        from llama_cpp._logger import set_verbose
+        from llama_cpp._internals import LlamaContext
         from llama_cpp._utils import suppress_stdout_stderr
 
-        set_verbose(False)  # as `Llama(verbose=False)`: native logs stay quiet (at exit too)
-        params = llama_cpp.llama_model_default_params()
-        with suppress_stdout_stderr(disable=False):
-            self._model = LlamaModel(path_model=str(path), params=params, verbose=False)
+        # The weights the in-process backend holds for this file, when it has loaded them (the
+        # judge's, in a council): loaded with its parameters, they are not loaded twice.
+        self._model = acquire_model(path)
+        try:
             ctx = llama_cpp.llama_context_default_params()
             ctx.n_ctx = 4096
             ctx.n_batch = 2048
@@ -76,14 +82,33 @@ class LlmReranker:
             ctx.n_seq_max = _SEQS + 1
             ctx.kv_unified = True  # the question's cells are shared by every candidate
             ctx.no_perf = True
-            self._ctx = LlamaContext(model=self._model, params=ctx, verbose=False)
+            with suppress_stdout_stderr(disable=False):
+                self._ctx = LlamaContext(model=self._model, params=ctx, verbose=False)
+        except BaseException:
+            release_model(self._model)
+            raise
         self._memory = llama_cpp.llama_get_memory(self._ctx.ctx)
         self._batch = llama_cpp.llama_batch_init(2048, 0, 1)
         self._vocab = self._model.n_vocab()
         self._lock = threading.Lock()
+        self._closed = False
         self._known: dict[tuple[str, str], float] = {}
         self.yes = self._first_tokens(("yes", "Yes", " yes", " Yes"))
         self.no = self._first_tokens(("no", "No", " no", " No"))
+
+    def close(self) -> None:
+        """Free the context, and the model unless the backend (or another holder) still has it."""
+        import llama_cpp
+
+        from collective.models.llamacpp_in_process import release_model
+
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            llama_cpp.llama_batch_free(self._batch)
+            self._ctx.close()
+        release_model(self._model)
 
     def _tokens(self, text: str, special: bool = True) -> list[int]:
         return list(self._model.tokenize(text.encode("utf-8"), add_bos=False, special=special))
@@ -124,9 +149,11 @@ class LlmReranker:
         """The log-odds of "yes" for each passage (higher: more likely to answer `query`)."""
         import llama_cpp
 
-        prefix = self.question_tokens(query)
         out: list[float] = []
         with self._lock:
+            if self._closed:  # its model may be freed: no tokenizing either
+                raise RuntimeError("the reranker is closed")
+            prefix = self.question_tokens(query)
             llama_cpp.llama_memory_clear(self._memory, True)
             self._decode([(prefix, 0, 0)])
             start = 0

@@ -1,9 +1,11 @@
 """llama.cpp in this process, through `llama-cpp-python`.
 
-* The GGUF is loaded lazily, on the first call that needs it (never at import), once per
-  backend; the registry shares one backend per file, so every role on the embedded model shares
-  one loaded model. Weights load with llama.cpp's CPU repacking on (the wheel is built for the
-  machine's CPU with AMX off, `ops/llama-cpp-python/build-wheel.sh`).
+* The GGUF is loaded lazily, on the first call that needs it (never at import); the registry
+  shares one backend per file, so every role on the embedded model shares one loaded model, and
+  the weights are loaded once per process and file (`acquire_model`): deep's reranker and any
+  other backend on the file share them, each with a context of its own. Weights load with
+  llama.cpp's CPU repacking on (the wheel is built for the machine's CPU with AMX off,
+  `ops/llama-cpp-python/build-wheel.sh`).
 * The prompt is rendered with the chat template stored in the GGUF (`tokenizer.chat_template`,
   through llama-cpp-python's `Jinja2ChatFormatter`, as `Llama.create_chat_completion` does) and
   tokenized by the model's own tokenizer. The token ids that were counted are the ids that are
@@ -28,6 +30,7 @@ import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,8 +60,11 @@ __all__ = [
     "GGUFChat",
     "LlamaCppBackend",
     "LlamaCppCounter",
+    "acquire_model",
     "default_threads",
     "gguf_vocab_counter",
+    "model_holders",
+    "release_model",
 ]
 
 SPIN_COUNT = "1000"
@@ -88,6 +94,70 @@ def default_threads() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+@dataclass
+class _Held:
+    model: LlamaModel
+    holders: int = 0
+
+
+_held: dict[tuple[str, bool], _Held] = {}
+"""The loaded models by (resolved GGUF path, repacking), with how many hold each."""
+_held_lock = threading.Lock()
+
+
+def acquire_model(path: str | os.PathLike[str], *, repack: bool = True) -> LlamaModel:
+    """The GGUF's weights, loaded once per process and (path, repacking); one more holder.
+
+    Every holder makes its own context on the model (the backend's `BatchEngine`, deep's
+    reranker): with repacking on, each load copies the weights into memory of its own, so two
+    loads of the 1.5B judge model held two copies. Give it back with `release_model`.
+
+    Args:
+        path: The `.gguf` file.
+        repack: Load weights with llama.cpp's CPU repacking (`use_extra_bufts`).
+
+    Raises:
+        ValueError: llama.cpp could not load the file (as `LlamaModel` raises it).
+    """
+    key = (str(Path(path).resolve()), repack)
+    with _held_lock:
+        held = _held.get(key)
+        if held is None:
+            import llama_cpp
+            from llama_cpp._internals import LlamaModel
+            from llama_cpp._logger import set_verbose
+
+            set_verbose(False)  # as `Llama(verbose=False)`: native logs stay quiet
+            params = llama_cpp.llama_model_default_params()
+            params.use_extra_bufts = repack
+            held = _Held(LlamaModel(path_model=key[0], params=params, verbose=False))
+            _held[key] = held
+        held.holders += 1
+        return held.model
+
+
+def release_model(model: LlamaModel) -> None:
+    """One holder of `model` fewer (`acquire_model`); the last one frees the weights.
+
+    Each holder releases once, after closing its own context on the model.
+    """
+    with _held_lock:
+        key = next((k for k, held in _held.items() if held.model is model), None)
+        if key is None:
+            return  # not held here (released already)
+        _held[key].holders -= 1
+        if _held[key].holders > 0:
+            return
+        del _held[key]
+    model.close()
+
+
+def model_holders(path: str | os.PathLike[str], *, repack: bool = True) -> int:
+    """How many hold the GGUF's loaded model (`acquire_model`); 0: it is not loaded."""
+    held = _held.get((str(Path(path).resolve()), repack))
+    return held.holders if held is not None else 0
 
 
 CHATML_TEMPLATE = (
@@ -418,35 +488,35 @@ class LlamaCppBackend(Backend):
             if self._chat is None:
                 if not self.path.is_file():
                     raise ConfigError(f"no GGUF model file at {self.path}; check the path")
-                import llama_cpp
-                from llama_cpp._internals import LlamaModel
-                from llama_cpp._logger import set_verbose
-
-                set_verbose(False)  # as `Llama(verbose=False)`: native logs stay quiet
-
-                params = llama_cpp.llama_model_default_params()
-                params.use_extra_bufts = self.repack
                 try:
-                    model = LlamaModel(path_model=str(self.path), params=params, verbose=False)
-                    # Beyond the training context the model degrades; the server caps slots
-                    # the same way.
-                    n_train = model.n_ctx_train()
-                    n_ctx = self.n_ctx_requested
-                    if 0 < n_train < n_ctx:
-                        n_ctx = n_train
-                    self._engine = BatchEngine(
-                        model,
-                        n_ctx=n_ctx,
-                        n_batch=min(self.n_batch, n_ctx),
-                        n_threads=self.n_threads,
-                        n_seq_max=self.n_seq_max,
-                        keep_idle=self.keep_idle,
-                    )
+                    # Shared with every other holder of this file (deep's reranker, another
+                    # backend on it): one copy of the weights, a context each.
+                    model = acquire_model(self.path, repack=self.repack)
                 except (ValueError, RuntimeError, OSError) as exc:
+                    raise ConfigError(f"llama.cpp could not load {self.path}: {exc}") from exc
+                try:
+                    self._engine = self._engine_on(model)
+                except (ValueError, RuntimeError, OSError) as exc:
+                    release_model(model)
                     raise ConfigError(f"llama.cpp could not load {self.path}: {exc}") from exc
                 self._chat = GGUFChat(model, self.model, self.chat_template)
                 self._counter = LlamaCppCounter("exact:llama.cpp", self._chat)
             return self._chat
+
+    def _engine_on(self, model: LlamaModel) -> BatchEngine:
+        # Beyond the training context the model degrades; the server caps slots the same way.
+        n_train = model.n_ctx_train()
+        n_ctx = self.n_ctx_requested
+        if 0 < n_train < n_ctx:
+            n_ctx = n_train
+        return BatchEngine(
+            model,
+            n_ctx=n_ctx,
+            n_batch=min(self.n_batch, n_ctx),
+            n_threads=self.n_threads,
+            n_seq_max=self.n_seq_max,
+            keep_idle=self.keep_idle,
+        )
 
     async def _loaded(self) -> GGUFChat:
         if self._chat is not None:
@@ -644,13 +714,16 @@ class LlamaCppBackend(Backend):
         return Health(False, f"no GGUF model file at {self.path}")
 
     async def aclose(self) -> None:
-        """Free the model (it reloads on next use); calls running on it end `cancelled`."""
+        """Free the context, and the model unless others hold it (`release_model`).
+
+        It reloads on next use; calls running on it end `cancelled`.
+        """
         with self._load_lock:
             engine, self._engine = self._engine, None
             self._chat = self._counter = None
         if engine is not None:
             await asyncio.to_thread(engine.close)
-            engine.model.close()
+            release_model(engine.model)
 
 
 EMBEDDED_N_CTX = 32768

@@ -107,6 +107,32 @@ async def test_registry_shares_one_backend_for_the_embedded_model(gguf_path: Pat
         await registry.close_all()
 
 
+async def test_two_backends_on_one_file_share_its_model_and_outlive_each_other(
+    gguf_path: Path,
+) -> None:
+    # One loaded model per file and repacking, a context each: closing one backend must not
+    # free the model under the other.
+    from collective.models.llamacpp_in_process import model_holders
+
+    held = model_holders(gguf_path)  # other tests' backends in this process may hold it
+    first = LlamaCppBackend(gguf_path, n_ctx=N_CTX)
+    second = LlamaCppBackend(gguf_path, n_ctx=N_CTX)
+    try:
+        answers = [await b.chat(SHORT, max_tokens=4, temperature=0.0) for b in (first, second)]
+        assert first.engine.model is second.engine.model
+        assert first.engine is not second.engine
+        assert model_holders(gguf_path) == held + 2
+        await first.aclose()
+        assert model_holders(gguf_path) == held + 1
+        again = await second.chat(SHORT, max_tokens=4, temperature=0.0)
+        assert again.text == answers[1].text and again.usage.completion_tokens > 0
+    finally:
+        await first.aclose()
+        await second.aclose()
+    assert model_holders(gguf_path) == held
+    assert not first.loaded and not second.loaded
+
+
 async def test_the_repeat_penalty_reaches_the_sampler(shared_backend: LlamaCppBackend) -> None:
     loop: list[ChatMessage] = [
         {"role": "user", "content": "Write the word 'red' again and again: red red red red red"}

@@ -117,3 +117,61 @@ def test_a_question_or_passage_never_becomes_control_tokens(
 
     assert count(reranker.question_tokens(hostile)) == count(reranker.question_tokens("dry"))
     assert count(reranker.passage_tokens(hostile)) == count(reranker.passage_tokens("dry"))
+
+
+async def test_the_reranker_and_the_judges_backend_share_one_loaded_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A council held the 1.5B's weights twice: the backend and the reranker each loaded the
+    # GGUF, and with repacking on each load copies the weights into memory of its own.
+    from collective.kb.rerank import RERANK_MODEL, _embedded_reranker
+    from collective.models import registry
+
+    monkeypatch.setenv("COLLECTIVE_RERANK", "embedded")
+    try:
+        judge = registry.backend_from_spec(f"embedded:{RERANK_MODEL}")
+        await judge.chat([{"role": "user", "content": "Hi"}], max_tokens=1)
+        assert _embedded_reranker()._model is judge.engine.model  # type: ignore[attr-defined]
+    finally:
+        await registry.close_all()
+
+
+def _own_copy(gguf: Path, folder: Path) -> Path:
+    """The GGUF under a path of its own: no other test's backend in this process holds it."""
+    import os
+    import shutil
+
+    own = folder / gguf.name
+    try:
+        os.link(gguf, own)  # the same file, another path: loaded models are keyed by path
+    except OSError:
+        shutil.copyfile(gguf, own)
+    return own
+
+
+async def test_the_reranker_outlives_the_backend_and_the_last_release_frees_the_model(
+    tmp_path: Path,
+) -> None:
+    from collective.kb.rerank import LlmReranker
+    from collective.models.embedded import embedded_model_path
+    from collective.models.llamacpp_in_process import LlamaCppBackend, model_holders
+
+    gguf = _own_copy(embedded_model_path(), tmp_path)
+    backend = LlamaCppBackend(gguf, n_ctx=512)
+    reranker = LlmReranker(gguf)
+    assert model_holders(gguf) == 1  # the reranker: the backend loads on first use
+    answer = await backend.chat([{"role": "user", "content": "Hi"}], max_tokens=2)
+    assert answer.usage.completion_tokens > 0
+    assert model_holders(gguf) == 2 and backend.engine.model is reranker._model
+    passages = ["Dry nylon at 70 °C for 6 hours before printing.", "PLA is easy to print."]
+    before = reranker.scores(QUERY, passages)
+
+    await backend.aclose()  # had it closed the shared model, the reranker would read freed weights
+    assert model_holders(gguf) == 1
+    assert reranker.scores(QUERY, passages) == before
+    model = reranker._model
+    reranker.close()
+    assert model_holders(gguf) == 0
+    assert model.model is None  # freed (llama-cpp-python's `LlamaModel.close`)
+    with pytest.raises(RuntimeError, match="closed"):
+        reranker.scores(QUERY, passages)
