@@ -71,16 +71,6 @@ MACHINE_KEYS = ("checkpoints", "store", "usage_log", "telemetry", "kb_embeddings
 """Settings of this machine, not of a run: a resumed run keeps the current ones."""
 
 
-def _embedding_spec(value: str) -> str:
-    from collective.kb.embeddings import parse_spec
-
-    try:
-        parse_spec(value)
-    except ConfigError as exc:
-        raise ValueError(str(exc)) from None
-    return value.strip()
-
-
 def _judges(value: Any) -> Any:
     """The judge's fallback list, each entry one backend or a list of replicas."""
     return [replica_set(v) for v in value] if isinstance(value, list) else value
@@ -128,7 +118,8 @@ class CollectiveConfig(_RunSettings):
     """Every setting of collective, validated: the run's and this machine's.
 
     The run's are `CouncilContext`'s fields (`_RunSettings`), declared there only; the
-    machine's are `checkpoints`, `store`, `telemetry` and `kb_embeddings` (`MACHINE_KEYS`).
+    machine's are `checkpoints`, `store` and `telemetry`, and of the context's, `usage_log` and
+    `kb_embeddings` are the machine's too (`MACHINE_KEYS`: a resume keeps the current ones).
     Validating builds the run's context once (`council_context`), which reads the budgets and
     profiles.
     """
@@ -144,11 +135,6 @@ class CollectiveConfig(_RunSettings):
         description="L2 long-term memory (LangGraph store): a SQLite file or a postgresql:// URL.",
     )
     telemetry: Literal["none", "console", "otlp"] = "none"
-    kb_embeddings: Annotated[str, AfterValidator(_embedding_spec)] = Field(
-        default="builtin",
-        description="The KB's embedding model: builtin, none, openai:MODEL@http://HOST:PORT "
-        "or ollama:MODEL@http://HOST:PORT (an embedding server of yours).",
-    )
     _context: CouncilContext = PrivateAttr()
 
     @classmethod

@@ -28,7 +28,6 @@ __all__ = [
     "config_file",
     "debug",
     "embedded_model_override",
-    "kb_embeddings",
     "kb_path",
     "ollama_host",
     "ollama_num_parallel",
@@ -61,7 +60,8 @@ EMBEDDED_MODEL_ENV = "COLLECTIVE_EMBEDDED_MODEL"
 RERANK_ENV = "COLLECTIVE_RERANK"
 """Deep retrieval's reranker: `embedded` (default: the embedded judge model) or `none`."""
 KB_EMBEDDINGS_ENV = "COLLECTIVE_KB_EMBEDDINGS"
-"""The embedder of KB vectors (default: config `kb_embeddings`, else the bundled model)."""
+"""The setting `kb_embeddings` as an environment variable (read by `collective.config`), named
+in messages."""
 
 
 def _get(name: str) -> str:
@@ -104,11 +104,6 @@ def complexity_signals_file() -> str:
 def embedded_model_override() -> str:
     """`$COLLECTIVE_EMBEDDED_MODEL`: the one embedded model every `embedded` spec runs ("")."""
     return _get(EMBEDDED_MODEL_ENV)
-
-
-def kb_embeddings() -> str:
-    """`$COLLECTIVE_KB_EMBEDDINGS`: the KB's embedder ("": the bundled model)."""
-    return _get(KB_EMBEDDINGS_ENV)
 
 
 def rerank() -> str:

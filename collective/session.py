@@ -17,7 +17,6 @@ stays fast.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collective import agents, environment
+from collective import agents
 
 if TYPE_CHECKING:
     from collective.config import CollectiveConfig, EffectiveConfig
@@ -78,9 +77,6 @@ def load_settings(config: Path | None, overrides: Mapping[str, Any]) -> Effectiv
     from collective.config import load_config
 
     effective = load_config(config, overrides)
-    if effective.source_of("kb_embeddings") in ("file", ".env"):
-        # The KB opens its embedder from the environment (kb commands read no --config).
-        os.environ[environment.KB_EMBEDDINGS_ENV] = effective.config.kb_embeddings
     if effective.config.telemetry != "none":
         from collective.telemetry import configure_telemetry
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from collective.kb.sqlite_store import Progress, SqliteKnowledgeStore
 
-__all__ = ["app", "fail"]
+__all__ = ["app", "embeddings_setting", "fail"]
 
 app = typer.Typer(
     help="The knowledge base: add Markdown/text files, list and remove chunks, reindex vectors."
@@ -42,13 +42,32 @@ def fail(message: str, code: int = 2, *, as_json: bool = False) -> typer.Exit:
     return typer.Exit(code)
 
 
+def embeddings_setting(*, as_json: bool = False) -> str:
+    """The settings' `kb_embeddings`, for a command that computes vectors.
+
+    Read by `collective.config`: `$COLLECTIVE_KB_EMBEDDINGS` (or `.env`), else the config
+    file's (`$COLLECTIVE_CONFIG`, else `collective.toml`), else `builtin`. An invalid
+    configuration fails the command.
+    """
+    from collective.config import load_config
+    from collective.errors import ConfigError
+
+    try:
+        return load_config().config.kb_embeddings
+    except ConfigError as exc:
+        raise fail(str(exc), exc.exit_code, as_json=as_json) from None
+
+
 def _kb_path(kb: Path | None) -> Path:
     from collective.kb.demo import default_kb_path
 
     return kb if kb is not None else default_kb_path()
 
 
-def _open_existing(kb: Path | None, *, as_json: bool = False) -> SqliteKnowledgeStore:
+def _open_existing(
+    kb: Path | None, *, as_json: bool = False, embeddings: str = "none"
+) -> SqliteKnowledgeStore:
+    """The KB at `kb`, which must exist (`embeddings`: lexical only unless a command embeds)."""
     from collective.errors import CollectiveError
     from collective.kb.sqlite_store import SqliteKnowledgeStore
 
@@ -59,7 +78,7 @@ def _open_existing(kb: Path | None, *, as_json: bool = False) -> SqliteKnowledge
             as_json=as_json,
         )
     try:
-        return SqliteKnowledgeStore(path)
+        return SqliteKnowledgeStore(path, embeddings=embeddings)
     except CollectiveError as exc:  # not a database, or a database that is not a KB
         raise fail(str(exc), exc.exit_code, as_json=as_json) from None
 
@@ -91,12 +110,13 @@ def add(
         raise fail(
             f"no such file or directory: {', '.join(missing)}; check the path", 2, as_json=as_json
         )
+    embeddings = embeddings_setting(as_json=as_json)
     files = _files(paths)
     refused: list[tuple[str, str]] = []
     stats = IngestStats()
     embedded, vector_error = 0, ""
     try:
-        with SqliteKnowledgeStore(path) as store:
+        with SqliteKnowledgeStore(path, embeddings=embeddings) as store:
             store.check_model()  # a KB of another embedding model: refuse before adding
             for file in files:
                 try:
@@ -229,15 +249,16 @@ def reindex(
 ) -> None:
     """Recompute every chunk's vector with the configured embedding model.
 
-    Needed when the KB was built with another model (or none); $COLLECTIVE_KB_EMBEDDINGS
-    chooses the model (default: the bundled all-MiniLM-L6-v2).
+    Needed when the KB was built with another model (or none); `kb_embeddings` in the config
+    file or $COLLECTIVE_KB_EMBEDDINGS chooses the model (default: the bundled all-MiniLM-L6-v2).
     """
     import json
 
     from collective.errors import CollectiveError
 
+    embeddings = embeddings_setting(as_json=as_json)
     try:
-        with _open_existing(kb, as_json=as_json) as store:
+        with _open_existing(kb, as_json=as_json, embeddings=embeddings) as store:
             count = _with_progress(store.reindex, quiet=as_json)
             model, vectors, chunks = store.vector_status()
     except CollectiveError as exc:

@@ -64,8 +64,12 @@ def recall(
         raise fail(
             f"no knowledge base at {kb}; create one with `collective kb add PATH... --kb {kb}`"
         )
+    embeddings = kb_command.embeddings_setting(as_json=json_out)
     try:
-        store = SqliteKnowledgeStore(kb) if kb is not None else open_default_store()
+        if kb is not None:
+            store = SqliteKnowledgeStore(kb, embeddings=embeddings)
+        else:
+            store = open_default_store(embeddings=embeddings)
         with store:
             result = retrieve(
                 store,

@@ -90,6 +90,17 @@ def _known_roles(value: Mapping[str, Any]) -> Mapping[str, Any]:
     return value
 
 
+def _embedding_spec(value: str) -> str:
+    """Refuse an embedder spec of no known form (`collective.kb.embeddings.parse_spec`)."""
+    from collective.kb.embeddings import parse_spec
+
+    try:
+        parse_spec(value)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+    return value.strip()
+
+
 def _keep_plans(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
     """A `ModelBudget` object (a library caller's plan) passes as it is."""
     return value if isinstance(value, ModelBudget) else handler(value)
@@ -215,6 +226,10 @@ class CouncilContext:
     """SQLite knowledge base; None uses the demo KB shipped with collective."""
     knowledge: Any = None
     """A `KnowledgeStore` object (e.g. `RetrieverKnowledgeStore`); overrides `kb`."""
+    kb_embeddings: Annotated[str, AfterValidator(_embedding_spec)] = "builtin"
+    """The SQLite KB's embedding model (`collective.kb.embeddings`): `builtin`, `none`,
+    `openai:MODEL@http://HOST:PORT` or `ollama:MODEL@http://HOST:PORT` (a server of yours).
+    A setting of this machine: a resumed run takes the current one."""
     hidden_tags: Sequence[str] = ("meta",)
     """Chunk tags that specialists do not see (the judge sees every chunk)."""
     budgets: Annotated[Mapping[str, BudgetRef], AfterValidator(_known_roles)] = field(

@@ -30,22 +30,25 @@ def default_kb_path() -> Path:
     return environment.kb_path()
 
 
-def open_default_store(path: str | Path | None = None) -> SqliteKnowledgeStore:
+def open_default_store(
+    path: str | Path | None = None, *, embeddings: str = "builtin"
+) -> SqliteKnowledgeStore:
     """Open the KB at `path` (default: `default_kb_path()`), seeding it with the demo KB if new.
 
     Args:
         path: The KB file; when it does not exist yet it is created from the demo files.
+        embeddings: The embedder's spec (the settings' `kb_embeddings`), seeding included.
 
     Returns:
         The opened store.
     """
     target = Path(path) if path is not None else default_kb_path()
     if not target.exists():
-        _seed(target)
-    return SqliteKnowledgeStore(target)
+        _seed(target, embeddings)
+    return SqliteKnowledgeStore(target, embeddings=embeddings)
 
 
-def _seed(target: Path) -> None:
+def _seed(target: Path, embeddings: str) -> None:
     """Build the demo KB at `target` once, however many processes start at the same time.
 
     One process at a time holds `<target>.lock`; the first builds the KB in a temporary file
@@ -61,6 +64,6 @@ def _seed(target: Path) -> None:
         building = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         building.unlink(missing_ok=True)
         demo = demo_kb_path()
-        with SqliteKnowledgeStore(building) as store:
+        with SqliteKnowledgeStore(building, embeddings=embeddings) as store:
             store.add_paths([demo], base=demo.parent)
         os.replace(building, target)

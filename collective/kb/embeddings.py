@@ -14,10 +14,10 @@
   `ollama:nomic-embed-text@http://127.0.0.1:11434`.
 * `none`: no vectors; retrieval is lexical only.
 
-Choose with `kb_embeddings` in the config file or `$COLLECTIVE_KB_EMBEDDINGS` (which wins).
-A KB records the
-model name and dimension of its vectors; a KB built with another model is refused until
-`collective kb reindex` recomputes them.
+The settings' `kb_embeddings` chooses (the config file, or `$COLLECTIVE_KB_EMBEDDINGS`, which
+wins: `collective.config` reads both); callers pass the spec in (`embedder_for`, the store's
+`embeddings`). A KB records the model name and dimension of its vectors; a KB built with
+another model is refused until `collective kb reindex` recomputes them.
 """
 
 from __future__ import annotations
@@ -44,8 +44,6 @@ __all__ = [
     "EmbeddingSpec",
     "HttpEmbedder",
     "MiniLMEmbedder",
-    "configured_embedder",
-    "configured_spec",
     "embedder_for",
     "one_blas_thread",
     "parse_spec",
@@ -379,32 +377,3 @@ def embedder_for(spec: str) -> Embedder | None:
     if parsed.kind == "builtin":
         return _builtin()
     return HttpEmbedder(parsed.kind, parsed.url, parsed.model)
-
-
-def configured_spec() -> str:
-    """`$COLLECTIVE_KB_EMBEDDINGS`, else `kb_embeddings` in the config file, else `builtin`.
-
-    The config file is `$COLLECTIVE_CONFIG`, else `collective.toml` in the working directory
-    (a run with `--config FILE` exports the file's value; see `session.load_settings`).
-
-    Raises:
-        ConfigError: The config file cannot be read, or its value is no string.
-    """
-    import tomllib
-
-    spec = environment.kb_embeddings()
-    path = environment.config_file() or Path(environment.DEFAULT_CONFIG_FILE)
-    if spec or not path.is_file():
-        return spec or "builtin"
-    try:
-        value = tomllib.loads(path.read_text(encoding="utf-8")).get("kb_embeddings", "builtin")
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read kb_embeddings from config file {path}: {exc}") from None
-    if not isinstance(value, str):
-        raise ConfigError(f"kb_embeddings in {path} must be a string; use {EMBEDDING_FORMS}")
-    return value
-
-
-def configured_embedder() -> Embedder | None:
-    """The embedder `configured_spec()` names (default: the bundled model)."""
-    return embedder_for(configured_spec())

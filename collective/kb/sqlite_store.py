@@ -15,10 +15,11 @@ Coverage makes the score comparable across queries (1.0: every content word pres
 trust passes of the retrieval profiles rely on; the BM25 part orders chunks of equal coverage.
 
 Dense vectors live in the same file (table `vectors`, float16, one per chunk), computed by the
-configured embedder (`collective.kb.embeddings`) when chunks are added, in batches, only for
-chunks that lack one. The table `meta` records the embedding model and dimension; a KB whose
-vectors came from another model is refused until `collective kb reindex`. `dense_search` scores
-by cosine similarity over all vectors held in memory (numpy, brute force).
+store's embedder (`collective.kb.embeddings`, named by the caller: the settings'
+`kb_embeddings`) when chunks are added, in batches, only for chunks that lack one. The table
+`meta` records the embedding model and dimension; a KB whose vectors came from another model is
+refused until `collective kb reindex`. `dense_search` scores by cosine similarity over all
+vectors held in memory (numpy, brute force).
 """
 
 from __future__ import annotations
@@ -278,13 +279,17 @@ class SqliteKnowledgeStore:
     using `asyncio.to_thread`) are safe; SQLite searches take a millisecond or two.
     """
 
-    def __init__(self, path: str | Path, *, embedder: Embedder | None = _UNSET) -> None:
+    def __init__(
+        self, path: str | Path, *, embedder: Embedder | None = _UNSET, embeddings: str = "builtin"
+    ) -> None:
         """Open (creating if needed) the store at `path` (`:memory:` for a throw-away one).
 
         Args:
             path: The KB file.
-            embedder: What computes vectors; default: the configured one
-                (`$COLLECTIVE_KB_EMBEDDINGS`, loaded when first needed); None: lexical only.
+            embedder: What computes vectors; default: the one `embeddings` names, loaded
+                when first needed; None: lexical only.
+            embeddings: The embedder's spec when none is given (the settings'
+                `kb_embeddings`: `collective.kb.embeddings.embedder_for`).
 
         Raises:
             ConfigError: The file cannot be opened as a SQLite knowledge store, or is a SQLite
@@ -302,6 +307,7 @@ class SqliteKnowledgeStore:
         self._stats: dict[str, Any] = {}
         self._data_version = -1
         self._embedder = embedder
+        self._embeddings = embeddings
         # data_version, rowids, vectors, chunk count: for dense search, until the KB changes
         self._matrix: tuple[int, np.ndarray, np.ndarray, int] | None = None
         self._sims: tuple[str, np.ndarray, np.ndarray] | None = None  # query, matrix, cosines
@@ -318,11 +324,11 @@ class SqliteKnowledgeStore:
 
     @property
     def embedder(self) -> Embedder | None:
-        """The embedder of this store (the configured one unless given), loaded on first use."""
+        """The store's embedder (given, else the one `embeddings` names), loaded on first use."""
         if self._embedder is _UNSET:
-            from collective.kb.embeddings import configured_embedder
+            from collective.kb.embeddings import embedder_for
 
-            self._embedder = configured_embedder()
+            self._embedder = embedder_for(self._embeddings)
         return self._embedder
 
     def close(self) -> None:
@@ -530,7 +536,7 @@ class SqliteKnowledgeStore:
         return done
 
     def reindex(self, progress: Progress | None = None) -> int:
-        """Drop every vector and compute them again with the configured embedder.
+        """Drop every vector and compute them again with the store's embedder.
 
         Returns:
             The number of vectors computed.

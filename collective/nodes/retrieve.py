@@ -28,11 +28,15 @@ from collective.question import check_question
 
 __all__ = ["open_knowledge", "retrieve"]
 
-_stores: dict[str, KnowledgeStore] = {}
+_stores: dict[tuple[str, str], KnowledgeStore] = {}
+"""Open SQLite KBs by (absolute path, embedder spec)."""
 
 
 def open_knowledge(ctx: CouncilContext) -> KnowledgeStore:
-    """The run's knowledge store: the one given, the SQLite KB at `kb`, or the demo KB."""
+    """The run's knowledge store: the one given, the SQLite KB at `kb`, or the demo KB.
+
+    A SQLite KB embeds with the context's `kb_embeddings`.
+    """
     if ctx.knowledge is not None:
         return ctx.knowledge
     from collective.kb.demo import default_kb_path, open_default_store
@@ -40,9 +44,9 @@ def open_knowledge(ctx: CouncilContext) -> KnowledgeStore:
     # Keyed by the absolute path: the default KB is relative to the working directory, and a
     # process that changes directory must not keep reading the first one it opened.
     path = Path(ctx.kb or default_kb_path()).absolute()
-    key = str(path)
+    key = (str(path), ctx.kb_embeddings)
     if key not in _stores:
-        _stores[key] = open_default_store(path)
+        _stores[key] = open_default_store(path, embeddings=ctx.kb_embeddings)
     return _stores[key]
 
 

@@ -15,6 +15,12 @@ from tests.integration.conftest import ServerProcess, serving_llama_server
 pytestmark = pytest.mark.integration
 
 
+def _setting() -> str:
+    from collective.config import load_config
+
+    return load_config(dotenv=None).config.kb_embeddings
+
+
 @pytest.fixture(scope="module")
 def embedding_server(llama_server_binary: str, gguf_path: Path) -> Iterator[ServerProcess]:
     yield from serving_llama_server(
@@ -39,13 +45,13 @@ def test_a_kb_embedded_by_a_server_and_refused_by_another_model(
         "## Uses\nSiding, fences and decks.\n",
         encoding="utf-8",
     )
-    # The config file names the server in the chat backends' form.
+    # The config file names the server in the chat backends' form; the settings hand it on.
     config = tmp_path / "collective.toml"
     config.write_text(f'kb_embeddings = "openai:gemma-3-270m@{embedding_server.url}"\n')
     monkeypatch.setenv("COLLECTIVE_CONFIG", str(config))
     monkeypatch.delenv("COLLECTIVE_KB_EMBEDDINGS", raising=False)
     kb = tmp_path / "kb.sqlite"
-    with SqliteKnowledgeStore(kb) as store:
+    with SqliteKnowledgeStore(kb, embeddings=_setting()) as store:
         store.add_paths([docs])
         model, vectors, chunks = store.vector_status()
         assert (model, vectors, chunks) == ("gemma-3-270m", 2, 2)
@@ -55,11 +61,11 @@ def test_a_kb_embedded_by_a_server_and_refused_by_another_model(
     # The first form (the endpoint's URL, then the model) still names the same model.
     spec = f"openai:{embedding_server.url}/v1/embeddings#gemma-3-270m"
     monkeypatch.setenv("COLLECTIVE_KB_EMBEDDINGS", spec)
-    with SqliteKnowledgeStore(kb) as store:
+    with SqliteKnowledgeStore(kb, embeddings=_setting()) as store:
         assert retrieve(store, "stains on the fence", "balanced").dense["used"] is True
 
     monkeypatch.delenv("COLLECTIVE_KB_EMBEDDINGS")
     monkeypatch.delenv("COLLECTIVE_CONFIG")  # the bundled model: not this KB's
-    with SqliteKnowledgeStore(kb) as store:
+    with SqliteKnowledgeStore(kb, embeddings=_setting()) as store:
         with pytest.raises(ConfigError, match="'gemma-3-270m'.*collective kb reindex"):
             retrieve(store, "stains on the fence", "balanced")

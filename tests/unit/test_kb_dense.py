@@ -200,19 +200,18 @@ def test_embedding_server_specs_take_the_chat_backends_form() -> None:
 
 def test_config_file_names_the_kb_embedder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from collective.config import load_config
-    from collective.kb.embeddings import configured_spec
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("COLLECTIVE_KB_EMBEDDINGS", raising=False)
     monkeypatch.delenv("COLLECTIVE_CONFIG", raising=False)
-    assert configured_spec() == "builtin"
+    assert load_config(dotenv=None).config.kb_embeddings == "builtin"
     (tmp_path / "collective.toml").write_text('kb_embeddings = "none"\n', encoding="utf-8")
-    assert configured_spec() == "none"
     effective = load_config(dotenv=None)
     assert effective.config.kb_embeddings == "none"
     assert effective.source_of("kb_embeddings") == "file"
+    assert effective.config.council_context().kb_embeddings == "none"  # what the run opens
     monkeypatch.setenv("COLLECTIVE_KB_EMBEDDINGS", "builtin")  # the environment wins
-    assert configured_spec() == "builtin"
+    assert load_config(dotenv=None).config.kb_embeddings == "builtin"
     monkeypatch.delenv("COLLECTIVE_KB_EMBEDDINGS")
 
     bad = tmp_path / "bad.toml"
@@ -221,26 +220,46 @@ def test_config_file_names_the_kb_embedder(tmp_path: Path, monkeypatch: pytest.M
         load_config(bad, dotenv=None)
 
 
-def test_kb_add_uses_the_config_files_embedder(
+def test_kb_commands_use_the_config_files_embedder_read_by_the_settings_alone(
     tmp_path: Path, docs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # kb/embeddings.py read `kb_embeddings` from the file itself, beside collective.config.
+    import sys
+    import tomllib
+
+    parsed_by: list[str] = []
+    loads = tomllib.loads
+
+    def spy(text: str, **kwargs: object) -> dict:
+        if "kb_embeddings" in text:
+            parsed_by.append(sys._getframe(1).f_globals["__name__"])
+        return loads(text, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tomllib, "loads", spy)
     monkeypatch.delenv("COLLECTIVE_KB_EMBEDDINGS", raising=False)
     config = tmp_path / "mine.toml"
     config.write_text('kb_embeddings = "none"\n', encoding="utf-8")
     monkeypatch.setenv("COLLECTIVE_CONFIG", str(config))
     kb = tmp_path / "kb.sqlite"
-    result = runner.invoke(app, ["kb", "add", str(docs), "--kb", str(kb), "--json"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["vectors_added"] == 0
+    added = runner.invoke(app, ["kb", "add", str(docs), "--kb", str(kb), "--json"])
+    assert added.exit_code == 0, added.output
+    assert json.loads(added.stdout)["vectors_added"] == 0
     with SqliteKnowledgeStore(kb, embedder=None) as store:
         assert store.vector_status() == (None, 0, 4)
+    found = runner.invoke(app, ["recall", "fence stains", "--kb", str(kb), "--json"])
+    assert found.exit_code == 0, found.output
+    assert json.loads(found.stdout)["dense"]["used"] is False  # lexical only, as the file says
+    assert parsed_by == ["collective.config", "collective.config"]
 
 
-def test_a_run_with_config_exports_its_kb_embedder(
+def test_a_run_with_config_opens_its_kb_with_the_files_embedder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # `ask --config FILE`: the KB the run opens must use the file's embedder.
-    from collective.kb.embeddings import configured_spec
+    # `ask --config FILE`: the KB the run opens (retrieval, the judge's kb_search) must use the
+    # file's embedder; the settings carry it, nothing is exported to the environment.
+    import os
+
+    from collective.nodes.retrieve import open_knowledge
     from collective.session import load_settings
 
     monkeypatch.delenv("COLLECTIVE_KB_EMBEDDINGS", raising=False)
@@ -248,5 +267,8 @@ def test_a_run_with_config_exports_its_kb_embedder(
     monkeypatch.chdir(tmp_path)
     config = tmp_path / "elsewhere.toml"
     config.write_text('kb_embeddings = "none"\n', encoding="utf-8")
-    load_settings(config, {})
-    assert configured_spec() == "none"
+    ctx = load_settings(config, {}).config.council_context()
+    assert "COLLECTIVE_KB_EMBEDDINGS" not in os.environ
+    ctx.kb = str(tmp_path / "kb.sqlite")
+    store = open_knowledge(ctx)  # the demo KB seeded there, without vectors
+    assert store.embedder is None  # type: ignore[attr-defined]

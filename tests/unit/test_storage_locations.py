@@ -49,12 +49,11 @@ def test_the_default_kb_follows_the_working_directory(tmp_path, monkeypatch):
     from collective.nodes.retrieve import open_knowledge
 
     monkeypatch.delenv("COLLECTIVE_KB", raising=False)
-    monkeypatch.setenv("COLLECTIVE_KB_EMBEDDINGS", "none")
     stores = []
     for name in ("first", "second"):
         (tmp_path / name).mkdir()
         monkeypatch.chdir(tmp_path / name)
-        stores.append(open_knowledge(CouncilContext()))
+        stores.append(open_knowledge(CouncilContext(kb_embeddings="none")))
         assert (tmp_path / name / ".collective" / "kb.sqlite").exists()  # seeded here
     assert stores[0] is not stores[1]
     for store in stores:
