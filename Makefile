@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check unit integration bench eval real-council llama-server clean
+.PHONY: demo test check unit integration bench eval real-council llama-server clean \
+	agent-server-up agent-server-down agent-server-test agent-server-bench
 
 $(STAMP): pyproject.toml ops/llama-cpp-python/build-wheel.sh ops/native-cpu.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,7 +36,8 @@ unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
 bench: $(STAMP)
-	for b in bench/*.py; do [ $$b = bench/council_eval.py ] || $(BIN)/python $$b || exit 1; done
+	for b in bench/*.py; do case $$b in bench/council_eval.py|bench/agent_server.py) ;; \
+		*) $(BIN)/python $$b || exit 1;; esac; done
 
 # The real embedded council end to end (Qwen 0.5B members, 1.5B judge): 4-9 minutes.
 real-council: $(STAMP)
@@ -47,5 +49,25 @@ real-council: $(STAMP)
 eval: $(STAMP)
 	$(BIN)/python bench/council_eval.py --out bench/council_eval.json $(EVAL_ARGS)
 
+# The council on a self-hosted Agent Server (README "Scaling out"): Aegra 0.11 in its own
+# Python 3.12 environment (.agent-server/venv, ops/agent-server/setup.sh), two instances on one
+# PostgreSQL and one Redis on 127.0.0.1, each process stopped by its pid.
+AGENT_SERVER_PY = "$$(bash ops/agent-server/setup.sh)"
+
+agent-server-up:
+	$(AGENT_SERVER_PY) ops/agent-server/cluster.py start --instances 2
+
+agent-server-down:
+	$(AGENT_SERVER_PY) ops/agent-server/cluster.py stop
+
+# Two instances driven with langgraph_sdk (streams, join, a killed instance, cancel, memory):
+# about 5 minutes here, plus about 2 for a fresh server environment.
+agent-server-test: $(STAMP)
+	COLLECTIVE_AGENT_SERVER_PYTHON=$(AGENT_SERVER_PY) $(BIN)/pytest -q tests/agent_server
+
+# Runs completed with one instance killed, and the server path's added latency (bench/README.md).
+agent-server-bench: $(STAMP)
+	COLLECTIVE_AGENT_SERVER_PYTHON=$(AGENT_SERVER_PY) $(BIN)/python bench/agent_server.py $(BENCH_ARGS)
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
+	rm -rf $(VENV) .agent-server .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

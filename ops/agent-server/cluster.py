@@ -28,6 +28,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -95,19 +96,22 @@ def _pg_user(root: Path, pg_bin: Path) -> str | None:
 class Cluster:
     """The processes of one deployment, recorded in `DIR/cluster.json`."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path) -> None:  # noqa: D107
         self.root = root
         self.file = root / "cluster.json"
 
     def read(self) -> dict[str, Any]:
+        """The recorded state (pids, ports, URLs)."""
         if not self.file.exists():
             raise SystemExit(f"no cluster at {self.root} (start one: cluster.py start)")
         return dict(json.loads(self.file.read_text()))
 
     def write(self, state: dict[str, Any]) -> None:
+        """Record the state."""
         self.file.write_text(json.dumps(state, indent=2))
 
     def start(self, instances: int, env_overrides: dict[str, str]) -> dict[str, Any]:
+        """Start everything (see the module doc); on any failure stop what had started."""
         if self.file.exists():
             raise SystemExit(f"a cluster is recorded at {self.file}: stop it first")
         shutil.rmtree(self.root, ignore_errors=True)
@@ -127,8 +131,10 @@ class Cluster:
 
         procs = state["processes"]
         pg_bin = Path(POSTGRES_BIN_PATH)
-        pg_root = self.root / "postgres"
-        pg_root.mkdir()
+        # Its own temporary directory: the state directory may sit under a parent the
+        # PostgreSQL system user cannot enter (pytest's are 0700).
+        pg_root = Path(tempfile.mkdtemp(prefix="collective-agent-server-pg-"))
+        state["postgres_dir"] = str(pg_root)
         user = _pg_user(pg_root, pg_bin)
         pg_port, data = free_port(), pg_root / "data"
         subprocess.run(
@@ -247,6 +253,7 @@ class Cluster:
         raise SystemExit(f"{url}/ready never answered 200:\n{tail(log)}")
 
     def kill(self, name: str) -> None:
+        """SIGKILL one recorded process: a crash, nothing drained."""
         proc = self.read()["processes"].get(name)
         if proc is None:
             raise SystemExit(f"no process {name!r} in {self.file}")
@@ -260,6 +267,8 @@ class Cluster:
         for name in order:
             if name in procs:
                 _stop(procs[name]["pid"])
+        if "postgres_dir" in state:
+            shutil.rmtree(state["postgres_dir"], ignore_errors=True)
         self.file.unlink()
 
 
@@ -315,6 +324,7 @@ def _stop(pid: int, timeout: float = 30) -> None:
 
 
 def main() -> None:
+    """The command line (see the module doc)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("command", choices=["start", "stop", "kill", "restart", "show"])
     parser.add_argument("name", nargs="?", help="kill: the process (A, B, redis, postgres)")

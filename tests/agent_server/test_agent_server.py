@@ -81,7 +81,9 @@ class Deployment:
         import psycopg
 
         with psycopg.connect(self.state["database_url"]) as conn:
-            row = conn.execute("SELECT claimed_by FROM runs WHERE run_id = %s", (run_id,)).fetchone()
+            row = conn.execute(
+                "SELECT claimed_by FROM runs WHERE run_id = %s", (run_id,)
+            ).fetchone()
         if not row or not row[0]:
             return None
         pids = {str(p["pid"]): n for n, p in self.state["processes"].items()}
@@ -111,9 +113,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
         yield deployment
     finally:
         deployment._run("stop")
-        left = [p["pid"] for p in deployment.state["processes"].values()] if (
-            root / "cluster.json"
-        ).exists() else []
+        left = (
+            [p["pid"] for p in deployment.state["processes"].values()]
+            if (root / "cluster.json").exists()
+            else []
+        )
         assert not left, f"cluster.py stop left {left}"
 
 
@@ -171,8 +175,11 @@ async def test_a_run_started_on_a_streams_there_and_is_joined_from_b(cluster, mo
     models.latency_s = 1.0  # long enough to join while the members run
     try:
         run = await a.runs.create(
-            tid, "collective", input={"question": tagged("PLA in a hot car?")},
-            context=context(models, "joiner"), stream_mode=STREAM,
+            tid,
+            "collective",
+            input={"question": tagged("PLA in a hot car?")},
+            context=context(models, "joiner"),
+            stream_mode=STREAM,
         )
         on_a, on_b = await asyncio.gather(
             collect(a.runs.join_stream(tid, run["run_id"], stream_mode=STREAM)),
@@ -184,12 +191,16 @@ async def test_a_run_started_on_a_streams_there_and_is_joined_from_b(cluster, mo
         assert parts.get("values") and parts["values"][-1].get("answer"), parts.keys()
         final = parts["values"][-1]
         assert [x["node"] for x in final["budgets"]] == [
-            "plan", "specialist-1", "specialist-2", "specialist-3", "judge"
+            "plan",
+            "specialist-1",
+            "specialist-2",
+            "specialist-3",
+            "judge",
         ]
         # the council's own progress events and the judge's tokens, as under langgraph dev
-        assert any(e.get("node") == "judge" for e in parts["custom"] if isinstance(e, dict)), (
-            parts["custom"][:5]
-        )
+        assert any(e.get("node") == "judge" for e in parts["custom"] if isinstance(e, dict)), parts[
+            "custom"
+        ][:5]
         judge_tokens = [m for m, meta in parts["messages"] if meta.get("agent") == "judge"]
         assert len(judge_tokens) > 1
         assert "".join(m["content"] for m in judge_tokens).strip().endswith(final["answer"])
@@ -237,8 +248,10 @@ async def test_a_killed_instance_s_run_finishes_on_the_other_without_rerunning_d
         run = await a.runs.create(tid, "collective", input={"question": question}, context=ctx)
         run_id = run["run_id"]
         await wait_for(
-            lambda: "quick-specialist" in models.finished(ref)
-            and models.asked(ref).count("specialist") == 2,
+            lambda: (
+                "quick-specialist" in models.finished(ref)
+                and models.asked(ref).count("specialist") == 2
+            ),
             what="the quick member done, the slow ones in flight",
         )
         holder = cluster.holder(run_id)
@@ -262,7 +275,11 @@ async def test_a_killed_instance_s_run_finishes_on_the_other_without_rerunning_d
     assert asked.count("quick-specialist") == 1, asked
     assert asked.count("specialist") == 4 and asked.count("judge") == 1, asked
     assert [b["node"] for b in result["budgets"]] == [
-        "plan", "specialist-1", "specialist-2", "specialist-3", "judge"
+        "plan",
+        "specialist-1",
+        "specialist-2",
+        "specialist-3",
+        "judge",
     ]
 
 
@@ -296,26 +313,34 @@ async def test_two_users_memories_never_meet(cluster, models):
     for i in range(12):  # until L1 overflows into the long-term store
         question = f"Run {i}: my enclosure {secret} sits in a hot car; which filament?"
         await a.runs.wait(
-            tid, "collective", input={"question": question}, context=context(models, "xena", **small)
+            tid,
+            "collective",
+            input={"question": question},
+            context=context(models, "xena", **small),
         )
         if cluster.sql("SELECT 1 FROM store WHERE prefix LIKE 'collective.memory.xena.%%'"):
             break
-    stored = cluster.sql("SELECT prefix, value::text FROM store WHERE value::text LIKE %s",
-                         f"%{secret}%")
+    stored = cluster.sql(
+        "SELECT prefix, value::text FROM store WHERE value::text LIKE %s", f"%{secret}%"
+    )
     assert stored and all(p.startswith("collective.memory.xena.") for p, _ in stored), stored
 
     # Yusuf, on the other instance, with the same scope: nothing of Xena's reaches a prompt
     before = len(models.asked(secret))
     tid_y = (await b.threads.create())["thread_id"]
     await b.runs.wait(
-        tid_y, "collective", input={"question": "Which filament for a hot car enclosure?"},
+        tid_y,
+        "collective",
+        input={"question": "Which filament for a hot car enclosure?"},
         context=context(models, "yusuf", **small),
     )
     assert len(models.asked(secret)) == before
     # Xena's new thread, from the other instance, recalls it from the shared store
     tid_x2 = (await b.threads.create())["thread_id"]
     await b.runs.wait(
-        tid_x2, "collective", input={"question": "Which filament for a hot car enclosure?"},
+        tid_x2,
+        "collective",
+        input={"question": "Which filament for a hot car enclosure?"},
         context=context(models, "xena", **small),
     )
     assert len(models.asked(secret)) > before
