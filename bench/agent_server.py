@@ -20,6 +20,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -225,6 +226,7 @@ async def main() -> None:
         )
     finally:
         cluster(python, root, "stop")
+        shutil.rmtree(root, ignore_errors=True)
         models.stop()
 
 

@@ -179,6 +179,8 @@ class Cluster:
             "AEGRA_CONFIG": str(REPO / "langgraph.json"),
             "RUN_MIGRATIONS_ON_STARTUP": "false",  # applied once below, not raced by N instances
             "CRON_ENABLED": "false",
+            # deep retrieval's reranker runs an in-process model, which this environment lacks
+            "COLLECTIVE_RERANK": os.environ.get("COLLECTIVE_RERANK", "none"),
             **overrides,
         }
         state["env"], state["database_url"] = env, database_url

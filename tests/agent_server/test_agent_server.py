@@ -14,6 +14,8 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -344,3 +346,68 @@ async def test_two_users_memories_never_meet(cluster, models):
         context=context(models, "xena", **small),
     )
     assert len(models.asked(secret)) > before
+
+
+@pytest.fixture(scope="module")
+def real_model() -> Any:
+    """The Ollama-protocol server backed by the real gemma 270M in this process's environment."""
+    pytest.importorskip("llama_cpp", reason="the real model path needs the project's .venv")
+    import socket
+
+    import httpx
+
+    from collective.models.embedded import embedded_model_path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [sys.executable, str(REPO / "tests" / "integration" / "ollama_protocol_server.py")]
+    argv += ["--port", str(port), "--model-name", "gemma3:270m", "--context-length", "8192"]
+    argv += ["--default-num-ctx", "4096", "--model", str(embedded_model_path())]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"{url}/api/version", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None, "the Ollama-protocol server exited"
+            time.sleep(0.2)
+        yield f"ollama:gemma3:270m@{url}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+async def test_the_real_model_s_tokens_stream_through_the_agent_server(cluster, real_model):
+    """The smallest real model behind the council: its verdict streams token by token from B."""
+    a, b = cluster.client("A"), cluster.client("B")
+    tid = (await a.threads.create())["thread_id"]
+    ctx = {
+        "k": 1,
+        "planner": real_model,
+        "judge": real_model,
+        "specialists": [{"backend": real_model, "count": 1}],
+        "judge_tools": False,
+        "kb_embeddings": "none",
+        "temperature": 0.0,
+        "output_caps": {"planner": 32, "specialist": 48, "judge": 48},
+        "user_id": "real",
+    }
+    run = await a.runs.create(
+        tid,
+        "collective",
+        input={"question": "Is PLA a good choice for a part in a hot car?"},
+        context=ctx,
+        stream_mode=STREAM,
+    )
+    parts = await collect(b.runs.join_stream(tid, run["run_id"], stream_mode=STREAM))
+    final = parts["values"][-1]
+    assert final.get("answer"), final
+    assert [x["node"] for x in final["budgets"]][:3] == ["plan", "specialist-1", "judge"]
+    judge = [m["content"] for m, meta in parts["messages"] if meta.get("agent") == "judge"]
+    assert len(judge) > 1, "the verdict did not stream"
+    fixed = final["claim_check"]["draft_support"] not in (None, 1.0)  # a fix streams after
+    assert "".join(judge).strip().endswith(final["answer"]) or fixed, judge
