@@ -494,7 +494,7 @@ class OllamaBackend(Backend):
 
                 try:
                     counter = await asyncio.to_thread(gguf_vocab_counter, info.blob)
-                except ConfigError as exc:
+                except (ConfigError, ImportError) as exc:  # ImportError: no llama-cpp-python here
                     log.warning("%s: cannot read the local blob's vocabulary: %s", self.spec, exc)
             self._counter = counter or EstimateCounter()
         return self._counter

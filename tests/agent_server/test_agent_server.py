@@ -405,7 +405,7 @@ async def test_the_real_model_s_tokens_stream_through_the_agent_server(cluster, 
     )
     parts = await collect(b.runs.join_stream(tid, run["run_id"], stream_mode=STREAM))
     final = parts["values"][-1]
-    assert final.get("answer"), final
+    assert final.get("answer"), parts.get("error") or final
     assert [x["node"] for x in final["budgets"]][:3] == ["plan", "specialist-1", "judge"]
     judge = [m["content"] for m, meta in parts["messages"] if meta.get("agent") == "judge"]
     assert len(judge) > 1, "the verdict did not stream"

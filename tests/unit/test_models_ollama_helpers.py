@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from ollama import ChatResponse, Message
 
@@ -160,6 +162,20 @@ async def test_the_reported_architecture_beats_the_name() -> None:
 
 async def test_a_remote_model_without_vocabulary_gets_the_estimate() -> None:
     counter = await _backend("qwen2.5:72b").token_counter()
+    assert counter.kind.startswith("estimate:") and not counter.exact
+
+
+async def test_a_local_blob_without_llama_cpp_here_gets_the_estimate(tmp_path, monkeypatch) -> None:
+    """An Agent Server's environment has no llama-cpp-python: Ollama on the same host must not
+    fail the run (it was `ModuleNotFoundError: No module named 'llama_cpp'` in the planner)."""
+    blob = tmp_path / "sha256-abc"
+    blob.write_bytes(b"GGUF")
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # `import llama_cpp` raises ImportError
+    b = _backend("gemma3:270m")
+    b._info = OllamaModelInfo(
+        context_length=8192, modelfile_num_ctx=None, architecture="gemma3", blob=str(blob)
+    )
+    counter = await b.token_counter()
     assert counter.kind.startswith("estimate:") and not counter.exact
 
 
