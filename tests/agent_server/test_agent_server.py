@@ -114,13 +114,20 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
     try:
         yield deployment
     finally:
+        pids = [p["pid"] for p in deployment.state["processes"].values()]
         deployment._run("stop")
-        left = (
-            [p["pid"] for p in deployment.state["processes"].values()]
-            if (root / "cluster.json").exists()
-            else []
-        )
-        assert not left, f"cluster.py stop left {left}"
+        assert not (root / "cluster.json").exists()
+        assert not [pid for pid in pids if alive(pid)], "cluster.py stop left processes"
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # PostgreSQL runs as its own user
+        return True
+    return True
 
 
 def context(models: ScriptedOpenAIServer, user: str, **extra: Any) -> dict[str, Any]:
