@@ -114,8 +114,7 @@ class Cluster:
         """Start everything (see the module doc); on any failure stop what had started."""
         if self.file.exists():
             raise SystemExit(f"a cluster is recorded at {self.file}: stop it first")
-        shutil.rmtree(self.root, ignore_errors=True)
-        self.root.mkdir(parents=True)
+        self.root.mkdir(parents=True, exist_ok=True)  # logs of an earlier cluster are appended to
         state: dict[str, Any] = {"dir": str(self.root), "processes": {}}
         try:
             self._start(state, instances, env_overrides)
