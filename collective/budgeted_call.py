@@ -25,7 +25,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, Required, TypedDict, Unpack
 
 from collective.budget.assembly import AssembledPrompt, SectionContent, assemble
@@ -42,9 +42,10 @@ from collective.budget.report import BudgetReport
 from collective.errors import BackendUnavailable, ContextOverflow, PoolExhausted
 from collective.models.admission import default_admission
 from collective.models.base import Backend, ChatDelta, ChatResult, collect
+from collective.models.replicas import ReplicaFault
 from collective.models.tool_calls import text_calls, tool_call_schema
 from collective.prompts import council
-from collective.telemetry import model_call_span, record_budget_report
+from collective.telemetry import model_call_span, record_budget_report, record_replica_fault
 
 if TYPE_CHECKING:
     from collective.graph.context import CouncilContext
@@ -232,9 +233,12 @@ async def budgeted_call(
         agent, backend.model, retrieval_profile=retrieval_profile, role=role, backend=backend.spec
     ) as span:
         admission = admission or default_admission()
-        call = await _Call(
-            settings, role, agent, backend, request, memory, emit, on_token, admission
-        ).fit_and_send()
+        seam = _Call(settings, role, agent, backend, request, memory, emit, on_token, admission)
+        try:
+            call = await seam.fit_and_send()
+        finally:  # the replicas that failed this call, on its span, whether it failed or not
+            for fault in seam.faults:
+                record_replica_fault(span, fault.to_dict())
         usage = call.result.usage
         span.set_attribute("usage.prompt_tokens", usage.prompt_tokens)
         span.set_attribute("usage.completion_tokens", usage.completion_tokens)
@@ -280,6 +284,16 @@ class _Call:
     emit: OnEvent
     on_token: OnToken | None
     admission: Admission
+    faults: list[ReplicaFault] = field(default_factory=list)
+    """Replicas this call found down or lost (`collective.models.replicas.ReplicaFault`)."""
+
+    def _fault(self, replica: Backend, failed: str, instead: str = "") -> None:
+        """Note a replica that failed this call: logged, told to the stream, kept for the report."""
+        fault = ReplicaFault(replica.spec, failed, instead)
+        self.faults.append(fault)
+        log.warning("%s: %s", self.agent, fault.describe())
+        if instead:  # known now (mid-answer): tell the stream at once
+            self.emit({"type": "fault", "node": self.agent, **fault.to_dict()})
 
     async def fit_and_send(self) -> ModelCall:
         """Fit, assemble, send; refit once on the server's overflow.
@@ -289,7 +303,6 @@ class _Call:
         is left out (noted in the report) and the call starts over on the others.
         """
         replicas = self.backend.replicas()
-        skipped: list[str] = []
         while True:
             try:
                 call = await self._fit_and_send_on(await self._pick(replicas), replicas)
@@ -297,11 +310,18 @@ class _Call:
                 replicas = [r for r in replicas if r is not down.replica]
                 if not replicas:
                     raise down.error from None
-                skipped.append(f"replica {down.replica.spec} skipped: {down.error}")
-                log.warning("%s: %s", self.agent, skipped[-1])
+                self._fault(down.replica, f"failed before the first token ({_why(down.error)})")
                 continue
-            call.report.notes.extend(skipped)
-            return call
+            # What was done instead is known now: the call ran on another replica.
+            used = call.report.server or ""
+            done = [f.ran_on(used) for f in self.faults]
+            for before, fault in zip(self.faults, done, strict=True):
+                if not before.instead:  # not yet told to the stream
+                    self.emit({"type": "fault", "node": self.agent, **fault.to_dict()})
+            self.faults[:] = done
+            call.report.notes.extend(f.describe() for f in done)
+            report = replace(call.report, faults=[f.to_dict() for f in done])
+            return replace(call, report=report)
 
     async def _pick(self, replicas: list[Backend]) -> Backend:
         """The replica to plan for: the one with the most free KV room now."""
@@ -313,6 +333,9 @@ class _Call:
         if not live:  # none answers: the first one's error stands
             error = pools[0]
             raise error if isinstance(error, BaseException) else AssertionError(error)
+        for replica, pool in zip(replicas, pools, strict=True):
+            if isinstance(pool, BaseException):
+                self._fault(replica, f"left out: its KV pool could not be read ({_why(pool)})")
 
         def room(item: tuple[Backend, Any]) -> float:
             pool = item[1]
@@ -362,7 +385,9 @@ class _Call:
             prompt = await asyncio.to_thread(assembly) if counter.blocking else assembly()
             self.emit({"type": "budget", "node": self.agent, "report": prompt.report.to_dict()})
             try:
-                candidates = await _fitting(replicas, backend, plan.n_ctx)
+                candidates, down = await _fitting(replicas, backend, plan.n_ctx)
+                for replica, error in down:
+                    self._fault(replica, f"left out: its window could not be read ({_why(error)})")
                 result, used = await self.send(prompt, plan.output_budget, candidates)
             except PoolExhausted as error:
                 if exhausted is not None:
@@ -456,6 +481,12 @@ class _Call:
             try:
                 result = await collect(stream, on_delta if replicas else text_only)
             except BackendUnavailable as error:
+                if streamed and replicas:  # lost mid-answer: this call fails, its node retries
+                    self._fault(
+                        backend,
+                        f"failed mid-answer, after {len(streamed)} pieces of it ({_why(error)})",
+                        "the call failed; a council node retries it once on a live replica",
+                    )
                 if streamed or not replicas:
                     raise
                 raise _ReplicaDown(backend, error) from error  # before the first token
@@ -490,15 +521,23 @@ class _ReplicaDown(Exception):
         self.error = error
 
 
-async def _fitting(replicas: list[Backend], planned: Backend, n_ctx: int) -> list[Backend]:
-    """The replicas a prompt planned for `n_ctx` on `planned` fits (the planned one first)."""
+async def _fitting(
+    replicas: list[Backend], planned: Backend, n_ctx: int
+) -> tuple[list[Backend], list[tuple[Backend, BaseException]]]:
+    """The replicas a prompt planned for `n_ctx` on `planned` fits (the planned one first),
+    and those whose window could not be read, with the error."""
     if len(replicas) == 1:
-        return replicas
+        return replicas, []
     others = [r for r in replicas if r is not planned]
     windows = await asyncio.gather(*(r.context_window() for r in others), return_exceptions=True)
-    return [planned] + [
-        r for r, w in zip(others, windows, strict=True) if isinstance(w, int) and w >= n_ctx
-    ]
+    read = list(zip(others, windows, strict=True))
+    fits = [r for r, w in read if isinstance(w, int) and w >= n_ctx]
+    return [planned, *fits], [(r, w) for r, w in read if isinstance(w, BaseException)]
+
+
+def _why(error: BaseException) -> str:
+    """`Type: message` of a replica's failure, on one line."""
+    return f"{type(error).__name__}: {' '.join(str(error).split())}"
 
 
 async def _shared_tokens(prompt: AssembledPrompt, counter: TokenCounter) -> int | None:

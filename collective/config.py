@@ -50,6 +50,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from collective import environment
 from collective.budget.plans import BudgetSections, ModelBudget
 from collective.errors import ConfigError
+from collective.local_files import read_regular_file
 from collective.graph.context import CouncilContext, SpecialistGroup, check_spec, replica_set
 
 __all__ = [
@@ -304,15 +305,22 @@ def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+MAX_CONFIG_BYTES = 1 << 20
+"""The largest config file read (1 MiB; a deployment's is a few KiB)."""
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         raise ConfigError(
             f"config file {path} does not exist; check the path or copy ops/collective.toml"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}; check its permissions") from None
+        )
+    raw = read_regular_file(
+        path, limit=MAX_CONFIG_BYTES, what="config file", fix="give a TOML file (--config FILE)"
+    )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text ({exc}); give a TOML file") from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -326,6 +334,7 @@ def _env_layers(dotenv: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
     fields = set(CollectiveConfig.model_fields)
     from_dotenv: dict[str, Any] = {}
     if dotenv is not None and dotenv.is_file():
+        read_regular_file(dotenv, limit=MAX_CONFIG_BYTES, fix="keep .env to KEY=VALUE lines")
         try:
             raw = DotEnvSettingsSource(CollectiveConfig, env_file=dotenv)()
         except Exception as exc:  # pydantic-settings' SettingsError names the variable

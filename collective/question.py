@@ -6,19 +6,34 @@
 * Invalid Unicode (lone surrogates, which Python strings can hold but no UTF-8 request can
   carry; a command line with bytes that are not UTF-8 produces them): each is replaced with
   U+FFFD and the run's `notes` say so.
-* Over-long: cut to `MAX_QUESTION_CHARS`, with a marker where it was cut and a note, so the
-  answer's reader sees the cut, not only the budget report. Long material belongs in the
-  knowledge base, where retrieval picks what fits.
+* Over-long: cut to `MAX_QUESTION_CHARS`, keeping its beginning and its end (a question often
+  follows pasted material, or precedes it), with a marker where the middle was left out and a
+  note that says which characters were kept, so the answer's reader sees the cut, not only the
+  budget report. Long material belongs in the knowledge base, where retrieval picks what fits.
+
+A question too long for one command-line argument (Linux caps one at 128 KiB) comes from a file
+or standard input (`read_question`), read with a bound and refused when it is not a file.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 import unicodedata
+from pathlib import Path
+from typing import BinaryIO
 
 from collective.errors import ConfigError
+from collective.local_files import read_regular_file
 
-__all__ = ["MAX_QUESTION_CHARS", "InvalidQuestion", "check_question", "is_blank"]
+__all__ = [
+    "MAX_QUESTION_BYTES",
+    "MAX_QUESTION_CHARS",
+    "InvalidQuestion",
+    "check_question",
+    "is_blank",
+    "read_question",
+]
 
 MAX_QUESTION_CHARS = 8_000
 """About 2,000 tokens: the reference plans' task allocation (docs/design.md)."""
@@ -101,11 +116,48 @@ def check_question(question: object, max_chars: int = MAX_QUESTION_CHARS) -> tup
             "from bytes that are not UTF-8); each was replaced with U+FFFD"
         )
     if len(question) > max_chars:
-        cut = len(question) - max_chars
-        question = f"{question[:max_chars]}\n[… question cut: {cut:,} characters left out …]"
+        total, head = len(question), (max_chars + 1) // 2
+        tail, cut = max_chars - head, total - max_chars
+        marker = f"[… question cut: {cut:,} characters left out here …]"
+        question = f"{question[:head]}\n{marker}\n{question[total - tail :]}"
         notes.append(
-            f"the question was cut to its first {max_chars:,} characters ({cut:,} left out); "
-            "ask a shorter question and put long material in the knowledge base "
-            "(`collective kb add`)"
+            f"the question was cut to {max_chars:,} of its {total:,} characters: its first "
+            f"{head:,} and its last {tail:,} were kept, the {cut:,} between them (characters "
+            f"{head + 1:,}-{head + cut:,}) left out; ask a shorter question and put long "
+            "material in the knowledge base (`collective kb add`)"
         )
     return question, notes
+
+
+MAX_QUESTION_BYTES = 1 << 20
+"""The most a question file or standard input may hold (1 MiB); it is cut to
+`MAX_QUESTION_CHARS` anyway."""
+
+
+def read_question(source: str | Path, stdin: BinaryIO | None = None) -> str:
+    """The question in the file `source`, or on `stdin` when `source` is `-`.
+
+    Bytes that are not UTF-8 become lone surrogates, which `check_question` repairs with a
+    note, as for a command-line argument.
+
+    Raises:
+        InvalidQuestion: Not a regular file (a directory, a FIFO, a device), unreadable, or
+            over `MAX_QUESTION_BYTES`.
+    """
+    fix = "put long material in the knowledge base (`collective kb add`)"
+    if str(source) == "-":
+        stream = stdin if stdin is not None else sys.stdin.buffer
+        raw = stream.read(MAX_QUESTION_BYTES + 1)
+        if len(raw) > MAX_QUESTION_BYTES:
+            raise InvalidQuestion(
+                f"the question on standard input is larger than {MAX_QUESTION_BYTES >> 20} MiB, "
+                f"the most accepted; {fix}"
+            )
+    else:
+        try:
+            raw = read_regular_file(
+                Path(source), limit=MAX_QUESTION_BYTES, what="question file", fix=fix
+            )
+        except ConfigError as exc:
+            raise InvalidQuestion(str(exc)) from None
+    return raw.decode("utf-8", errors="surrogateescape")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -348,6 +348,7 @@ async def run_council(
     elif start.snapshot.next:
         watch.on_note(f"thread {thread_id}: the unfinished run for {previous!r} is dropped")
     final: dict[str, Any] = {}
+    faults: list[str] = []  # replicas lost mid-answer: their failed call left no report
     async for mode, chunk in session.graph.astream(
         start.graph_input,
         config,
@@ -360,8 +361,10 @@ async def run_council(
         if mode == "values":
             final = dict(chunk)
         else:
+            if mode == "custom" and chunk.get("type") == "fault":
+                faults.append(f"{chunk.get('node')}: {chunk.get('message')}")
             _hear(mode, chunk, watch)
-    return _output(final, thread_id)
+    return _output(final, thread_id, faults)
 
 
 def _hear(mode: str, chunk: Any, watch: Watch) -> None:
@@ -381,13 +384,25 @@ def _hear(mode: str, chunk: Any, watch: Watch) -> None:
                 watch.on_finished(node, None)
 
 
-def _output(final: Mapping[str, Any], thread_id: str) -> dict[str, Any]:
-    """The output contract from the run's last `values` (every channel: keep the output's)."""
+def _output(
+    final: Mapping[str, Any], thread_id: str, faults: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The output contract from the run's last `values` (every channel: keep the output's).
+
+    Its `notes` name every replica the run lost (`faults`, and each budget report's), so the
+    plain output, `--quiet`'s notes line and `--json` all say it.
+    """
     from collective.graph.state import CouncilOutput
 
     keys = CouncilOutput.__required_keys__ | CouncilOutput.__optional_keys__
     result = {**CONTRACT_KEYS, **{k: v for k, v in final.items() if k in keys}}
     result["thread_id"] = thread_id
+    reported = [
+        f"{b['node']}: {f['message']}" for b in result["budgets"] for f in b.get("faults") or []
+    ]
+    lost = [*faults, *reported]
+    if lost:
+        result["notes"] = list(dict.fromkeys([*(result.get("notes") or []), *lost]))
     return mark_cut_answers(result)
 
 
@@ -433,16 +448,22 @@ async def answer_in_mode(config: CollectiveConfig, question: str, mode: str) -> 
     )
 
 
-async def preflight(config: CollectiveConfig) -> None:
+async def preflight(config: CollectiveConfig) -> list[str]:
     """Before a run: every server it needs answers and serves its model (seconds, not a run).
 
     The first checks of `collective smoke` (health, then the model), without its council run.
     In-process models need no check: their GGUF file is checked when made.
 
+    Returns:
+        A note for each replica that does not answer while another of its set does (the run
+        goes on without it): the roles, the server, what failed, what the run does instead.
+
     Raises:
         BackendUnavailable: With each failing role, server and the server's own answer.
     """
     from collective.errors import BackendUnavailable
+    from collective.models.registry import backend_from_spec
+    from collective.models.replicas import down_replicas
 
     roles = _servers_by_spec(config)
     failed = {spec: detail for spec in roles if (detail := await _server_problem(spec))}
@@ -458,6 +479,11 @@ async def preflight(config: CollectiveConfig) -> None:
             + "; ".join(problems)
             + "; `collective smoke` checks the whole deployment"
         )
+    notes = []
+    for spec, used_by in roles.items():
+        for fault in await down_replicas(backend_from_spec(spec)):
+            notes.append(f"{'/'.join(used_by)}: {fault.describe()}")
+    return notes
 
 
 def _servers_by_spec(config: CollectiveConfig) -> dict[str, list[str]]:
@@ -539,12 +565,17 @@ async def ask(
     async with AsyncExitStack() as stack:
         session = await open_session(config, stack)
         start = await start_run(session, question, thread_id, explicit=explicit, abandon=abandon)
-        await preflight(start.config)
+        down = await preflight(start.config)
         watch = (on_start(start) if on_start else None) or Watch()
+        for note in down:
+            watch.on_note(note)
         status.thread_id = thread_id
         try:
-            return await run_council(session, question, thread_id, watch=watch, start=start)
+            result = await run_council(session, question, thread_id, watch=watch, start=start)
         except CollectiveError:
             state = await session.graph.aget_state({"configurable": {"thread_id": thread_id}})
             status.resumable = bool(state.next)
             raise
+        if down:
+            result["notes"] = list(dict.fromkeys([*down, *(result.get("notes") or [])]))
+        return result

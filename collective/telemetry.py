@@ -42,6 +42,7 @@ __all__ = [
     "model_call_span",
     "record_budget_report",
     "record_fallback",
+    "record_replica_fault",
     "record_retrieval",
     "retrieval_span",
     "record_tool_call",
@@ -237,3 +238,15 @@ def record_fallback(node: str, backend: str, error: BaseException) -> None:
         span.set_attribute("error.type", type(error).__name__)
         span.set_attribute("error.message", str(error))
         span.set_status(trace.Status(trace.StatusCode.ERROR, str(error)))
+
+
+def record_replica_fault(span: trace.Span, fault: Mapping[str, str]) -> None:
+    """A `replica.fault` event on a model call's span: which replica, what failed, what instead."""
+    span.add_event(
+        "replica.fault",
+        {
+            "server": fault["server"],
+            "failed": fault["failed"],
+            "instead": fault.get("instead", ""),
+        },
+    )

@@ -57,6 +57,9 @@ class BudgetReport:
     server does not say."""
     server: str | None = None
     """The backend spec that answered (one replica of a replica set); None before the call."""
+    faults: list[dict[str, str]] = field(default_factory=list)
+    """Replicas that failed this call before another answered it: `server`, what `failed`,
+    what was done `instead` and the line (`message`); also in `notes`."""
 
     @property
     def fits(self) -> bool:
@@ -84,4 +87,5 @@ class BudgetReport:
             "shared_tokens": self.shared_tokens,
             "reused_tokens": self.reused_tokens,
             "server": self.server,
+            "faults": [dict(f) for f in self.faults],
         }

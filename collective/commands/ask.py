@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import uuid
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -26,8 +27,6 @@ from collective.commands.options import (
 from collective.session import RunStatus, load_settings
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from collective.config import CollectiveConfig
     from collective.session import RunStart, Watch
 
@@ -46,7 +45,17 @@ class AnswerMode(StrEnum):
 def ask(
     question: Annotated[
         str | None,
-        typer.Argument(help="The question. Leave out with --thread to resume an interrupted run."),
+        typer.Argument(
+            help="The question (- reads it from standard input). Leave out with --thread to "
+            "resume an interrupted run."
+        ),
+    ] = None,
+    question_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--question-file",
+            help="Read the question from this file (for one longer than a command line takes).",
+        ),
     ] = None,
     k: Annotated[
         int | None, typer.Option("--k", min=1, max=64, help="Number of specialists.")
@@ -96,6 +105,7 @@ def ask(
     from collective.session import answer_in_mode
 
     with user_errors(json_out=json_out) as status:
+        question = _question_text(question, question_file)
         _check_usage(question, thread, kb, mode)
         overrides: dict[str, Any] = {
             "k": k,
@@ -122,6 +132,18 @@ def ask(
                 show_progress=not quiet and (not json_out or _stderr_is_terminal()),
             )
     print_result(result, json_out=json_out, quiet=quiet)
+
+
+def _question_text(question: str | None, question_file: Path | None) -> str | None:
+    """The question as given, or read from `--question-file` or standard input (`-`)."""
+    from collective.errors import ConfigError
+    from collective.question import read_question
+
+    if question_file is not None:
+        if question is not None:
+            raise ConfigError("give the question as an argument or --question-file, not both")
+        return read_question(question_file)
+    return read_question("-") if question == "-" else question
 
 
 def _check_usage(

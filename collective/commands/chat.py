@@ -49,7 +49,7 @@ async def chat_turn(
 
     Returns:
         The reply, the call's budget report (`BudgetReport.to_dict()`) and a note for every
-        change the check made to the line.
+        change the check made to the line and every replica the call lost.
 
     Raises:
         CollectiveError: The line is blank, the backend failed, or the prompt cannot be made to
@@ -94,7 +94,7 @@ async def chat_turn(
     # Compression may archive to the SQLite store: keep it off the event loop.
     data = await asyncio.to_thread(record)
     await session.graph.aupdate_state(graph_config, {"memory": data}, as_node="remember")
-    return reply, call.report_dict, notes
+    return reply, call.report_dict, [*notes, *(f["message"] for f in call.report.faults)]
 
 
 class ChatSession:

@@ -45,11 +45,12 @@ KbOption = Annotated[
 def missing_kb(kb: Path | None) -> str | None:
     """What to say when `--kb` names no file, or a file that is not a KB; None otherwise.
 
-    The file is only read (`check_kb_file`), never written.
+    The file is only looked at (`check_kb_file`: a directory, FIFO or device is refused without
+    opening it), never written.
     """
     if kb is None:
         return None
-    if not kb.is_file():
+    if not kb.exists() and not kb.is_symlink():
         return f"no knowledge base at {kb}; create one with `collective kb add PATH... --kb {kb}`"
     from collective.errors import ConfigError
     from collective.kb.sqlite_store import check_kb_file

@@ -124,7 +124,7 @@ class ProgressView:
                     setattr(row, name, event[name])
             if event.get("error"):
                 row.detail = str(event["error"])
-        elif kind == "budget_event":
+        elif kind in ("budget_event", "fault"):  # a fault: a replica lost, the run goes on
             self.warnings.append(f"{event.get('node')}: {event.get('message')}")
         else:
             return
@@ -281,7 +281,11 @@ def render_result(
             console.print(
                 f"[red]{proposal['member']} failed:[/red] {proposal['error']}", highlight=False
             )
-    if quiet:
+    if quiet:  # one line of notes (a cut question, a lost replica): never silently dropped
+        if notes := list(result.get("notes") or []):
+            from rich.markup import escape
+
+            console.print(f"[yellow]notes:[/yellow] {escape(' · '.join(notes))}", highlight=False)
         return
     budgets = list(result.get("budgets") or [])
     if budgets:

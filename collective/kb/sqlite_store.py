@@ -25,14 +25,12 @@ vectors held in memory (numpy, brute force).
 from __future__ import annotations
 
 import builtins
-import contextlib
 import functools
 import hashlib
 import math
 import os
 import re
 import sqlite3
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -40,9 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from collective.databases import KB, check_database, create_new
 from collective.errors import ConfigError
 from collective.kb.chunking import split_text
 from collective.kb.store import Chunk, DenseResult, chunk_id, rank_chunks
+from collective.local_files import read_regular_file
 
 if TYPE_CHECKING:
     import numpy as np
@@ -121,98 +121,45 @@ _UNSET: Any = object()
 
 # -- recognising a KB ------------------------------------------------------------------------------
 
-APPLICATION_ID = 0x636F6C6B
+APPLICATION_ID = KB.application_id
 """`PRAGMA application_id` of a collective KB ("colk"), set when the KB is created."""
-
-_KB_COLUMNS = {
-    "sources": ("source", "sha256", "chunks", "added_at"),
-    "chunks": ("rowid", "id", "source", "heading", "text", "tags", "position"),
-}
-"""The tables every KB has, as created before `APPLICATION_ID` (exact columns)."""
 
 
 def check_kb_file(path: str | Path) -> bool:
-    """Whether the SQLite file at `path` is empty (a new KB) rather than a KB; refuse others.
+    """Whether the file at `path` is new (missing or empty) rather than a KB; refuse others.
 
-    Looks through a read-only connection, so a database that is not a KB (the memory or
-    checkpoint database, any other) is never written to, not even its header.
+    Looks with `stat` and a read-only connection (`collective.databases.check_database`), so a
+    database that is not a KB (the memory or checkpoint database, any other) is never written
+    to, not even its header, and a directory, FIFO or device is refused without opening it.
 
     Raises:
-        ConfigError: Not a SQLite database, or a database that is not a collective KB.
+        ConfigError: Not a regular file, not a SQLite database, or a database that is not a KB.
     """
-    file = Path(path).resolve()
-    # Read-only, and immutable unless a journal shows another connection at work: a read-only
-    # connection to a WAL database would otherwise leave -wal and -shm files beside it.
-    live = any(file.with_name(file.name + end).exists() for end in ("-wal", "-journal"))
-    uri = file.as_uri() + ("?mode=ro" if live else "?mode=ro&immutable=1")
-    try:
-        with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
-            app_id = db.execute("PRAGMA application_id").fetchone()[0]
-            names = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
-            columns = {
-                table: tuple(r[1] for r in db.execute(f"PRAGMA table_info({table})"))
-                for table in _KB_COLUMNS
-            }
-    except sqlite3.DatabaseError as exc:
-        raise ConfigError(
-            f"cannot open knowledge base {path}: {exc}; "
-            "point --kb at a KB file created by `collective kb add`"
-        ) from exc
-    if not names:
-        return True
-    made_before_the_mark = all(columns[t] == c for t, c in _KB_COLUMNS.items())
-    if app_id == APPLICATION_ID or (made_before_the_mark and "chunks_fts" in names):
-        return False
-    tables = ", ".join(sorted(n for n in names if not n.startswith("sqlite_"))[:6])
-    raise ConfigError(
-        f"{path} is a SQLite database but not a collective knowledge base (it holds {tables}); "
-        "it was left untouched: point --kb at a KB file created by `collective kb add`, or at "
-        "a new path"
-    )
+    return check_database(path, KB)
 
 
 # -- reading a file ------------------------------------------------------------------------------
 
-_NOT_REGULAR = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a named pipe (FIFO)"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-)
-
-
-def _read_regular_file(file: Path) -> bytes:
-    """The bytes of `file`, which must be a regular file (or a link to one).
-
-    Opened without blocking and checked on the open descriptor, so a FIFO is refused at once
-    (a plain read would wait for a writer forever) and nothing can swap the file in between.
-
-    Raises:
-        ConfigError: Missing, a dangling link, not a regular file, or unreadable.
-    """
-    try:
-        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError as exc:
-        if file.is_symlink():
-            raise ConfigError(
-                f"{file} is a symbolic link to {os.readlink(file)}, which does not exist; "
-                "fix or remove the link"
-            ) from exc
-        raise ConfigError(f"no such file: {file}; check the path") from exc
-    except OSError as exc:  # a socket (ENXIO), no permission, ...
-        if file.is_socket():
-            raise ConfigError(f"{file} is a socket, not a regular file; add text files") from exc
-        raise ConfigError(f"cannot read {file}: {exc.strerror}; check its permissions") from exc
-    with os.fdopen(fd, "rb") as stream:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _NOT_REGULAR if test(mode)), "not a file")
-            raise ConfigError(f"{file} is {kind}, not a regular file; add text files")
-        return stream.read()
+MAX_FILE_BYTES = 64 << 20
+"""The largest file `add_file` reads (64 MiB: a 20 MB one-paragraph file adds in 1.5 s here)."""
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def _adds_nothing(file: Path, text: str) -> str:
+    """Why a file that makes no chunk is refused: say what it holds instead of text."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    headings = sum(1 for line in lines if line.startswith("#"))
+    if not lines:
+        return f"{file} holds no text: nothing to add"
+    if headings:
+        return (
+            f"{file} holds only headings ({headings:,} lines starting with #) and no text under "
+            "them: nothing to add; write each note as a line without a leading # under its "
+            "heading"
+        )
+    return f"{file} holds no text outside its tags lines and front matter: nothing to add"
 
 
 def query_terms(query: str, limit: int = 32) -> list[str]:
@@ -296,11 +243,10 @@ class SqliteKnowledgeStore:
                 database that is not a KB (left untouched).
         """
         self.path = str(path)
-        new = self.path == ":memory:" or not Path(self.path).exists()
-        if not new:
-            new = check_kb_file(self.path)  # before any write: refuses what is not a KB
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        # Before any write: refuses what is not a KB, and says why a new one cannot be made.
+        new = self.path == ":memory:" or check_kb_file(self.path)
+        if new and self.path != ":memory:":
+            create_new(self.path, KB)
         self._lock = threading.RLock()
         # Per-term matching ids and the chunk count, for scoring; valid until the KB changes
         # (our own writes clear it, other connections' commits bump PRAGMA data_version).
@@ -316,10 +262,10 @@ class SqliteKnowledgeStore:
             self._db.executescript(_SCHEMA)
             if new:
                 self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.DatabaseError as exc:  # a KB or new (checked above): a place problem
             raise ConfigError(
-                f"cannot open knowledge base {self.path}: {exc}; "
-                "point --kb at a KB file created by `collective kb add`"
+                f"cannot use knowledge base {self.path} ({exc}): check that it and its folder "
+                f"are writable, or use another file, {KB.point_elsewhere}"
             ) from exc
 
     @property
@@ -359,11 +305,14 @@ class SqliteKnowledgeStore:
 
         Raises:
             ConfigError: The file does not exist, is not a regular file (a FIFO, a socket, a
-                device, a dangling link: refused without blocking) or is not UTF-8 text.
+                device, a dangling link: refused without blocking), is over 64 MiB, is not UTF-8
+                text, or holds nothing a chunk can hold (only headings, or nothing at all).
         """
         file = Path(path)
         try:
-            raw = _read_regular_file(file)
+            raw = read_regular_file(
+                file, limit=MAX_FILE_BYTES, fix="add Markdown or text files of at most 64 MiB"
+            )
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{file} is not UTF-8 text; add Markdown or text files") from exc
@@ -371,6 +320,8 @@ class SqliteKnowledgeStore:
         sha = hashlib.sha256(raw).hexdigest()
         stats = IngestStats(files=1, sources=[label])
         pieces = split_text(text)
+        if not pieces:
+            raise ConfigError(_adds_nothing(file, text))
         new: dict[str, tuple[str, str, str, str, int]] = {}
         for position, piece in enumerate(pieces):
             cid = chunk_id(piece.text, label, piece.heading)

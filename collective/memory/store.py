@@ -18,6 +18,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from collective.databases import CHECKPOINTS, STORE, DatabaseKind, check_database, create_new, mark_new
 from collective.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -83,9 +84,10 @@ def open_sqlite_store(path: str | os.PathLike[str]) -> SqliteStore:
     """
     from langgraph.store.sqlite import SqliteStore
 
-    if str(path) != ":memory:":
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    new = str(path) == ":memory:" or _prepare(path, STORE)
     conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+    if new:
+        mark_new(conn, STORE)
     store = SqliteStore(conn)
     store.setup()
     return store
@@ -152,22 +154,32 @@ async def open_checkpointer(location: str | os.PathLike[str], stack: AsyncExitSt
 
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    Path(text).parent.mkdir(parents=True, exist_ok=True)
     await asyncio.to_thread(_probe_sqlite, text)
     saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(text))
     await saver.setup()
     return saver
 
 
+def _prepare(path: str | os.PathLike[str], kind: DatabaseKind) -> bool:
+    """Refuse a file of another kind (untouched); create a new one's file. True: it is new."""
+    new = check_database(path, kind)
+    if new:
+        create_new(path, kind)
+    return new
+
+
 def _probe_sqlite(path: str) -> None:
-    """Open and read the SQLite file at `path` once, raising `sqlite3.Error` if it is unusable.
+    """Check the checkpoint file's kind, then open and read it once (`sqlite3.Error`: unusable).
 
     aiosqlite opens a file in its own thread: when that fails (a directory, no permission, not
     a database), its thread outlives the failed run's event loop and prints a traceback after
     the error line. Failing here first keeps the error the only thing the user sees.
     """
+    new = _prepare(path, CHECKPOINTS)
     conn = sqlite3.connect(path)
     try:
+        if new:
+            mark_new(conn, CHECKPOINTS)
         conn.execute("PRAGMA schema_version").fetchone()
     finally:
         conn.close()

@@ -26,7 +26,7 @@ import importlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from collective.errors import ConfigError
 from collective.models.base import Backend
@@ -121,11 +121,17 @@ def refuse(spec: str, why: str) -> ConfigError:
 
 
 def checked_url(spec: str, url: str) -> str:
-    """`url` without a trailing `/`, or `refuse` unless http(s) with a host and a usable port."""
+    """The server's base URL, or `refuse` unless http(s) with a host and a usable port.
+
+    A trailing `/` goes, and so does a trailing `/v1`: the OpenAI client's and vLLM's docs write
+    the base URL with it, while a backend adds its API's own routes (`/v1/models`, `/props`).
+    """
     problem = url_problem(url)
     if problem:
         raise refuse(spec, problem)
-    return url.rstrip("/")
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/").removesuffix("/v1").rstrip("/")
+    return urlunsplit(parts._replace(path=path))
 
 
 def url_problem(url: str) -> str:

@@ -13,6 +13,7 @@ answers; its other methods use the first replica that answers.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Unpack
 
 from collective.budget.counting import ChatMessage, TokenCounter
@@ -20,7 +21,7 @@ from collective.errors import BackendUnavailable
 from collective.models.admission import ServerPool
 from collective.models.base import Backend, ChatDelta, ChatOptions, Health
 
-__all__ = ["REPLICA_SEP", "ReplicaSet", "split_replicas"]
+__all__ = ["REPLICA_SEP", "ReplicaFault", "ReplicaSet", "down_replicas", "split_replicas"]
 
 REPLICA_SEP = " | "
 """Joins the specs of a replica set into one spec."""
@@ -29,6 +30,35 @@ REPLICA_SEP = " | "
 def split_replicas(spec: str) -> list[str]:
     """The member specs of a spec (one, unless it names a replica set)."""
     return [part.strip() for part in spec.split("|")] if "|" in spec else [spec]
+
+
+@dataclass(frozen=True)
+class ReplicaFault:
+    """A replica that failed a call (or a run's check) which went on without it."""
+
+    server: str
+    """The replica's spec."""
+    failed: str
+    """What failed, e.g. `left out: its KV pool could not be read (ConnectError: ...)`."""
+    instead: str = ""
+    """What was done instead, e.g. `the call ran on llama-server:http://b:8083`."""
+
+    def ran_on(self, server: str) -> ReplicaFault:
+        """This fault, saying the call ran on `server` (unless it already says what was done)."""
+        return self if self.instead else replace(self, instead=f"the call ran on {server}")
+
+    def describe(self) -> str:
+        """One line: `replica SERVER FAILED; INSTEAD`."""
+        return f"replica {self.server} {self.failed}" + (f"; {self.instead}" if self.instead else "")
+
+    def to_dict(self) -> dict[str, str]:
+        """JSON-ready form, with the line (`message`)."""
+        return {
+            "server": self.server,
+            "failed": self.failed,
+            "instead": self.instead,
+            "message": self.describe(),
+        }
 
 
 class ReplicaSet(Backend):
@@ -110,3 +140,27 @@ class ReplicaSet(Backend):
         checks = [(m, await m.model_check()) for m in self.members if (await m.health()).ok]
         detail = "; ".join(f"{m.spec}: {h.detail}" for m, h in checks) or "no replica answers"
         return Health(any(h.ok for _, h in checks), detail)
+
+
+async def down_replicas(backend: Backend) -> list[ReplicaFault]:
+    """The replicas of `backend` that do not answer while another does (none: not a set).
+
+    A role whose every replica is down is no fault a run survives: the caller refuses it.
+    """
+    members = backend.replicas()
+    if len(members) < 2:
+        return []
+    checks = [(m, await m.health()) for m in members]
+    live = [m.spec for m, h in checks if h.ok]
+    if not live:
+        return []
+    return [
+        ReplicaFault(
+            m.spec,
+            f"does not answer ({' '.join(h.detail.split())})",
+            f"the run uses the {len(live)} of {len(members)} replicas that answer "
+            f"({', '.join(live)})",
+        )
+        for m, h in checks
+        if not h.ok
+    ]
