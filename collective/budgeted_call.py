@@ -99,8 +99,12 @@ class Admission(Protocol):
         *,
         label: str = "",
         on_wait: Callable[[str], None] | None = None,
+        on_left_out: Callable[[Backend, Exception], None] | None = None,
     ) -> AbstractAsyncContextManager[tuple[Backend, Any]]:
-        """As `reserve`, on whichever of `backends` (replicas) has room; yields it first."""
+        """As `reserve`, on whichever of `backends` (replicas) has room; yields it first.
+
+        `on_left_out` hears each replica left out because its pool could not be read.
+        """
         ...
 
     def in_flight(self, server: str) -> int:
@@ -288,7 +292,12 @@ class _Call:
     """Replicas this call found down or lost (`collective.models.replicas.ReplicaFault`)."""
 
     def _fault(self, replica: Backend, failed: str, instead: str = "") -> None:
-        """Note a replica that failed this call: logged, told to the stream, kept for the report."""
+        """Note a replica that failed this call: logged, told to the stream, kept for the report.
+
+        A replica is noted once per call (the first thing that failed on it).
+        """
+        if not instead and any(f.server == replica.spec for f in self.faults):
+            return
         fault = ReplicaFault(replica.spec, failed, instead)
         self.faults.append(fault)
         log.warning("%s: %s", self.agent, fault.describe())
@@ -506,8 +515,11 @@ class _Call:
             ):
                 yield candidates[0]
         else:
+            def left_out(replica: Backend, error: Exception) -> None:
+                self._fault(replica, f"left out: its KV pool could not be read ({_why(error)})")
+
             async with self.admission.place(
-                candidates, tokens, label=self.agent, on_wait=on_wait
+                candidates, tokens, label=self.agent, on_wait=on_wait, on_left_out=left_out
             ) as (backend, _):
                 yield backend
 

@@ -241,19 +241,24 @@ class AdmissionControl:
         *,
         label: str = "",
         on_wait: OnWait | None = None,
+        on_left_out: Callable[[Backend, Exception], None] | None = None,
     ) -> AsyncIterator[tuple[Backend, ServerPool | None]]:
         """Hold `tokens` on whichever of `backends` (equivalent servers) has room first.
 
         Yields the backend chosen and its pool. Of those with room now, the one with the most
         free tokens; else one that reports no pool (it queues by itself; the one with fewest
-        calls here); else the first that frees room.
+        calls here); else the first that frees room. `on_left_out` hears each backend left out
+        because its pool could not be read, with the error.
 
         Raises:
             BackendError: Every backend failed to report its pool (the first one's error).
         """
         pools, errors = await self._pools(backends)
         if not pools and errors:
-            raise errors[0]
+            raise errors[0][1]
+        for backend, error in errors:
+            if on_left_out is not None:
+                on_left_out(backend, error)
         unpooled = [b for b, pool in pools if pool is None]
         states = [(b, self._state(pool)) for b, pool in pools if pool is not None]
         if not states or (unpooled and not self._room_now(states, tokens)):
@@ -285,19 +290,19 @@ class AdmissionControl:
     @staticmethod
     async def _pools(
         backends: Sequence[Backend],
-    ) -> tuple[list[tuple[Backend, ServerPool | None]], list[Exception]]:
-        """Each backend's pool; with several, one that fails to answer is left out."""
+    ) -> tuple[list[tuple[Backend, ServerPool | None]], list[tuple[Backend, Exception]]]:
+        """Each backend's pool; with several, one that fails to answer is left out (with why)."""
         if len(backends) == 1:
             return [(backends[0], await backends[0].pool())], []
         read = await asyncio.gather(*(b.pool() for b in backends), return_exceptions=True)
         pools: list[tuple[Backend, ServerPool | None]] = []
-        errors: list[Exception] = []
+        errors: list[tuple[Backend, Exception]] = []
         for backend, pool in zip(backends, read, strict=True):
             if isinstance(pool, BaseException):
                 if not isinstance(pool, Exception):
                     raise pool
                 log.warning("%s is left out of placement: %s", backend.spec, pool)
-                errors.append(pool)
+                errors.append((backend, pool))
             else:
                 pools.append((backend, pool))
         return pools, errors

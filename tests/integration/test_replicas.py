@@ -2,17 +2,20 @@
 
 With one stopped before the run, and with one killed during the run (as the specialists start),
 every member answers; each budget report names the replica that answered; `collective smoke`
-checks each replica on its own.
+checks each replica on its own. A replica lost mid-answer, or never started, is named where the
+user looks: `--json`'s notes, each budget report's `faults` (issue 38).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
-from conftest import ServerProcess, serve_llama_server
+from conftest import ServerProcess, free_port, serve_llama_server
 from langgraph.checkpoint.memory import InMemorySaver
 
 from collective.budget.plans import ModelBudget
@@ -52,21 +55,22 @@ def replicas(llama_server_binary: str, gguf_path: Path) -> Iterator[list[ServerP
             server.stop()
 
 
-def context(servers: list[ServerProcess], tmp_path: Path) -> CouncilContext:
+def context(servers: list[ServerProcess], tmp_path: Path, **extra) -> CouncilContext:
     spec = " | ".join(f"llama-server:{s.url}" for s in servers)
     open_default_store(tmp_path / "kb.sqlite").close()
-    return CouncilContext(
-        k=3,
-        planner=spec,
-        specialists=(spec,),
-        judge=spec,
-        judge_tools=False,
-        kb=str(tmp_path / "kb.sqlite"),
-        retrieval="lean",
-        budgets=BUDGETS,
-        temperature=0.0,
-        usage_log=None,
-    )
+    settings = {
+        "k": 3,
+        "planner": spec,
+        "specialists": (spec,),
+        "judge": spec,
+        "judge_tools": False,
+        "kb": str(tmp_path / "kb.sqlite"),
+        "retrieval": "lean",
+        "budgets": BUDGETS,
+        "temperature": 0.0,
+        "usage_log": None,
+    }
+    return CouncilContext(**{**settings, **extra})
 
 
 def every_member_answered(out: dict) -> None:
@@ -129,3 +133,94 @@ async def test_a_replica_killed_during_the_run_leaves_every_member_answering(
     assert servers["judge"] == f"llama-server:{b.url}"  # after the crash: the live replica
     members = [servers[f"specialist-{i}"] for i in (1, 2, 3)]
     assert f"llama-server:{b.url}" in members
+
+
+def generating(server: ServerProcess) -> bool:
+    """Whether a slot of `server` is writing an answer now (decoded at least one token)."""
+    slots = httpx.get(server.url + "/slots", timeout=5).json()
+    return any(s.get("is_processing") and s["next_token"][0]["n_decoded"] > 0 for s in slots)
+
+
+async def test_a_replica_killed_mid_answer_is_named_with_what_was_done_instead(
+    replicas: list[ServerProcess], tmp_path: Path
+) -> None:
+    from collective.config import load_config
+    from collective.session import CouncilSession, Watch, run_council
+
+    a, b = replicas
+    sections = BUDGETS["specialist"].sections
+    long = ModelBudget("specialist", SLOT, sum(sections.values()), 200, sections)
+    # answers long enough to be killed in the middle of one
+    ctx = context(replicas, tmp_path, budgets={**BUDGETS, "specialist": long})
+    killed: list[str] = []
+
+    def on_event(event) -> None:
+        if killed or event.get("type") != "token" or "specialist" not in event["node"]:
+            return
+        if generating(a):  # a member is writing on `a`: kill it now
+            assert a.proc is not None
+            a.proc.kill()
+            a.proc.wait(10)
+            killed.append(event["node"])
+
+    session = CouncilSession(build_graph(checkpointer=InMemorySaver()), None, load_config().config)
+    try:
+        out = await run_council(session, QUESTION, "mid", watch=Watch(on_event=on_event), context=ctx)
+    finally:
+        await close_all()
+        a.proc = None
+        a.start()
+    assert killed, "no member was ever generating on replica a"
+    every_member_answered(out)
+    lost = f"replica llama-server:{a.url} failed mid-answer"
+    mid = [n for n in out["notes"] if lost in n]
+    assert mid and "a council node retries it once on a live replica" in mid[0], out["notes"]
+    # the retried call names the dead replica too, and where it ran instead
+    left_out = [
+        f for r in out["budgets"] for f in r["faults"] if f["server"] == f"llama-server:{a.url}"
+    ]
+    assert left_out and all(f["instead"] == f"the call ran on llama-server:{b.url}" for f in left_out)
+    assert all(f"{r['node']}: {f['message']}" in out["notes"] for r in out["budgets"] for f in r["faults"])
+
+
+def test_a_replica_never_started_is_named_in_the_json_notes(
+    replicas: list[ServerProcess], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.cli import run
+
+    a, _ = replicas
+    never = f"http://127.0.0.1:{free_port()}"
+    spec = json.dumps([f"llama-server:{a.url}", f"llama-server:{never}"])
+    open_default_store(tmp_path / "kb.sqlite").close()
+    config = tmp_path / "replicas.toml"
+    config.write_text(
+        f"planner = {spec}\njudge = {spec}\nk = 2\nretrieval = \"lean\"\njudge_tools = false\n"
+        f"[[specialists]]\nbackend = {spec}\ncount = 2\n"
+        "[output_caps]\nplanner = 16\nspecialist = 16\njudge = 16\n"
+        "[budgets.planner]\nn_ctx = 2048\noutput = 16\n"
+        "sections = { system = 200, kb_chunks = 100, task = 100 }\n"
+        "[budgets.specialist]\nn_ctx = 2048\noutput = 16\n"
+        "sections = { system = 300, kb_chunks = 300, task = 150 }\n"
+        "[budgets.judge]\nn_ctx = 2048\noutput = 16\n"
+        "sections = { system = 200, kb_chunks = 100, proposals = 400, task = 100 }\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run(
+        ["ask", QUESTION, "--config", str(config), "--kb", str(tmp_path / "kb.sqlite"), "--json"]
+    )
+    assert status == 0, err + out
+    result = json.loads(out)
+    notes = result["notes"]
+    dead = f"replica llama-server:{never}"
+    # before the run: the roles, the server, what failed and what the run does instead
+    assert any(
+        dead in n and "does not answer" in n and f"the run uses the 1 of 2 replicas" in n
+        for n in notes
+    ), notes
+    # each call that left it out says so, and where it ran
+    for report in result["budgets"]:
+        [fault] = report["faults"]
+        assert fault["server"] == f"llama-server:{never}"
+        assert "its KV pool could not be read" in fault["failed"]
+        assert fault["instead"] == f"the call ran on llama-server:{a.url}"
+        assert f"{report['node']}: {fault['message']}" in notes
