@@ -395,8 +395,10 @@ class _Call:
             self.emit({"type": "budget", "node": self.agent, "report": prompt.report.to_dict()})
             try:
                 candidates, down = await _fitting(replicas, backend, plan.n_ctx)
-                for replica, error in down:
-                    self._fault(replica, f"left out: its window could not be read ({_why(error)})")
+                for replica, problem in down:
+                    self._fault(
+                        replica, f"left out: its window could not be read ({_why(problem)})"
+                    )
                 result, used = await self.send(prompt, plan.output_budget, candidates)
             except PoolExhausted as error:
                 if exhausted is not None:
@@ -515,6 +517,7 @@ class _Call:
             ):
                 yield candidates[0]
         else:
+
             def left_out(replica: Backend, error: Exception) -> None:
                 self._fault(replica, f"left out: its KV pool could not be read ({_why(error)})")
 
@@ -536,8 +539,11 @@ class _ReplicaDown(Exception):
 async def _fitting(
     replicas: list[Backend], planned: Backend, n_ctx: int
 ) -> tuple[list[Backend], list[tuple[Backend, BaseException]]]:
-    """The replicas a prompt planned for `n_ctx` on `planned` fits (the planned one first),
-    and those whose window could not be read, with the error."""
+    """The replicas a prompt planned for `n_ctx` on `planned` fits, and those that are down.
+
+    The fitting ones come planned one first; the down ones (their window could not be read)
+    with the error.
+    """
     if len(replicas) == 1:
         return replicas, []
     others = [r for r in replicas if r is not planned]

@@ -50,8 +50,8 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from collective import environment
 from collective.budget.plans import BudgetSections, ModelBudget
 from collective.errors import ConfigError
-from collective.local_files import read_regular_file
 from collective.graph.context import CouncilContext, SpecialistGroup, check_spec, replica_set
+from collective.local_files import read_regular_file
 
 __all__ = [
     "BudgetSections",
@@ -320,7 +320,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file {path} is not UTF-8 text ({exc}); give a TOML file") from None
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text ({exc}); give a TOML file"
+        ) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

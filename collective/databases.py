@@ -77,6 +77,7 @@ STORE = DatabaseKind(
 )
 KINDS = (KB, CHECKPOINTS, STORE)
 
+
 def _read_only(file: Path) -> sqlite3.Connection:
     # Immutable unless a journal shows another connection at work: a read-only connection to a
     # WAL database would otherwise leave -wal and -shm files beside it.
@@ -95,7 +96,9 @@ def check_database(path: str | os.PathLike[str], kind: DatabaseKind) -> bool:
             (the message names what it is and how to use another file; it was left untouched).
     """
     file = Path(path)
-    untouched = f"it was left untouched: use another file for the {kind.name}, {kind.point_elsewhere}"
+    untouched = (
+        f"it was left untouched: use another file for the {kind.name}, {kind.point_elsewhere}"
+    )
     try:
         mode = os.stat(file).st_mode
     except FileNotFoundError:

@@ -62,13 +62,12 @@ def read_regular_file(file: Path, *, limit: int, what: str = "", fix: str = "") 
     except OSError as exc:  # a socket (ENXIO), no permission, ...
         if file.is_socket():
             raise ConfigError(f"{name} is a socket, not a regular file{then}") from None
-        raise ConfigError(
-            f"cannot read {name}: {exc.strerror}; check its permissions"
-        ) from None
+        raise ConfigError(f"cannot read {name}: {exc.strerror}; check its permissions") from None
+    kind = not_regular(os.fstat(fd).st_mode)
+    if kind is not None:  # checked before `fdopen`, which refuses a directory itself
+        os.close(fd)
+        raise ConfigError(f"{name} is {kind}, not a regular file{then}")
     with os.fdopen(fd, "rb") as stream:
-        kind = not_regular(os.fstat(fd).st_mode)
-        if kind is not None:
-            raise ConfigError(f"{name} is {kind}, not a regular file{then}")
         try:
             data = stream.read(limit + 1)
         except OSError as exc:

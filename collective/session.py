@@ -384,9 +384,7 @@ def _hear(mode: str, chunk: Any, watch: Watch) -> None:
                 watch.on_finished(node, None)
 
 
-def _output(
-    final: Mapping[str, Any], thread_id: str, faults: Sequence[str] = ()
-) -> dict[str, Any]:
+def _output(final: Mapping[str, Any], thread_id: str, faults: Sequence[str] = ()) -> dict[str, Any]:
     """The output contract from the run's last `values` (every channel: keep the output's).
 
     Its `notes` name every replica the run lost (`faults`, and each budget report's), so the

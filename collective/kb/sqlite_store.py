@@ -28,7 +28,6 @@ import builtins
 import functools
 import hashlib
 import math
-import os
 import re
 import sqlite3
 import threading

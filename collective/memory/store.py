@@ -18,7 +18,14 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collective.databases import CHECKPOINTS, STORE, DatabaseKind, check_database, create_new, mark_new
+from collective.databases import (
+    CHECKPOINTS,
+    STORE,
+    DatabaseKind,
+    check_database,
+    create_new,
+    mark_new,
+)
 from collective.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -49,7 +49,9 @@ class ReplicaFault:
 
     def describe(self) -> str:
         """One line: `replica SERVER FAILED; INSTEAD`."""
-        return f"replica {self.server} {self.failed}" + (f"; {self.instead}" if self.instead else "")
+        return f"replica {self.server} {self.failed}" + (
+            f"; {self.instead}" if self.instead else ""
+        )
 
     def to_dict(self) -> dict[str, str]:
         """JSON-ready form, with the line (`message`)."""

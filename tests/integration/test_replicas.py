@@ -165,7 +165,9 @@ async def test_a_replica_killed_mid_answer_is_named_with_what_was_done_instead(
 
     session = CouncilSession(build_graph(checkpointer=InMemorySaver()), None, load_config().config)
     try:
-        out = await run_council(session, QUESTION, "mid", watch=Watch(on_event=on_event), context=ctx)
+        out = await run_council(
+            session, QUESTION, "mid", watch=Watch(on_event=on_event), context=ctx
+        )
     finally:
         await close_all()
         a.proc = None
@@ -179,8 +181,12 @@ async def test_a_replica_killed_mid_answer_is_named_with_what_was_done_instead(
     left_out = [
         f for r in out["budgets"] for f in r["faults"] if f["server"] == f"llama-server:{a.url}"
     ]
-    assert left_out and all(f["instead"] == f"the call ran on llama-server:{b.url}" for f in left_out)
-    assert all(f"{r['node']}: {f['message']}" in out["notes"] for r in out["budgets"] for f in r["faults"])
+    assert left_out and all(
+        f["instead"] == f"the call ran on llama-server:{b.url}" for f in left_out
+    )
+    assert all(
+        f"{r['node']}: {f['message']}" in out["notes"] for r in out["budgets"] for f in r["faults"]
+    )
 
 
 def test_a_replica_never_started_is_named_in_the_json_notes(
@@ -194,7 +200,7 @@ def test_a_replica_never_started_is_named_in_the_json_notes(
     open_default_store(tmp_path / "kb.sqlite").close()
     config = tmp_path / "replicas.toml"
     config.write_text(
-        f"planner = {spec}\njudge = {spec}\nk = 2\nretrieval = \"lean\"\njudge_tools = false\n"
+        f'planner = {spec}\njudge = {spec}\nk = 2\nretrieval = "lean"\njudge_tools = false\n'
         f"[[specialists]]\nbackend = {spec}\ncount = 2\n"
         "[output_caps]\nplanner = 16\nspecialist = 16\njudge = 16\n"
         "[budgets.planner]\nn_ctx = 2048\noutput = 16\n"
@@ -214,7 +220,7 @@ def test_a_replica_never_started_is_named_in_the_json_notes(
     dead = f"replica llama-server:{never}"
     # before the run: the roles, the server, what failed and what the run does instead
     assert any(
-        dead in n and "does not answer" in n and f"the run uses the 1 of 2 replicas" in n
+        dead in n and "does not answer" in n and "the run uses the 1 of 2 replicas" in n
         for n in notes
     ), notes
     # each call that left it out says so, and where it ran

@@ -73,9 +73,10 @@ async def test_a_replica_whose_pool_cannot_be_read_is_noted_not_silently_dropped
     assert call.result.text == "ASA." and call.report.server == "scripted:b"
     [fault] = call.report_dict["faults"]
     assert fault["server"] == "scripted:a"
-    assert "KV pool could not be read" in fault["failed"] and "refused the connection" in fault[
-        "failed"
-    ]
+    assert (
+        "KV pool could not be read" in fault["failed"]
+        and "refused the connection" in fault["failed"]
+    )
     assert fault["instead"] == "the call ran on scripted:b"
     assert fault["message"] in call.report.notes
     assert [e["server"] for e in events if e["type"] == "fault"] == ["scripted:a"]
@@ -155,7 +156,7 @@ def test_a_cut_keeps_the_beginning_and_the_end_and_says_which() -> None:
     assert text.startswith("Context: xxx") and "question cut" in text
     assert len(text) < MAX_QUESTION_CHARS + 100
     assert "its first 4,000 and its last 4,000 were kept" in note
-    assert "characters 4,001-127,044) left out" in note
+    assert "characters 4,001-126,044) left out" in note
 
 
 def test_a_question_is_read_from_a_file_or_stdin_and_odd_files_are_refused(tmp_path) -> None:
@@ -372,7 +373,8 @@ def test_a_kb_that_cannot_be_created_says_why(tmp_path) -> None:
     status, _, err = run(["kb", "add", "notes.md", "--kb", str(place)])
     line = one_error_line(err)
     assert status == 2 and f"cannot create the knowledge base {place} (" in line
-    assert "created by `collective kb add`" not in line and not place.exists()
+    assert "Permission denied" in line or "Read-only file system" in line  # the real cause
+    assert not place.exists()
 
 
 # -- 6. the OpenAI client's base URL with /v1 ----------------------------------------------------
