@@ -321,7 +321,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(
-            f"config file {path} is not UTF-8 text ({exc}); give a TOML file"
+            f"cannot read config file {path}: not UTF-8 text ({exc}); give a TOML file"
         ) from None
     try:
         return tomllib.loads(text)

@@ -126,7 +126,9 @@ def check_database(path: str | os.PathLike[str], kind: DatabaseKind) -> bool:
                 for table in other.columns
             }
     except sqlite3.DatabaseError as exc:
-        raise ConfigError(f"{file} is not a SQLite database ({exc}); {untouched}") from None
+        raise ConfigError(
+            f"cannot open {kind.name} {file}: it is not a SQLite database ({exc}); {untouched}"
+        ) from None
     if not names:
         return True
     marked = next((k for k in KINDS if k.application_id == app_id), None)

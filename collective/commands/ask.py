@@ -21,6 +21,8 @@ from collective.commands.options import (
     ConfigOption,
     EvidenceOption,
     KbOption,
+    QuestionArgument,
+    QuestionFileOption,
     RetrievalOption,
     missing_kb,
 )
@@ -43,20 +45,8 @@ class AnswerMode(StrEnum):
 
 
 def ask(
-    question: Annotated[
-        str | None,
-        typer.Argument(
-            help="The question (- reads it from standard input). Leave out with --thread to "
-            "resume an interrupted run."
-        ),
-    ] = None,
-    question_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--question-file",
-            help="Read the question from this file (for one longer than a command line takes).",
-        ),
-    ] = None,
+    question: QuestionArgument = None,
+    question_file: QuestionFileOption = None,
     k: Annotated[
         int | None, typer.Option("--k", min=1, max=64, help="Number of specialists.")
     ] = None,

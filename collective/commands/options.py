@@ -9,7 +9,15 @@ import typer
 
 from collective.kb.profile_names import Evidence, Profile
 
-__all__ = ["ConfigOption", "EvidenceOption", "KbOption", "RetrievalOption", "missing_kb"]
+__all__ = [
+    "ConfigOption",
+    "EvidenceOption",
+    "KbOption",
+    "QuestionArgument",
+    "QuestionFileOption",
+    "RetrievalOption",
+    "missing_kb",
+]
 
 ConfigOption = Annotated[
     Path | None,
@@ -40,6 +48,24 @@ KbOption = Annotated[
     typer.Option("--kb", help="SQLite knowledge base (must exist).", dir_okay=False),
 ]
 """`--kb FILE`: an existing knowledge base (check it with `missing_kb`)."""
+
+QuestionArgument = Annotated[
+    str | None,
+    typer.Argument(
+        help="The question (- reads it from standard input). Leave out with --thread to resume "
+        "an interrupted run."
+    ),
+]
+"""`collective ask QUESTION`."""
+
+QuestionFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--question-file",
+        help="Read the question from this file (for one longer than a command line takes).",
+    ),
+]
+"""`--question-file FILE`: the question, read with `collective.question.read_question`."""
 
 
 def missing_kb(kb: Path | None) -> str | None:

@@ -137,7 +137,7 @@ def test_chat_turns_are_in_the_usage_log(workdir):
     line = "Is PLA food safe? " + "x" * 9_000  # over-long: cut like a council question
     result = CliRunner().invoke(app, ["chat", "--thread", "c1"], input=f"{line}\n/exit\n")
     assert result.exit_code == 0, result.output
-    assert "the question was cut to its first 8,000 characters" in result.output
+    assert "the question was cut to 8,000 of its" in result.output
     assert usage_agents(workdir) == ["chat"]
     status, out, _ = invoke("budget", "report", "--json")
     assert status == 0 and [a["agent"] for a in json.loads(out)["agents"]] == ["chat"]

@@ -58,5 +58,6 @@ def test_a_directory_as_the_checkpoint_database_is_one_error_line(tmp_path):
     )
     assert done.returncode == 2, done.stderr
     line = one_error_line(done.stderr)
-    assert f"cannot write {tmp_path}" in line and "--checkpoints PATH" in line
+    assert f"{tmp_path} is a directory, not a collective checkpoint database" in line
+    assert "--checkpoints PATH" in line
     assert done.stdout == ""
