@@ -127,7 +127,9 @@ def check_database(path: str | os.PathLike[str], kind: DatabaseKind) -> bool:
             }
     except sqlite3.DatabaseError as exc:
         raise ConfigError(
-            f"cannot open {kind.name} {file}: it is not a SQLite database ({exc}); {untouched}"
+            f"cannot open {kind.name} {file}: {file} is not a database ({exc}); it was left "
+            f"untouched: move it aside (mv {file} {file}.bad) or use another file for the "
+            f"{kind.name}, {kind.point_elsewhere}"
         ) from None
     if not names:
         return True
@@ -160,6 +162,6 @@ def create_new(path: str | os.PathLike[str], kind: DatabaseKind) -> None:
         os.close(os.open(file, os.O_WRONLY | os.O_CREAT, 0o644))
     except OSError as exc:
         raise ConfigError(
-            f"cannot create the {kind.name} {file} ({exc.strerror}): run from a writable "
+            f"cannot write {file} ({exc.strerror}) for a new {kind.name}: run from a writable "
             f"directory or use another file, {kind.point_elsewhere}"
         ) from None

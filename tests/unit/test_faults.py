@@ -372,7 +372,7 @@ def test_a_kb_that_cannot_be_created_says_why(tmp_path) -> None:
     (tmp_path / "notes.md").write_text("# PETG\n\nDry it.\n")
     status, _, err = run(["kb", "add", "notes.md", "--kb", str(place)])
     line = one_error_line(err)
-    assert status == 2 and f"cannot create the knowledge base {place} (" in line
+    assert status == 2 and f"cannot write {place} (" in line and "for a new knowledge base" in line
     assert "Permission denied" in line or "Read-only file system" in line  # the real cause
     assert not place.exists()
 
