@@ -462,6 +462,7 @@ async def preflight(config: CollectiveConfig) -> list[str]:
     from collective.errors import BackendUnavailable
     from collective.models.registry import backend_from_spec
     from collective.models.replicas import down_replicas
+    from collective.telemetry import record_preflight_fault
 
     roles = _servers_by_spec(config)
     failed = {spec: detail for spec in roles if (detail := await _server_problem(spec))}
@@ -481,6 +482,7 @@ async def preflight(config: CollectiveConfig) -> list[str]:
     for spec, used_by in roles.items():
         for fault in await down_replicas(backend_from_spec(spec)):
             notes.append(f"{'/'.join(used_by)}: {fault.describe()}")
+            record_preflight_fault(used_by, fault.to_dict())
     return notes
 
 

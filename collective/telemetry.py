@@ -23,7 +23,7 @@ Attribute names (what a trace backend can filter on):
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -42,6 +42,7 @@ __all__ = [
     "model_call_span",
     "record_budget_report",
     "record_fallback",
+    "record_preflight_fault",
     "record_replica_fault",
     "record_retrieval",
     "retrieval_span",
@@ -250,3 +251,10 @@ def record_replica_fault(span: trace.Span, fault: Mapping[str, str]) -> None:
             "instead": fault.get("instead", ""),
         },
     )
+
+
+def record_preflight_fault(roles: Sequence[str], fault: Mapping[str, str]) -> None:
+    """A `collective.preflight` span for a replica down before the run (the run goes on)."""
+    with tracer.start_as_current_span("collective.preflight") as span:
+        span.set_attribute("roles", list(roles))
+        record_replica_fault(span, fault)
