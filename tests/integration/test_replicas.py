@@ -200,7 +200,7 @@ def test_a_replica_never_started_is_named_in_the_json_notes(
     open_default_store(tmp_path / "kb.sqlite").close()
     config = tmp_path / "replicas.toml"
     config.write_text(
-        f'planner = {spec}\njudge = {spec}\nk = 2\nretrieval = "lean"\njudge_tools = false\n'
+        f'planner = {spec}\njudge = [{spec}]\nk = 2\nretrieval = "lean"\njudge_tools = false\n'
         f"[[specialists]]\nbackend = {spec}\ncount = 2\n"
         "[output_caps]\nplanner = 16\nspecialist = 16\njudge = 16\n"
         "[budgets.planner]\nn_ctx = 2048\noutput = 16\n"
