@@ -138,7 +138,12 @@ async def test_a_replica_killed_during_the_run_leaves_every_member_answering(
 def generating(server: ServerProcess) -> bool:
     """Whether a slot of `server` is writing an answer now (decoded at least one token)."""
     slots = httpx.get(server.url + "/slots", timeout=5).json()
-    return any(s.get("is_processing") and s["next_token"][0]["n_decoded"] > 0 for s in slots)
+
+    def decoded(slot: dict) -> int:
+        nxt = slot.get("next_token") or {}
+        return int((nxt[0] if isinstance(nxt, list) else nxt).get("n_decoded", 0))
+
+    return any(s.get("is_processing") and decoded(s) > 0 for s in slots)
 
 
 async def test_a_replica_killed_mid_answer_is_named_with_what_was_done_instead(
