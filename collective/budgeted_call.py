@@ -400,13 +400,14 @@ class _Call:
                         replica, f"left out: its window could not be read ({_why(problem)})"
                     )
                 result, used = await self.send(prompt, plan.output_budget, candidates)
-            except PoolExhausted as error:
+            except _PoolOut as out:
                 if exhausted is not None:
-                    raise
-                # Every request on that pool failed: re-read the server, and let admission
-                # (now treating the pool as shared) wait for room before sending once more.
-                exhausted = error
-                self.admission.exhausted(await backend.pool())
+                    raise out.error from None
+                # Every request on that pool failed: re-read the server the call ran on (with
+                # replicas, not always the one it was planned for), and let admission (now
+                # treating that pool as shared) wait for room before sending once more.
+                exhausted = out.error
+                self.admission.exhausted(await out.replica.pool())
                 n_ctx = await backend.context_window()
                 continue
             except ContextOverflow as error:
@@ -491,6 +492,8 @@ class _Call:
             )
             try:
                 result = await collect(stream, on_delta if replicas else text_only)
+            except PoolExhausted as error:
+                raise _PoolOut(backend, error) from error
             except BackendUnavailable as error:
                 if streamed and replicas:  # lost mid-answer: this call fails, its node retries
                     self._fault(
@@ -531,6 +534,15 @@ class _ReplicaDown(Exception):
     """A replica failed before the call's first token: the call goes to another one."""
 
     def __init__(self, replica: Backend, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.replica = replica
+        self.error = error
+
+
+class _PoolOut(Exception):
+    """The server `replica` ran out of KV pool (`PoolExhausted`) while the call ran on it."""
+
+    def __init__(self, replica: Backend, error: PoolExhausted) -> None:
         super().__init__(str(error))
         self.replica = replica
         self.error = error

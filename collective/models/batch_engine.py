@@ -345,7 +345,11 @@ class BatchEngine:
                     self._cond.wait()
                 if self._closed and not self._active and not self._queue:
                     return
-                self._admit()
+                try:
+                    self._admit()
+                except BaseException as error:  # noqa: BLE001 - the worker must outlive it
+                    self._fail_all(error)
+                    continue
                 if not self._active:
                     self._cond.wait(0.05)  # room or a prefix is on its way
                     continue
@@ -353,8 +357,16 @@ class BatchEngine:
                 self._step()
             except BaseException as error:  # noqa: BLE001 - handed to every caller
                 with self._cond:
-                    for job in self._active:
+                    for job in list(self._active):  # `_finish` removes from the list
                         self._finish(job, error=error)
+
+    def _fail_all(self, error: BaseException) -> None:
+        """End every request, running or queued, with `error` (under the lock)."""
+        for job in list(self._active):
+            self._finish(job, error=error)
+        for job in list(self._queue):
+            self._queue.remove(job)
+            self._finish(job, error=error)
 
     def _admit(self) -> None:
         """Start queued requests that have a sequence id and cells (in order; see module)."""
@@ -372,7 +384,10 @@ class BatchEngine:
             assert not isinstance(plan, str)
             source, shared = plan
             self._queue.remove(job)
-            self._start(job, source, shared)
+            try:
+                self._start(job, source, shared)
+            except Exception as error:  # this request could not start: it fails, others run
+                self._finish(job, error=error)
 
     def _plan(self, job: _Job) -> tuple[_Seq | None, int] | str:
         """Where `job` starts: (source sequence, tokens shared).
@@ -421,7 +436,7 @@ class BatchEngine:
         job.pending = job.request.ids[shared:]
         job.started = time.perf_counter()
         request = job.request
-        sampler = LlamaSampler()
+        sampler = job.sampler = LlamaSampler()  # closed by `_finish`, should this fail
         sampler.add_penalties(
             n_vocab=self._n_vocab,
             penalty_last_n=LAST_N,
@@ -443,7 +458,6 @@ class BatchEngine:
             sampler.add_min_p(0.05, 1)
             sampler.add_temp(request.temperature)
             sampler.add_dist(seed)
-        job.sampler = sampler
         self._active.append(job)
         if request.max_tokens <= 0:
             self._finish(job, reason="length")

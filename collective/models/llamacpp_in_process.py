@@ -48,7 +48,7 @@ from collective.models.base import (
 )
 from collective.models.batch_engine import BatchEngine, GenerationRequest
 from collective.models.registry import BackendKind, BackendSpec, refuse, register
-from collective.models.special_tokens import escape_messages
+from collective.models.special_tokens import escape_messages, escape_tool_calls
 from collective.models.tool_calls import parse_tool_calls, tool_call_schema
 
 if TYPE_CHECKING:
@@ -182,9 +182,10 @@ def _template_message(message: ChatMessage) -> dict[str, Any]:
     """A message as templates expect it: tool-call arguments as objects, not JSON text.
 
     OpenAI-shaped messages carry `arguments` as a JSON string; llama-server parses them before
-    rendering (Qwen's template applies `tojson` to them), and so do we.
+    rendering (Qwen's template applies `tojson` to them), and so do we. They are escaped first
+    (`escape_tool_calls`): the prompt is tokenized with special tokens parsed outside content.
     """
-    out: dict[str, Any] = dict(message)
+    out: dict[str, Any] = dict(escape_tool_calls(message))
     calls = out.get("tool_calls")
     if calls:
         fixed = []

@@ -12,6 +12,8 @@ or a tool result could close its turn and write the model's.
   that is counted is the body that is sent, so counts and answers agree.
 * In process, content is tokenized without special-token parsing instead
   (`GGUFChat.prompt_tokens`), so it reaches the model unchanged.
+* Tool-call arguments an assistant turn carries are rendered by the template too; they are
+  escaped on every backend, in process included (`escape_tool_calls`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any, cast
 
 from collective.budget.counting import ChatMessage
 
-__all__ = ["ESCAPE", "escape_messages", "escape_specials"]
+__all__ = ["ESCAPE", "escape_messages", "escape_specials", "escape_tool_calls"]
 
 ESCAPE = "\u200b"
 """The zero-width space put after the opening character of special-token-shaped text."""
@@ -38,11 +40,43 @@ def escape_specials(text: str) -> str:
     return _SPECIAL_SHAPED.sub(lambda m: m.group(0) + ESCAPE, text)
 
 
+def _escape_value(value: Any) -> Any:
+    """`value` (a JSON value) with every string in it, keys too, escaped."""
+    if isinstance(value, str):
+        return escape_specials(value)
+    if isinstance(value, dict):
+        return {_escape_value(k): _escape_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_escape_value(v) for v in value]
+    return value
+
+
+def escape_tool_calls(message: ChatMessage) -> ChatMessage:
+    """A copy of `message` whose tool calls' arguments are escaped.
+
+    The template renders an assistant turn's tool calls into the prompt as well as its
+    content, and their arguments are model output that may quote untrusted text (a judge's
+    `kb_search` query copying the question). Arguments as JSON text stay valid JSON: the
+    escape is a character inside its strings.
+    """
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list) or not calls:
+        return message
+    fixed = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and "arguments" in function:
+            function = {**function, "arguments": _escape_value(function["arguments"])}
+            call = {**call, "function": function}
+        fixed.append(call)
+    return cast(ChatMessage, {**message, "tool_calls": fixed})
+
+
 def escape_messages(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
-    """Copies of `messages` whose content (text or text parts) is escaped."""
+    """Copies of `messages` with their content (text or text parts) and tool calls escaped."""
     out: list[ChatMessage] = []
     for message in messages:
-        copy: dict[str, Any] = dict(message)
+        copy: dict[str, Any] = dict(escape_tool_calls(message))
         content = copy.get("content")
         if isinstance(content, str):
             copy["content"] = escape_specials(content)

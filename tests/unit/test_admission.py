@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from contextlib import asynccontextmanager
 
 import pytest
 
@@ -238,6 +239,37 @@ async def test_pool_exhaustion_is_sent_once_more_then_stands():
     assert call.result.text == "ok" and len(backend.kwargs) == 2
     with pytest.raises(PoolExhausted):
         await ask(ScriptedBackend(failures=[exhausted, exhausted]))
+
+
+async def test_a_pool_exhaustion_is_blamed_on_the_replica_the_call_ran_on():
+    from collective.models.replicas import ReplicaSet
+
+    class Pooled(ScriptedBackend):
+        async def pool(self) -> ServerPool:
+            return ServerPool(f"http://{self.model}", 2, 4096, 8192, False, "test")
+
+    class OnTheLast(AdmissionControl):
+        """Places every call on the last candidate: not the replica it was planned for."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.blamed: list[str] = []
+
+        def exhausted(self, pool: ServerPool | None) -> None:
+            assert pool is not None
+            self.blamed.append(pool.server)
+            super().exhausted(pool)
+
+        @asynccontextmanager
+        async def place(self, backends, tokens, *, label="", on_wait=None):
+            yield backends[-1], await backends[-1].pool()
+
+    planned = Pooled("a", reply="from a")
+    ran = Pooled("b", reply="from b", failures=[PoolExhausted("Context size has been exceeded.")])
+    admission = OnTheLast()
+    call = await ask(ReplicaSet([planned, ran]), admission=admission)
+    assert call.result.text == "from b" and not planned.calls
+    assert admission.blamed == ["http://b"]  # the healthy planned server keeps its slots
 
 
 async def test_replicas_never_wait_on_a_full_server_while_another_has_room():

@@ -1,0 +1,128 @@
+"""The batch engine's faults reach the requests they hit, and the engine keeps serving.
+
+A llama.cpp decode that fails (a fault that cannot be caused on demand: `llama_decode` is made
+to fail once) ends every request in that batch with the error, not every other one; a request
+that fails while it is admitted (its sampler cannot be built: made to fail once) gets the error
+while the worker lives on and later requests are answered. Each runs on the real gemma model.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import need_llama_cpp
+
+from collective.errors import InvalidResponse
+from collective.models.batch_engine import BatchEngine, Generation, GenerationRequest
+from collective.models.llamacpp_in_process import acquire_model, release_model
+
+pytestmark = pytest.mark.integration
+
+WAIT_S = 300  # generous: the machine may be busy; a hung request never returns at all
+
+
+@pytest.fixture
+def engine(gguf_path: Path) -> Iterator[BatchEngine]:
+    need_llama_cpp()
+    model = acquire_model(gguf_path)
+    engine = BatchEngine(model, n_ctx=1024, n_batch=128, n_threads=2, n_seq_max=4)
+    try:
+        yield engine
+    finally:
+        engine.close()
+        release_model(model)
+
+
+class Call:
+    """`engine.generate(request)` on a daemon thread (a hung one must not hold pytest)."""
+
+    def __init__(self, engine: BatchEngine, request: GenerationRequest) -> None:
+        self.result: Generation | None = None
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        threading.Thread(target=self._run, args=(engine, request), daemon=True).start()
+
+    def _run(self, engine: BatchEngine, request: GenerationRequest) -> None:
+        try:
+            self.result = engine.generate(request)
+        except BaseException as error:  # noqa: BLE001 - the test reads it
+            self.error = error
+        finally:
+            self.done.set()
+
+    def wait(self) -> Call:
+        assert self.done.wait(WAIT_S), "the request never returned: the engine hangs"
+        return self
+
+
+def prompt(engine: BatchEngine, text: str) -> list[int]:
+    return engine.model.tokenize(text.encode(), add_bos=True, special=False)
+
+
+def test_a_failed_decode_ends_every_request_in_the_batch(
+    engine: BatchEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import llama_cpp
+
+    streaming = [threading.Event() for _ in range(3)]
+    calls = [
+        Call(
+            engine,
+            GenerationRequest(
+                prompt(engine, f"Count to fifty, number {n}:"),
+                400,
+                temperature=0.0,
+                on_text=lambda _text, n=n: streaming[n].set(),
+            ),
+        )
+        for n in range(3)
+    ]
+    for event in streaming:  # all three are generating in one batch
+        assert event.wait(WAIT_S)
+    real = llama_cpp.llama_decode
+    failed = threading.Event()
+
+    def decode_fails_once(ctx, batch):
+        if not failed.is_set():
+            failed.set()
+            return -1
+        return real(ctx, batch)
+
+    monkeypatch.setattr(llama_cpp, "llama_decode", decode_fails_once)
+    for call in calls:
+        call.wait()
+    assert failed.is_set()
+    # every request of the failed batch failed; none ran on after its KV missed a step
+    assert [type(c.error) for c in calls] == [InvalidResponse] * 3
+    monkeypatch.setattr(llama_cpp, "llama_decode", real)
+    after = Call(engine, GenerationRequest(prompt(engine, "One, two,"), 4, temperature=0.0))
+    assert after.wait().result is not None and after.result.completion_tokens > 0
+
+
+def test_a_request_that_fails_to_start_fails_alone_and_the_engine_serves_on(
+    engine: BatchEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llama_cpp._internals import LlamaSampler
+
+    real = LlamaSampler.add_penalties
+    failures = iter([RuntimeError("no sampler for this request")])
+
+    def add_penalties_fails_once(self, *args, **kwargs):
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(LlamaSampler, "add_penalties", add_penalties_fails_once)
+    first = Call(engine, GenerationRequest(prompt(engine, "One, two,"), 4, temperature=0.0))
+    assert isinstance(first.wait().error, RuntimeError)
+    later = [
+        Call(engine, GenerationRequest(prompt(engine, f"Count: {n},"), 4, temperature=0.0))
+        for n in range(2)
+    ]
+    for call in later:
+        assert call.wait().error is None
+        assert call.result is not None and call.result.completion_tokens > 0
