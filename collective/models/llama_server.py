@@ -13,6 +13,10 @@ What the server really offers is read from the server, never from its command li
 * A prompt that does not fit is answered with HTTP 400 `exceed_context_size_error` carrying
   `n_prompt_tokens` and `n_ctx`; it becomes `ContextOverflow` with those numbers, and the
   cached `n_ctx` is dropped so the next plan uses the server's current value.
+* A router (`llama-server --models-dir DIR` or `--models-preset FILE`, no `-m`) serves several
+  models, each in an instance of its own: the spec names one (`llama-server:URL?model=NAME`),
+  every POST carries it as `model` and every GET as `?model=`, so each role reads its own
+  model's window, slots and tokenizer. `/models` lists what the router serves.
 """
 
 from __future__ import annotations
@@ -24,10 +28,10 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from collective.budget.counting import ChatMessage
-from collective.errors import BackendError, InvalidResponse
+from collective.errors import BackendError, ConfigError, InvalidResponse
 from collective.models.admission import KV_POOL_MODES, POOL_TTL_S, ServerPool
 from collective.models.base import Health
 from collective.models.openai_compat import (
@@ -110,7 +114,9 @@ class LlamaServerCounter(ServerCounter):
         timeout: float = 30.0,
         memo: PromptMemo | None = None,
         route: CountRoute | None = None,
+        routed: str | None = None,
     ) -> None:
+        self.routed = routed
         super().__init__(
             "exact:llama-server",
             base_url,
@@ -120,6 +126,10 @@ class LlamaServerCounter(ServerCounter):
             memo=memo,
         )
         self.route = route or CountRoute()
+
+    def _post_raw(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        # A router sends each request to the instance of the model it names.
+        return super()._post_raw(path, _routed_body(body, self.routed))
 
     def _encode(self, text: str) -> list[int]:
         # As the chat path sees content: escaped (special_tokens.py), specials parsed.
@@ -145,6 +155,30 @@ class LlamaServerCounter(ServerCounter):
         prompt = _template_prompt(self._post("/apply-template", body), self.base_url)
         data = self._post("/tokenize", {"content": prompt, "add_special": True})
         return len(_int_list(data, "tokens", self.base_url))
+
+
+def _routed_body(body: dict[str, Any], model: str | None) -> dict[str, Any]:
+    """`body` naming `model` for a router (unchanged for a server of one model)."""
+    return body if model is None else {**body, "model": model}
+
+
+def _routed_path(path: str, model: str | None) -> str:
+    """`path` with `?model=` for a router (unchanged for a server of one model)."""
+    if model is None:
+        return path
+    return f"{path}{'&' if '?' in path else '?'}{urlencode({'model': model})}"
+
+
+def router_models(data: Any) -> list[tuple[str, str]]:
+    """(id, status) of each model a router's `/models` lists (aliases are not listed)."""
+    listed = data.get("data") if isinstance(data, dict) else None
+    out = []
+    for entry in listed if isinstance(listed, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            status = entry.get("status")
+            value = status.get("value") if isinstance(status, dict) else None
+            out.append((entry["id"], value if isinstance(value, str) else "?"))
+    return out
 
 
 def _int_list(data: Any, key: str, url: str) -> list[int]:
@@ -214,6 +248,8 @@ class LlamaServerBackend(OpenAICompatBackend):
         kv_pool: How the slots share KV memory (`collective.models.admission.KV_POOL_MODES`);
             default from the URL's `?kv=` (`llama-server:http://HOST:PORT?kv=per-slot`), else
             `auto`.
+        model: The model a router serves this backend from; default from the URL's `?model=`
+            (`llama-server:http://HOST:PORT?model=NAME`), else none (a server of one model).
 
     `/props` (and `/slots`) are re-read at most every `POOL_TTL_S` seconds and at once after
     a failed request, so a restarted server is planned for as it is now.
@@ -236,12 +272,16 @@ class LlamaServerBackend(OpenAICompatBackend):
         precheck: bool = True,
         count_mode: str = "auto",
         kv_pool: str | None = None,
+        model: str | None = None,
     ) -> None:
         parts = urlsplit(base_url)
-        kv = kv_pool or (parse_qs(parts.query).get("kv") or ["auto"])[-1]
+        query = parse_qs(parts.query)
+        kv = kv_pool or (query.get("kv") or ["auto"])[-1]
         if kv not in KV_POOL_MODES:
             raise ValueError(f"kv={kv!r}: use one of {', '.join(KV_POOL_MODES)}")
         self.kv_pool = kv
+        self.routed = model or (query.get("model") or [""])[-1] or None
+        """The model a router serves this backend from (None: a server of one model)."""
         super().__init__(
             parts._replace(query="", fragment="").geturl(),
             server=_SERVER,
@@ -250,8 +290,8 @@ class LlamaServerBackend(OpenAICompatBackend):
             load_wait=load_wait,
             precheck=precheck,
         )
-        self.spec = f"llama-server:{self.base_url}"
-        self.model = _SERVER
+        self.spec = f"llama-server:{_routed_path(self.base_url, self.routed)}"
+        self.model = self.routed or _SERVER
         self._n_ctx: int | None = None
         self._pool: ServerPool | None = None
         self._read_at = 0.0
@@ -274,31 +314,70 @@ class LlamaServerBackend(OpenAICompatBackend):
         self.prompt_memo.clear()
 
     def _extra_body(self) -> dict[str, Any]:
-        return {"cache_prompt": True}  # reuse the slot's KV cache for a shared prefix
+        # Reuse the slot's KV cache for a shared prefix; a router routes by `model`.
+        return _routed_body({"cache_prompt": True}, self.routed)
+
+    async def _request(
+        self, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> tuple[int, Any]:
+        if self.routed is not None and path not in ("/health", "/models"):
+            if method == "GET":
+                path = _routed_path(path, self.routed)
+            else:
+                body = _routed_body(body or {}, self.routed)
+        return await super()._request(method, path, body)
 
     async def before_fan_out(self) -> None:
-        """Have the server copy the planner's prompt into its host prompt cache.
+        """Give every idle slot the planner's prompt, so each member starts from it.
 
-        The server saves its idle slots to the host cache (`--cache-ram`, on by default) when
-        a task starts, and a member placed on another slot loads the cached prompt that shares
-        the most with its own. The planner's slot is idle now: a one-token request gets it
-        saved. Its token is sent as an id, with no BOS, so that it shares no prefix with the
-        planner's prompt and starts on another slot. A cached prompt moves into the slot that
-        loads it, so one more member reuses the prefix than without this (measured: 2 of 3
-        members instead of 1; bench/README.md). Not sent to a single slot: it would take the
-        planner's slot itself, whose prompt is lost where the host cache is off.
+        Concurrent slots do not share a cache (llama.cpp issue 22942), so a member on another
+        slot than the planner's would read the shared prefix again. Where the server saves
+        slots (`--slot-save-path`), the planner's slot (the idle one that ran the latest task)
+        is saved to a file and restored into every other idle slot: a member then finds the
+        prefix on whichever slot it takes, and the K members compute about one prompt.
+
+        Otherwise the host prompt cache (`--cache-ram`, on by default) is used: the server saves
+        its idle slots there when a task starts, and a member placed on another slot loads the
+        cached prompt that shares the most with its own. A one-token request, sent as an id
+        with no BOS so that it shares no prefix with the planner's prompt, starts on another
+        slot and gets the planner's saved. A cached prompt moves into the slot that loads it, so
+        one more member reuses the prefix than without this (measured: 2 of 3 members instead of
+        1; bench/README.md). Not sent to a single slot: it would take the planner's slot itself,
+        whose prompt is lost where the host cache is off.
         """
         # Bounded: on a server whose slots are all busy the request would wait for one.
         with contextlib.suppress(BackendError, TimeoutError):
             async with asyncio.timeout(FAN_OUT_WAIT_S):
                 pool = await self.pool()
-                if pool.slots < 2:
+                if pool.slots < 2 or await self._restore_planner_slot():
                     return
                 _, data = await self._request(
                     "POST", "/tokenize", {"content": "\n", "add_special": False}
                 )
                 token = _int_list(data, "tokens", self.base_url)[-1:]
                 await self._request("POST", "/completion", {"prompt": token, "n_predict": 1})
+
+    async def _restore_planner_slot(self) -> bool:
+        """Copy the latest task's idle slot into the other idle slots; False where not done."""
+        status, slots = await self._request("GET", "/slots")
+        if status != 200 or not isinstance(slots, list):
+            return False
+        idle = [s for s in slots if isinstance(s, dict) and not s.get("is_processing")]
+        used = [s for s in idle if s.get("n_prompt_tokens") and isinstance(s.get("id_task"), int)]
+        if not used or len(idle) < 2:
+            return False
+        source = max(used, key=lambda s: s["id_task"])
+        # One file per slot on the server's disk, overwritten by the next council.
+        file = {"filename": f"collective-slot-{source['id']}.bin"}
+        status, _ = await self._request("POST", f"/slots/{source['id']}?action=save", file)
+        if status != 200:
+            return False  # no --slot-save-path: the host cache is the way
+        restored = [
+            await self._request("POST", f"/slots/{s['id']}?action=restore", file)
+            for s in idle
+            if s is not source
+        ]
+        return all(status == 200 for status, _ in restored)
 
     # -- discovery --------------------------------------------------------------------------
 
@@ -321,8 +400,10 @@ class LlamaServerBackend(OpenAICompatBackend):
             if data.get("endpoint_slots"):
                 status, listed = await self._request("GET", "/slots")
                 slots = listed if status == 200 and isinstance(listed, list) else None
+            if data.get("role") == "router" and self.routed is None:
+                raise await self._router_unnamed()
             try:
-                pool = llama_server_pool(data, slots, server=self.base_url, kv=self.kv_pool)
+                pool = llama_server_pool(data, slots, server=self.pool_key, kv=self.kv_pool)
             except ValueError as exc:
                 raise InvalidResponse(f"{_SERVER} at {self.base_url}: {exc}") from exc
             n_ctx = pool.slot_ctx
@@ -340,7 +421,7 @@ class LlamaServerBackend(OpenAICompatBackend):
                 # silently ignored, so say so.
                 self.supports_tools = bool(caps["supports_tools"])
             name = data.get("model_alias") or data.get("model_path")
-            if isinstance(name, str) and name:
+            if isinstance(name, str) and name and self.routed is None:
                 self.model = PurePosixPath(name).name.removesuffix(".gguf")
             self._n_ctx = n_ctx
         return self._n_ctx
@@ -351,10 +432,31 @@ class LlamaServerBackend(OpenAICompatBackend):
         assert self._pool is not None
         return self._pool
 
+    @property
+    def pool_key(self) -> str:
+        """The server's KV pool as admission knows it: each model of a router has its own."""
+        return _routed_path(self.base_url, self.routed)
+
+    async def models(self) -> list[tuple[str, str]]:
+        """(id, status) of the models a router serves (`/models`); [] for a server of one."""
+        status, data = await self._request("GET", "/models")
+        return router_models(data) if status == 200 else []
+
+    async def _router_unnamed(self) -> ConfigError:
+        listed = ", ".join(name for name, _ in await self.models()) or "none listed"
+        return ConfigError(
+            f"{_SERVER} at {self.base_url} is a router serving several models ({listed}): name "
+            f"one in the spec, llama-server:{self.base_url}?model=NAME"
+        )
+
     async def model_check(self) -> Health:
-        """`/props` names the model the server loaded."""
+        """`/props` names the model the server loaded; a router's `/models` lists it."""
         try:
+            if self.routed is not None:
+                return await self._router_check()
             props = await self.props()
+            if props.get("role") == "router":
+                return Health(False, str(await self._router_unnamed()))
         except BackendError as exc:
             return Health(False, str(exc))
         path = props.get("model_path") or props.get("model_alias")
@@ -362,11 +464,28 @@ class LlamaServerBackend(OpenAICompatBackend):
             return Health(False, "/props names no model")
         return Health(True, f"/props: {path}")
 
+    async def _router_check(self) -> Health:
+        """The router lists the model; its instance answers `/props` (loading it if need be)."""
+        listed = await self.models()
+        names = ", ".join(f"{name} ({status})" for name, status in listed) or "none"
+        if self.routed not in {name for name, _ in listed}:
+            # An alias resolves on the router too; `/props` says whether it does.
+            status, data = await self._request("GET", "/props")
+            if status != 200:
+                return Health(
+                    False,
+                    f"router at {self.base_url} does not serve {self.routed!r}; /models lists "
+                    f"{names}",
+                )
+        props = await self.props()
+        path = props.get("model_path") or props.get("model_alias")
+        return Health(True, f"/models: {names}; {self.routed} /props: {path}")
+
     async def token_counter(self) -> LlamaServerCounter:
         """The server's own tokenizer (`exact:llama-server`)."""
         if self._counter is None:
             self._counter = LlamaServerCounter(
-                self.base_url, memo=self.prompt_memo, route=self.count_route
+                self.base_url, memo=self.prompt_memo, route=self.count_route, routed=self.routed
             )
         return self._counter
 
