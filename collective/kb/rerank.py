@@ -22,12 +22,18 @@ import functools
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from collective import environment
 from collective.errors import ConfigError
 from collective.kb.store import Chunk
+
+if TYPE_CHECKING:
+    from llama_cpp._internals import LlamaModel
+
+    from collective.models.batch_engine import BatchEngine
 
 __all__ = ["RERANK_MODEL", "LlmReranker", "configured_reranker"]
 
@@ -179,6 +185,59 @@ class LlmReranker:
                     out.append(_logsumexp(logits[self.yes]) - _logsumexp(logits[self.no]))
                 start += len(group)
         return out
+
+    def rerank(self, query: str, chunks: Sequence[Chunk]) -> list[float]:
+        """`scores` of the chunks, each shown as `heading: text` (known ones from memory)."""
+        passages = [f"{c.heading}: {c.text}" if c.heading else c.text for c in chunks]
+        todo = [p for p in dict.fromkeys(passages) if (query, p) not in self._known]
+        if todo:
+            if len(self._known) > 20_000:
+                self._known.clear()
+            self._known.update(zip(((query, p) for p in todo), self.scores(query, todo)))
+        return [self._known[(query, p)] for p in passages]
+
+
+class EngineReranker:
+    """Yes/no log-odds as score requests on a loaded model's batch engine (the judge's).
+
+    Each candidate is one request (`GenerationRequest.score`) of the same prompt as
+    `LlmReranker`'s; they are queued together, so the engine computes the question once and
+    the passages in shared batches. No context or weights of its own: the engine is looked up
+    on every call (`engine`), so a backend closed and made again is followed.
+
+    Args:
+        engine: Returns the engine to score on (loading its model if need be).
+    """
+
+    def __init__(self, engine: Callable[[], BatchEngine]) -> None:
+        self._engine = engine
+        self._known: dict[tuple[str, str], float] = {}
+
+    def _tokens(self, model: LlamaModel, text: str, special: bool = True) -> list[int]:
+        return list(model.tokenize(text.encode("utf-8"), add_bos=False, special=special))
+
+    def scores(self, query: str, passages: Sequence[str]) -> list[float]:
+        """The log-odds of "yes" for each passage (higher: more likely to answer `query`)."""
+        from collective.models.batch_engine import GenerationRequest
+
+        engine = self._engine()
+        model = engine.model
+        question = " " + " ".join(query.split())[:1000]
+        prefix = self._tokens(model, _OPEN) + self._tokens(model, question, special=False)
+        prefix += self._tokens(model, _ASK)
+        yes = sorted({self._tokens(model, w)[0] for w in ("yes", "Yes", " yes", " Yes")})
+        no = sorted({self._tokens(model, w)[0] for w in ("no", "No", " no", " No")})
+        requests = [
+            GenerationRequest(
+                prefix
+                + self._tokens(model, " " + p[:_PASSAGE_CHARS], special=False)
+                + self._tokens(model, _CLOSE),
+                0,
+                score=(yes, no),
+            )
+            for p in passages
+        ]
+        return [float(g.score or 0.0) for g in engine.generate_all(requests)]
 
     def rerank(self, query: str, chunks: Sequence[Chunk]) -> list[float]:
         """`scores` of the chunks, each shown as `heading: text` (known ones from memory)."""

@@ -14,6 +14,15 @@ thread; every request is one *sequence* in that context:
   with its own chain (temperature, seed, repetition penalty, grammar).
 * **Streaming and cancel.** Text reaches each request's `on_text` as it is written; setting a
   request's `cancel` ends its sequence only, at the next step.
+* **Prompt lookup.** A request with `lookup` drafts up to that many tokens each step from its
+  own prompt and output (llama-cpp-python's `LlamaPromptLookupDecoding`: the text after an
+  earlier occurrence of its last n-gram) and decodes them with its sampled token; each is kept
+  while the sampler, run on the row before it, picks it. The answer is the one the request
+  would give without drafts (same sampler, same draws): a verdict that quotes its chunks
+  writes several tokens per step.
+* **Scores.** A request with `score` generates nothing: it reads its prompt and returns the
+  log-odds of one set of next tokens over another (a reranker's yes/no) at the prompt's last
+  token. Score requests on one question share its prefix like any others (`generate_all`).
 * **Cells.** Admission is the context's cells: a request is admitted when its uncached prompt
   and its whole output fit beside what the running requests hold and may still write; else it
   waits (idle cached sequences are dropped first). A finished request's sequence is kept as
@@ -137,6 +146,11 @@ class GenerationRequest:
     cancel: threading.Event = field(default_factory=threading.Event)
     seed: int | None = None
     """None: `sampling_seed()`, so answers equal `Llama.create_completion`'s."""
+    lookup: int = 0
+    """Draft tokens per step by prompt lookup (0: none)."""
+    score: tuple[Sequence[int], Sequence[int]] | None = None
+    """(yes ids, no ids): generate nothing; `Generation.score` is log P(yes) - log P(no) of the
+    token after the prompt (log-sum-exp over each set)."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +169,12 @@ class Generation:
     """Prompt tokens computed for this request."""
     queued_ms: float
     """Time spent waiting for room or for a shared prefix before the first computation."""
+    drafted: int = 0
+    """Tokens drafted by prompt lookup."""
+    accepted: int = 0
+    """Drafted tokens kept (each one a decode step saved)."""
+    score: float | None = None
+    """A score request's log-odds (`GenerationRequest.score`); None for a generation."""
 
 
 class _Segment:
@@ -205,6 +225,11 @@ class _Job:
     cache_n: int = 0
     started: float | None = None
     logit_index: int = -1
+    draft: list[int] = field(default_factory=list)
+    """Tokens drafted after `next_token` in the step being decoded."""
+    drafted: int = 0
+    accepted: int = 0
+    score: float | None = None
     done: threading.Event = field(default_factory=threading.Event)
     result: Generation | None = None
     error: BaseException | None = None
@@ -291,26 +316,37 @@ class BatchEngine:
             InvalidResponse: llama.cpp failed to decode.
             RuntimeError: The engine was closed.
         """
-        if len(request.ids) + max(request.max_tokens, 0) > self.n_ctx:
-            raise ValueError(
-                f"{len(request.ids)} prompt + {request.max_tokens} output tokens exceed the "
-                f"context's {self.n_ctx} cells"
-            )
-        stream = TextStream(request.stop, request.hold, request.on_text)
-        job = _Job(request, stream, time.perf_counter())
+        return self.generate_all([request])[0]
+
+    def generate_all(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        """Run requests together to their ends (queued at once, in order), blocking the caller.
+
+        Raises:
+            InvalidResponse: llama.cpp failed to decode (the first failed request's error).
+            RuntimeError: The engine was closed.
+        """
+        for request in requests:
+            if len(request.ids) + max(request.max_tokens, 0) > self.n_ctx:
+                raise ValueError(
+                    f"{len(request.ids)} prompt + {request.max_tokens} output tokens exceed the "
+                    f"context's {self.n_ctx} cells"
+                )
+        now = time.perf_counter()
+        jobs = [_Job(r, TextStream(r.stop, r.hold, r.on_text), now) for r in requests]
         with self._cond:
             if self._closed:
                 raise RuntimeError("the batch engine is closed")
-            self._queue.append(job)
+            self._queue.extend(jobs)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="llama-batch", daemon=True)
                 self._thread.start()
             self._cond.notify_all()
-        job.done.wait()
-        if job.error is not None:
-            raise job.error
-        assert job.result is not None
-        return job.result
+        for job in jobs:
+            job.done.wait()
+        for job in jobs:
+            if job.error is not None:
+                raise job.error
+        return [job.result for job in jobs if job.result is not None]
 
     def close(self) -> None:
         """Stop the worker (running requests end `cancelled`) and free the context."""
@@ -459,7 +495,7 @@ class BatchEngine:
             sampler.add_temp(request.temperature)
             sampler.add_dist(seed)
         self._active.append(job)
-        if request.max_tokens <= 0:
+        if request.max_tokens <= 0 and request.score is None:
             self._finish(job, reason="length")
 
     def _step(self) -> None:
@@ -477,7 +513,8 @@ class BatchEngine:
         n = 0
         added: list[tuple[_Job, list[int]]] = []
 
-        def put(job: _Job, tokens: list[int], logits_last: bool) -> None:
+        def put(job: _Job, tokens: list[int], logits: int) -> None:
+            """Add `tokens`; the last `logits` of them get logits (the first at logit_index)."""
             nonlocal n
             assert job.seq is not None
             pos = len(job.seq.tokens)
@@ -486,22 +523,24 @@ class BatchEngine:
                 batch.pos[n] = pos + i
                 batch.n_seq_id[n] = 1
                 batch.seq_id[n][0] = job.seq.id
-                batch.logits[n] = False
+                batch.logits[n] = i >= len(tokens) - logits
                 n += 1
-            if logits_last:
-                batch.logits[n - 1] = True
-                job.logit_index = n - 1
+            if logits:
+                job.logit_index = n - logits
             added.append((job, tokens))
 
         generating = [j for j in jobs if j.next_token is not None]
+        room = self.n_batch - len(generating)
         for job in generating:
             assert job.next_token is not None
-            put(job, [job.next_token], True)
+            job.draft = self._draft(job, room)
+            room -= len(job.draft)
+            put(job, [job.next_token, *job.draft], 1 + len(job.draft))
         for job in jobs:
             room = self.n_batch - n
             if job.pending and room > 0:
                 chunk = job.pending[:room]
-                put(job, chunk, len(chunk) == len(job.pending))
+                put(job, chunk, int(len(chunk) == len(job.pending)))
         batch.n_tokens = n
         status = llama_cpp.llama_decode(self._ctx.ctx, batch)
         if status != 0:
@@ -513,7 +552,7 @@ class BatchEngine:
             assert job.seq is not None
             job.seq.extend(tokens)
             job.seq.used = next(self._clock)
-            if job.next_token is not None and tokens == [job.next_token]:
+            if job.next_token is not None and tokens == [job.next_token, *job.draft]:
                 job.next_token = None
             else:
                 del job.pending[: len(tokens)]
@@ -521,8 +560,69 @@ class BatchEngine:
                 sampled.append(job)
         for job in sampled:
             index, job.logit_index = job.logit_index, -1
-            token = job.sampler.sample(self._ctx, index)
+            if job.request.score is not None:
+                job.score = self._log_odds(index, *job.request.score)
+                with self._cond:
+                    self._finish(job, reason="score")
+            else:
+                self._sample(job, index)
+
+    def _sample(self, job: _Job, index: int) -> None:
+        """Sample `job`'s next token at batch row `index`, and on through the drafts it keeps."""
+        draft, job.draft = job.draft, []
+        tokens = [job.sampler.sample(self._ctx, index)]
+        while len(tokens) <= len(draft) and tokens[-1] == draft[len(tokens) - 1]:
+            tokens.append(job.sampler.sample(self._ctx, index + len(tokens)))
+        kept = len(tokens) - 1  # drafts the sampler agreed with, in the KV already
+        self._unwind(job, len(draft) - kept)
+        job.drafted += len(draft)
+        job.accepted += kept
+        for i, token in enumerate(tokens):
             self._take(job, token)
+            if job.done.is_set() or job.error is not None:
+                return
+            if i < kept:
+                job.next_token = None  # decoded already, as a draft
+
+    def _draft(self, job: _Job, room: int) -> list[int]:
+        """Up to `job.request.lookup` tokens found after the last n-gram's earlier occurrence."""
+        limit = min(job.request.lookup, room, job.request.max_tokens - len(job.out) - 1)
+        if limit <= 0 or job.next_token is None:
+            return []
+        import numpy as np
+        from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+        ids = np.array([*job.request.ids, *job.out], dtype=np.intc)
+        found = LlamaPromptLookupDecoding.find_candidate_pred_tokens(ids, 2, limit)
+        return [int(t) for t in found]
+
+    def _unwind(self, job: _Job, n: int) -> None:
+        """Remove the last `n` tokens of `job`'s sequence (rejected drafts) from the KV."""
+        if n <= 0:
+            return
+        import llama_cpp
+
+        seq = job.seq
+        assert seq is not None
+        end = len(seq.tokens) - n
+        llama_cpp.llama_memory_seq_rm(self._memory, seq.id, end, -1)
+        del seq.tokens[end:]
+        segment, start, _ = seq.chain[-1]
+        seq.chain[-1] = (segment, start, end)
+
+    def _log_odds(self, index: int, yes: Sequence[int], no: Sequence[int]) -> float:
+        """Log P(yes) - log P(no) at batch row `index`, each a log-sum-exp over its tokens."""
+        import llama_cpp
+        import numpy as np
+
+        row = llama_cpp.llama_get_logits_ith(self._ctx.ctx, index)
+        logits = np.ctypeslib.as_array(row, shape=(self._n_vocab,)).astype(np.float64)
+
+        def logsumexp(values: Any) -> float:
+            top = float(values.max())
+            return top + float(np.log(np.exp(values - top).sum()))
+
+        return logsumexp(logits[list(yes)]) - logsumexp(logits[list(no)])
 
     def _take(self, job: _Job, token: int) -> None:
         """A sampled token: end, stop or stream it, as `Llama.create_completion` would."""
@@ -575,6 +675,9 @@ class BatchEngine:
                 cache_n=job.cache_n,
                 prompt_n=len(job.request.ids) - job.cache_n,
                 queued_ms=(started - job.submitted) * 1000,
+                drafted=job.drafted,
+                accepted=job.accepted,
+                score=job.score,
             )
             if job.seq is not None:
                 job.seq.used = next(self._clock)

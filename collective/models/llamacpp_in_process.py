@@ -413,6 +413,7 @@ class LlamaCppBackend(Backend):
         prefix_cache: Keep the last finished call's sequence for the next call to reuse; off,
             and with `n_seq_max=1`, calls run one at a time, each reading its whole prompt
             (the path before the engine, for benchmarks).
+        lookup: Tokens drafted per step by prompt lookup (`GenerationRequest.lookup`; 0: none).
     """
 
     supports_json_schema = True  # via a grammar built from the schema
@@ -432,6 +433,7 @@ class LlamaCppBackend(Backend):
         repack: bool = True,
         n_seq_max: int = N_SEQ_MAX,
         prefix_cache: bool = True,
+        lookup: int = 0,
     ) -> None:
         self.path = Path(model_path)
         self.chat_template = chat_template
@@ -444,6 +446,7 @@ class LlamaCppBackend(Backend):
         self.repack = repack
         self.n_seq_max = n_seq_max
         self.keep_idle = 1 if prefix_cache else 0
+        self.lookup = lookup
         self._engine: BatchEngine | None = None
         self._chat: GGUFChat | None = None
         self._counter: LlamaCppCounter | None = None
@@ -609,6 +612,7 @@ class LlamaCppBackend(Backend):
                 hold=["<tool_call>"] if calls_allowed else [],
                 on_text=on_text,
                 cancel=cancel or threading.Event(),
+                lookup=self.lookup,
             )
         )
         wall_ms = (time.perf_counter() - started) * 1000
@@ -621,6 +625,9 @@ class LlamaCppBackend(Backend):
             "prompt_n": float(out.prompt_n),
             "cache_n": float(out.cache_n),
         }
+        if out.drafted:  # as llama-server reports its speculation
+            timings["draft_n"] = float(out.drafted)
+            timings["draft_n_accepted"] = float(out.accepted)
         if out.completion_tokens and wall_ms > 0:
             timings["predicted_per_second"] = out.completion_tokens / (wall_ms / 1000)
         return ChatResult(

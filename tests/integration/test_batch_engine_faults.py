@@ -1,9 +1,11 @@
-"""The batch engine's faults reach the requests they hit, and the engine keeps serving.
+"""The batch engine's faults reach the requests they hit, and what it adds: scores, lookup.
 
 A llama.cpp decode that fails (a fault that cannot be caused on demand: `llama_decode` is made
 to fail once) ends every request in that batch with the error, not every other one; a request
 that fails while it is admitted (its sampler cannot be built: made to fail once) gets the error
-while the worker lives on and later requests are answered. Each runs on the real gemma model.
+while the worker lives on and later requests are answered. Score requests on one question
+compute it once; prompt lookup drafts tokens from the prompt and leaves the answer as it was.
+Each runs on the real gemma model.
 """
 
 from __future__ import annotations
@@ -126,3 +128,39 @@ def test_a_request_that_fails_to_start_fails_alone_and_the_engine_serves_on(
     for call in later:
         assert call.wait().error is None
         assert call.result is not None and call.result.completion_tokens > 0
+
+
+# -- what the engine adds: score requests and prompt lookup ----------------------------------
+
+
+def test_score_requests_share_their_question_and_score_as_one_alone(engine: BatchEngine) -> None:
+    question = prompt(engine, "Question: which filament survives a hot car? Passage:" * 4)
+    texts = [f" passage {n}: ASA keeps its shape at {80 + n} C." for n in range(6)]
+    passages = [engine.model.tokenize(t.encode(), add_bos=False, special=False) for t in texts]
+    yes = engine.model.tokenize(b" yes", add_bos=False, special=False)[:1]
+    no = engine.model.tokenize(b" no", add_bos=False, special=False)[:1]
+    requests = [GenerationRequest(question + p, 0, score=(yes, no)) for p in passages]
+    together = engine.generate_all(requests)
+    assert [g.finish_reason for g in together] == ["score"] * 6
+    assert all(g.completion_tokens == 0 and g.score is not None for g in together)
+    # the question was computed once: every request but the first copied it
+    assert sum(g.prompt_n for g in together) < 2 * len(question) + sum(map(len, passages))
+    assert sum(g.cache_n >= len(question) - 1 for g in together) >= 5
+    alone = engine.generate(requests[3])
+    assert alone.score is not None and together[3].score is not None
+    assert abs(alone.score - together[3].score) < 0.05  # batch shapes move logits a little
+
+
+def test_prompt_lookup_drafts_from_the_prompt_and_keeps_the_answer(engine: BatchEngine) -> None:
+    text = "ASA resists UV light, keeps its shape at 95 C and prints best in an enclosure. " * 3
+    ids = prompt(engine, text)
+    plain = engine.generate(GenerationRequest(ids, 40, temperature=0.0))
+    engine._trim_cache()
+    drafted = engine.generate(GenerationRequest(ids, 40, temperature=0.0, lookup=6))
+    assert drafted.text == plain.text  # the sampler decides every token, drafts or not
+    assert drafted.drafted > 0 and 0 < drafted.accepted <= drafted.drafted
+    sampled = [
+        engine.generate(GenerationRequest(ids, 40, temperature=0.8, seed=7, lookup=n)).text
+        for n in (0, 6)
+    ]
+    assert sampled[0] == sampled[1]  # the same draws: a sampled answer is unchanged too
