@@ -17,8 +17,9 @@ thread; every request is one *sequence* in that context:
 * **Prompt lookup.** A request with `lookup` drafts up to that many tokens each step from its
   own prompt and output (llama-cpp-python's `LlamaPromptLookupDecoding`: the text after an
   earlier occurrence of its last n-gram) and decodes them with its sampled token; each is kept
-  while the sampler, run on the row before it, picks it. The answer is the one the request
-  would give without drafts (same sampler, same draws): a verdict that quotes its chunks
+  while the sampler, run on the row before it, picks it. Every token is still the sampler's
+  choice (a greedy answer is the one without drafts; a sampled one is drawn from the same
+  distributions, though batch shapes move logits slightly): a verdict that quotes its chunks
   writes several tokens per step.
 * **Scores.** A request with `score` generates nothing: it reads its prompt and returns the
   log-odds of one set of next tokens over another (a reranker's yes/no) at the prompt's last
@@ -451,6 +452,8 @@ class BatchEngine:
             if not idle:
                 return "full"
             victim = min(idle, key=lambda s: (s is best[0], s.used))
+            if victim is best[0] and best[1] > WAIT_FOR_PREFIX and self._active:
+                return "full"  # a running request ends soon; its sequence keeps the prefix
             self._drop(victim)
             if victim is best[0]:
                 best = (None, 0)

@@ -69,31 +69,22 @@ def test_a_failed_decode_ends_every_request_in_the_batch(
 ) -> None:
     import llama_cpp
 
-    streaming = [threading.Event() for _ in range(3)]
-    calls = [
-        Call(
-            engine,
-            GenerationRequest(
-                prompt(engine, f"Count to fifty, number {n}:"),
-                400,
-                temperature=0.0,
-                on_text=lambda _text, n=n: streaming[n].set(),
-            ),
-        )
-        for n in range(3)
-    ]
-    for event in streaming:  # all three are generating in one batch
-        assert event.wait(WAIT_S)
     real = llama_cpp.llama_decode
     failed = threading.Event()
 
     def decode_fails_once(ctx, batch):
-        if not failed.is_set():
+        # the first step that decodes one token for each of the three requests fails
+        if batch.n_tokens == 3 and not failed.is_set():
             failed.set()
             return -1
         return real(ctx, batch)
 
     monkeypatch.setattr(llama_cpp, "llama_decode", decode_fails_once)
+    counting = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,"
+    calls = [
+        Call(engine, GenerationRequest(prompt(engine, f"{counting} {n}"), 200, temperature=0.0))
+        for n in range(3)
+    ]
     for call in calls:
         call.wait()
     assert failed.is_set()
@@ -159,8 +150,4 @@ def test_prompt_lookup_drafts_from_the_prompt_and_keeps_the_answer(engine: Batch
     drafted = engine.generate(GenerationRequest(ids, 40, temperature=0.0, lookup=6))
     assert drafted.text == plain.text  # the sampler decides every token, drafts or not
     assert drafted.drafted > 0 and 0 < drafted.accepted <= drafted.drafted
-    sampled = [
-        engine.generate(GenerationRequest(ids, 40, temperature=0.8, seed=7, lookup=n)).text
-        for n in (0, 6)
-    ]
-    assert sampled[0] == sampled[1]  # the same draws: a sampled answer is unchanged too
+    assert drafted.completion_tokens == plain.completion_tokens

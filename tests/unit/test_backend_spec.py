@@ -92,3 +92,26 @@ async def test_ollama_spec_creates_an_ollama_backend_without_connecting() -> Non
     assert b.model == "gpt-oss-120b-judge"
     assert b.spec == "ollama:gpt-oss-120b-judge@http://127.0.0.1:1"
     await registry.close_all()
+
+
+async def test_a_router_spec_names_its_model_and_each_model_is_its_own_backend() -> None:
+    from collective.models.llama_server import LlamaServerBackend
+
+    url = "http://127.0.0.1:8083"
+    hf = f"llama-server:{url}?model=ggml-org%2Fgemma-3-4b-it-GGUF%3AQ4_K_M&kv=per-slot"
+    try:
+        small = backend_from_spec(f"llama-server:{url}?model=small")
+        judge = backend_from_spec(hf)
+        assert isinstance(small, LlamaServerBackend) and isinstance(judge, LlamaServerBackend)
+        assert small is not judge and small is backend_from_spec(f"llama-server:{url}?model=small")
+        assert judge.routed == judge.model == "ggml-org/gemma-3-4b-it-GGUF:Q4_K_M"
+        assert judge.base_url == url and judge.kv_pool == "per-slot"
+        assert judge.pool_key != small.pool_key  # each model's instance has its own KV pool
+        assert small.spec == f"llama-server:{url}?model=small"
+        # the model travels in every request body (chat included) and every GET's query
+        assert small._extra_body() == {"cache_prompt": True, "model": "small"}
+        plain = LlamaServerBackend(url)
+        assert plain.routed is None and plain._extra_body() == {"cache_prompt": True}
+        assert plain.spec == f"llama-server:{url}"
+    finally:
+        await registry.close_all()
