@@ -17,7 +17,10 @@ Printed per variant and call: output tokens, decode tokens/s (output tokens / wa
 call, the prompt already cached), the ratio to the variant that speculates nothing, and the
 acceptance (`draft_n_accepted / draft_n`), with the load average.
 
-Usage: python bench/judge_speculation.py --record /tmp/judge.json
+`--synthetic FILE` writes one verdict-shaped call instead (the demo KB's chunks on the question,
+answered with quotes and citations), for a quick measurement without a council run.
+
+Usage: python bench/judge_speculation.py --record /tmp/judge.json  (or --synthetic FILE)
        python bench/judge_speculation.py --replay /tmp/judge.json [--lookup 4 8] [--rounds 2]
            [--server-binary PATH --spec ngram-simple ngram-cache draft-simple]
 """
@@ -31,6 +34,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -64,6 +68,29 @@ async def record(path: Path) -> None:
     await close_all()
     path.write_text(json.dumps({"calls": calls, "answer": out["answer"]}, indent=1))
     print(f"recorded {len(calls)} judge calls without tools into {path}")
+
+
+def synthetic(path: Path, chunks: int = 8) -> None:
+    """A verdict-shaped call without a council run: the demo KB's chunks on the question, and
+    the judge's task of answering with quotes and `[KB#id]` citations."""
+    from collective.kb.citations import format_chunk
+    from collective.kb.demo import open_default_store
+    from collective.kb.retrieval import retrieve
+
+    store = open_default_store(Path(tempfile.mkdtemp()) / "kb.sqlite")
+    found = retrieve(store, QUESTION, "balanced", reranker=lambda q, c: [0.0] * len(c))
+    kb = "\n\n".join(format_chunk(c) for c in found.injected[:chunks])
+    task = (
+        f"Knowledge base:\n{kb}\n\nQuestion: {QUESTION}\n\nWrite the verdict: a direct "
+        "answer in one sentence, then two or three reasons, each quoting the knowledge base "
+        "and citing its chunk as [KB#id]."
+    )
+    messages = [
+        {"role": "system", "content": "You are the judge of a council of experts."},
+        {"role": "user", "content": task},
+    ]
+    path.write_text(json.dumps({"calls": [{"messages": messages, "max_tokens": 160}]}))
+    print(f"wrote one verdict-shaped call ({len(kb)} characters of KB) into {path}")
 
 
 def in_process(lookup: int) -> LlamaCppBackend:
@@ -170,6 +197,7 @@ def summarise(results: dict[str, list[dict[str, float]]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--record", type=Path)
+    parser.add_argument("--synthetic", type=Path)
     parser.add_argument("--replay", type=Path)
     parser.add_argument("--lookup", type=int, nargs="*", default=[4, 8])
     parser.add_argument("--rounds", type=int, default=2)
@@ -179,6 +207,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.record:
         asyncio.run(record(args.record))
+    if args.synthetic:
+        synthetic(args.synthetic)
     if args.replay:
         asyncio.run(replay(args.replay, args.lookup, args.rounds, args.server_binary, args.spec))
 

@@ -334,7 +334,9 @@ class LlamaServerBackend(OpenAICompatBackend):
         slot than the planner's would read the shared prefix again. Where the server saves
         slots (`--slot-save-path`), the planner's slot (the idle one that ran the latest task)
         is saved to a file and restored into every other idle slot: a member then finds the
-        prefix on whichever slot it takes, and the K members compute about one prompt.
+        prefix on whichever slot it takes, and the K members compute about one prompt. Only for
+        independent slots (`?kv=per-slot`): in a unified pool each restored copy would take
+        cells that admission does not know of.
 
         Otherwise the host prompt cache (`--cache-ram`, on by default) is used: the server saves
         its idle slots there when a task starts, and a member placed on another slot loads the
@@ -349,7 +351,9 @@ class LlamaServerBackend(OpenAICompatBackend):
         with contextlib.suppress(BackendError, TimeoutError):
             async with asyncio.timeout(FAN_OUT_WAIT_S):
                 pool = await self.pool()
-                if pool.slots < 2 or await self._restore_planner_slot():
+                if pool.slots < 2:
+                    return
+                if not pool.unified and await self._restore_planner_slot():
                     return
                 _, data = await self._request(
                     "POST", "/tokenize", {"content": "\n", "add_special": False}
