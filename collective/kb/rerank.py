@@ -256,19 +256,41 @@ def _logsumexp(values: np.ndarray) -> float:
 
 
 def configured_reranker() -> Callable[[str, Sequence[Chunk]], list[float]] | None:
-    """Deep's reranker: `LlmReranker.rerank` on `RERANK_MODEL`; None for `$COLLECTIVE_RERANK=none`.
+    """Deep's reranker on `RERANK_MODEL`, as `$COLLECTIVE_RERANK` says.
 
+    `embedded` (the default): `LlmReranker`, a context of its own on the shared weights;
+    `engine`: `EngineReranker`, score requests on the in-process backend's engine for that
+    model (the judge's, in the default council); `none`: no reranker.
     `$COLLECTIVE_EMBEDDED_MODEL` (one model for every embedded spec) applies here too.
 
     Raises:
-        ConfigError: `$COLLECTIVE_RERANK` is neither `embedded` nor `none`.
+        ConfigError: `$COLLECTIVE_RERANK` is none of those.
     """
     setting = environment.rerank() or "embedded"
     if setting == "none":
         return None
+    if setting == "engine":
+        return _engine_reranker().rerank
     if setting != "embedded":
-        raise ConfigError(f"unknown {environment.RERANK_ENV} {setting!r}; use embedded or none")
+        raise ConfigError(
+            f"unknown {environment.RERANK_ENV} {setting!r}; use embedded, engine or none"
+        )
     return _embedded_reranker().rerank
+
+
+@functools.cache
+def _engine_reranker() -> EngineReranker:
+    from collective.models.llamacpp_in_process import LlamaCppBackend
+    from collective.models.registry import backend_from_spec
+
+    def engine() -> BatchEngine:
+        # Looked up on every call: the registry makes the backend again after `close_all`.
+        backend = backend_from_spec(f"embedded:{RERANK_MODEL}")
+        if not isinstance(backend, LlamaCppBackend):
+            raise ConfigError(f"embedded:{RERANK_MODEL} is not an in-process backend")
+        return backend.engine
+
+    return EngineReranker(engine)
 
 
 @functools.cache

@@ -91,7 +91,9 @@ def test_rerank_setting_is_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     monkeypatch.setenv("COLLECTIVE_RERANK", "none")
     assert configured_reranker() is None
     monkeypatch.setenv("COLLECTIVE_RERANK", "cross-encoder")
-    with pytest.raises(ConfigError, match="COLLECTIVE_RERANK 'cross-encoder'; use embedded or"):
+    with pytest.raises(
+        ConfigError, match="COLLECTIVE_RERANK 'cross-encoder'; use embedded, engine or none"
+    ):
         configured_reranker()
 
 
@@ -175,3 +177,28 @@ async def test_the_reranker_outlives_the_backend_and_the_last_release_frees_the_
     assert model.model is None  # freed (llama-cpp-python's `LlamaModel.close`)
     with pytest.raises(RuntimeError, match="closed"):
         reranker.scores(QUERY, passages)
+
+
+async def test_the_engine_reranker_scores_on_the_judges_engine_as_the_own_context_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # COLLECTIVE_RERANK=engine: score requests on the in-process backend's engine for the
+    # reranker's model (the judge's in the default council): no context of its own.
+    from collective.kb.rerank import RERANK_MODEL, _embedded_reranker, _engine_reranker
+    from collective.models import registry
+
+    monkeypatch.setenv("COLLECTIVE_RERANK", "engine")
+    passages = ["Dry nylon at 70 °C for 6 hours before printing.", "PLA is easy to print."]
+    try:
+        judge = registry.backend_from_spec(f"embedded:{RERANK_MODEL}")
+        steps = judge.engine.steps  # type: ignore[attr-defined]
+        reranker = configured_reranker()
+        assert reranker is not None
+        engine_scores = _engine_reranker().scores(QUERY, passages)
+        assert judge.engine.steps > steps  # type: ignore[attr-defined]  # it ran there
+        own = _embedded_reranker().scores(QUERY, passages)
+        assert all(abs(a - b) < 0.5 for a, b in zip(engine_scores, own, strict=True))
+        await registry.close_all()  # the judge's backend is made again: the reranker follows
+        assert len(_engine_reranker().scores(QUERY, passages)) == 2
+    finally:
+        await registry.close_all()
