@@ -261,7 +261,7 @@ async def test_a_pool_exhaustion_is_blamed_on_the_replica_the_call_ran_on():
             super().exhausted(pool)
 
         @asynccontextmanager
-        async def place(self, backends, tokens, *, label="", on_wait=None):
+        async def place(self, backends, tokens, *, label="", on_wait=None, on_left_out=None):
             yield backends[-1], await backends[-1].pool()
 
     planned = Pooled("a", reply="from a")
