@@ -43,7 +43,6 @@ def recall(
     from functools import partial
 
     from collective.commands import kb as kb_command
-    from collective.kb.profile_names import PROFILE_NAMES
 
     fail = partial(kb_command.fail, as_json=json_out)  # with --json, the error object too
 
@@ -51,14 +50,15 @@ def recall(
 
     if is_blank(query):
         raise fail('the query is empty; give a question, e.g. collective recall "PETG drying"')
-    if budget not in PROFILE_NAMES:
-        raise fail(f"unknown --budget {budget!r}; use lean, balanced, deep or auto")
     import json
 
     from collective.errors import CollectiveError
     from collective.kb.demo import open_default_store
-    from collective.kb.retrieval import retrieve
+    from collective.kb.retrieval import PROFILES, retrieve
     from collective.kb.sqlite_store import SqliteKnowledgeStore
+
+    if budget != "auto" and budget not in PROFILES:  # a registered profile is one too
+        raise fail(f"unknown --budget {budget!r}; use {', '.join(PROFILES)} or auto")
 
     if kb is not None and not kb.exists():
         raise fail(

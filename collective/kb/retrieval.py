@@ -1,5 +1,9 @@
 """Budget-aware retrieval: lean, balanced, deep and auto profiles over any `KnowledgeStore`.
 
+A profile is data (`ProfileSettings` in `PROFILES`): its candidate count, rewrite steps, trust
+pass, injected range, whether it reranks, and its KB allocation factor; one pipeline runs them
+all, so a new profile is one entry.
+
 * lean: no rewrite, 10 candidates fetched, strict trust pass (score >= 0.35 and >= 60% of
   the best), 3-5 chunks injected.
 * balanced (the default): one rewrite (keywords + synonyms from `$COLLECTIVE_SYNONYMS`, none
@@ -53,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 from collective import environment
 from collective.errors import ConfigError
 from collective.kb.chunking import MAX_CHUNK_CHARS
-from collective.kb.profile_names import PROFILE_NAMES, AppliedProfile, Profile
+from collective.kb.profile_names import AppliedProfile, Profile
 from collective.kb.sqlite_store import STOPWORDS, query_terms
 from collective.kb.store import Chunk, DenseStore, KnowledgeStore, rank_chunks
 from collective.telemetry import record_retrieval, retrieval_span
@@ -72,6 +76,7 @@ __all__ = [
     "backend_rewriter",
     "choose_profile",
     "kb_allocation_factor",
+    "register_profile",
     "retrieve",
 ]
 
@@ -85,12 +90,24 @@ DEFAULT_MAX_INJECT = 16
 """The configured maximum of injected chunks (deep's upper bound unless `max_inject` says less)."""
 
 
+REWRITE_STEPS = ("context", "keywords", "expand", "relax", "feedback", "llm")
+"""The rewrite steps a profile may list, in the order the chain runs them."""
+
+
 @dataclass(frozen=True)
 class ProfileSettings:
-    """How hard one profile searches."""
+    """One retrieval profile, as data.
+
+    How many candidates, which rewrites, whether it reranks, its trust pass and injected range,
+    and its share of a node's KB allocation: adding a profile is one `PROFILES` entry (or
+    `register_profile`).
+    """
 
     fetch: int
-    """Candidates fetched per query."""
+    """Candidates fetched per query (lexically, and densely when the store can)."""
+    steps: tuple[str, ...]
+    """Rewrite steps (of `REWRITE_STEPS`) tried in order; `context` runs for follow-ups only,
+    `llm` only with a rewriter; `max_rewrites` of those that apply are taken."""
     max_rewrites: int
     """Rewrite steps allowed (a step may issue several sub-queries)."""
     relative_trust: float
@@ -103,13 +120,54 @@ class ProfileSettings:
     """Name of the trust pass, for reasons and diagnostics."""
     kb_factor: float
     """How the profile scales a node's KB-chunk allocation (within the node's budget)."""
+    rerank: bool = False
+    """Reorder the best `RERANK_K` candidates with the reranker."""
+    explain: bool = False
+    """Explain every drop and every rewrite step that added nothing."""
+    takes_max_inject: bool = False
+    """A caller's `max_inject` sets the upper bound even above `max_inject` (else it only caps)."""
+
+    def __post_init__(self) -> None:
+        unknown = [s for s in self.steps if s not in REWRITE_STEPS]
+        if unknown:
+            raise ConfigError(
+                f"unknown rewrite step(s) {', '.join(unknown)}; use {', '.join(REWRITE_STEPS)}"
+            )
+        if not 1 <= self.min_inject <= self.max_inject or self.fetch < 1:
+            raise ConfigError(
+                f"a profile needs fetch >= 1 and 1 <= min_inject <= max_inject "
+                f"(got fetch {self.fetch}, {self.min_inject}-{self.max_inject})"
+            )
 
 
-PROFILES: dict[AppliedProfile, ProfileSettings] = {
-    "lean": ProfileSettings(10, 0, 0.6, 0.35, 3, 5, "strict", 0.5),
-    "balanced": ProfileSettings(30, 1, 0.4, 0.2, 6, 10, "standard", 1.0),
-    "deep": ProfileSettings(60, 99, 0.2, 0.1, 8, DEFAULT_MAX_INJECT, "permissive", 1.5),
-}
+PROFILES: dict[str, ProfileSettings] = {
+    "lean": ProfileSettings(
+        fetch=10, steps=(), max_rewrites=0, relative_trust=0.6, absolute_trust=0.35,
+        min_inject=3, max_inject=5, trust="strict", kb_factor=0.5,
+    ),
+    "balanced": ProfileSettings(
+        fetch=30, steps=("context", "expand"), max_rewrites=1, relative_trust=0.4,
+        absolute_trust=0.2, min_inject=6, max_inject=10, trust="standard", kb_factor=1.0,
+    ),
+    "deep": ProfileSettings(
+        fetch=60, steps=REWRITE_STEPS, max_rewrites=99, relative_trust=0.2,
+        absolute_trust=0.1, min_inject=8, max_inject=DEFAULT_MAX_INJECT, trust="permissive",
+        kb_factor=1.5, rerank=True, explain=True, takes_max_inject=True,
+    ),
+}  # fmt: skip
+"""Every profile a retrieval can apply, by name (`auto` chooses among them per query)."""
+
+
+def register_profile(name: str, settings: ProfileSettings) -> None:
+    """Add (or replace) a retrieval profile: `retrieve(..., profile=name)` then applies it.
+
+    Raises:
+        ConfigError: `name` is `auto` (the chooser's name) or blank.
+    """
+    if not name.strip() or name == "auto":
+        raise ConfigError(f"a retrieval profile cannot be named {name!r}")
+    PROFILES[name] = settings
+
 
 _TOP_UP_FLOOR = 0.05
 _AGREEMENT_BONUS = 0.1
@@ -179,7 +237,7 @@ class RetrievalResult:
     requested: str
     """The profile asked for (may be `auto`)."""
     applied: str
-    """The profile that ran (`lean`, `balanced` or `deep`)."""
+    """The profile that ran (a `PROFILES` name: `lean`, `balanced`, `deep`, or one registered)."""
     reason: str
     """Why `applied` ran."""
     candidates: int
@@ -226,7 +284,7 @@ def kb_allocation_factor(applied_profile: str) -> float:
     """How the applied profile scales a node's KB-chunk allocation (within the node's budget).
 
     Returns:
-        0.5 for lean, 1.0 for balanced, 1.5 for deep.
+        The profile's `kb_factor`: 0.5 for lean, 1.0 for balanced, 1.5 for deep.
 
     Raises:
         ConfigError: For `auto` (resolve it first) or an unknown profile.
@@ -458,14 +516,16 @@ def retrieve(
     Args:
         store: Any knowledge store.
         query: The question.
-        profile: `lean`, `balanced`, `deep` or `auto` (see the module docstring).
+        profile: A `PROFILES` name (`lean`, `balanced`, `deep`, or one registered) or `auto`
+            (see the module docstring).
         max_inject: Cap on injected chunks, for any profile.
         max_latency_ms: Stop issuing rewrites once this much time has passed.
         context: The caller's context (conversation summary); used by `auto` and for
             follow-up questions.
-        rewriter: An extra (e.g. LLM) rewriter; only deep calls it.
-        reranker: What reorders deep's best candidates; default: the configured one
-            (`collective.kb.rerank.configured_reranker`). Only deep calls it.
+        rewriter: An extra (e.g. LLM) rewriter; only a profile with the `llm` step (deep)
+            calls it.
+        reranker: What reorders the best candidates of a profile that reranks (deep);
+            default: the configured one (`collective.kb.rerank.configured_reranker`).
 
     Returns:
         The result, with the applied profile, the reason, and the diagnostics.
@@ -473,7 +533,7 @@ def retrieve(
     Raises:
         ConfigError: Unknown profile, or a non-positive `max_inject`.
     """
-    if profile not in PROFILE_NAMES:
+    if profile != "auto" and profile not in PROFILES:
         raise ConfigError(
             f"unknown retrieval profile {profile!r}; use {', '.join(PROFILES)} or auto"
         )
@@ -494,7 +554,7 @@ def _rewrites(
     query: str,
     keywords: list[str],
     context: str,
-    applied: str,
+    settings: ProfileSettings,
     fusion: _Fusion,
     rewriter: Rewriter | None,
     diagnostics: list[str],
@@ -510,7 +570,8 @@ def _rewrites(
         table = synonyms()
         expanded = [s for w in keywords for s in table.get(w, ()) if s not in keywords]
         queries = [" ".join(keywords + list(dict.fromkeys(expanded)))] if expanded else []
-        if not queries and applied == "balanced":
+        if not queries and "keywords" not in settings.steps:
+            # Without synonyms, a profile with no keywords step of its own searches those.
             queries = [" ".join(keywords)]
     elif step == "relax":
         queries = [f"{a} {b}" for a, b in zip(keywords, keywords[1:], strict=False)]
@@ -532,34 +593,30 @@ def _rewrites(
 
 def _applied_profile(
     profile: str, query: str, context: str, max_latency_ms: float | None
-) -> tuple[AppliedProfile, str]:
+) -> tuple[str, str]:
     """The profile a retrieval applies, and why (`auto` chooses per query)."""
     if profile == "auto":
         return choose_profile(query, context, max_latency_ms=max_latency_ms)
-    return profile, f"{profile}: requested explicitly"  # type: ignore[return-value]
+    return profile, f"{profile}: requested explicitly"
 
 
-def _inject_range(
-    settings: ProfileSettings, applied: str, max_inject: int | None
-) -> tuple[int, int]:
-    """The fewest and most chunks to inject (`max_inject` caps the profile; deep takes it)."""
+def _inject_range(settings: ProfileSettings, max_inject: int | None) -> tuple[int, int]:
+    """The fewest and most chunks to inject (`max_inject` caps the profile, or sets it)."""
     upper = settings.max_inject if max_inject is None else min(settings.max_inject, max_inject)
-    if applied == "deep" and max_inject is not None:
+    if settings.takes_max_inject and max_inject is not None:
         upper = max_inject
     return min(settings.min_inject, upper), upper
 
 
-def _rewrite_steps(applied: str, query: str, context: str, rewriter: bool) -> list[str]:
-    """The rewrite steps a profile tries, in order (lean: none)."""
-    steps: list[str] = []
-    if applied == "balanced":
-        steps = ["context" if _is_follow_up(query, context) else "expand"]
-    elif applied == "deep":
-        steps = ["context"] if _is_follow_up(query, context) else []
-        steps += ["keywords", "expand", "relax", "feedback"]
-        if rewriter:
-            steps.append("llm")
-    return steps
+def _rewrite_steps(
+    settings: ProfileSettings, query: str, context: str, rewriter: bool
+) -> list[str]:
+    """The rewrite steps a profile tries, in order, up to its `max_rewrites`."""
+    follow_up = _is_follow_up(query, context)
+    steps = [
+        s for s in settings.steps if (s != "context" or follow_up) and (s != "llm" or rewriter)
+    ]
+    return steps[: settings.max_rewrites]
 
 
 def _hybrid_note(
@@ -577,7 +634,7 @@ def _hybrid_note(
     )
 
 
-def _unique_text(ranked: list[Chunk], applied: str, diagnostics: list[str]) -> list[Chunk]:
+def _unique_text(ranked: list[Chunk], explain: bool, diagnostics: list[str]) -> list[Chunk]:
     """One copy of identical text (the same passage ingested from two files), best first."""
     seen_text: set[str] = set()
     unique: list[Chunk] = []
@@ -587,7 +644,7 @@ def _unique_text(ranked: list[Chunk], applied: str, diagnostics: list[str]) -> l
         # compared as it is (splitting 20 MB into words took 300 MB).
         key = " ".join(text.split()).lower() if len(text) <= 2 * MAX_CHUNK_CHARS else text
         if key in seen_text:
-            if applied == "deep":
+            if explain:
                 diagnostics.append(f"dropped {chunk.id}: duplicate text")
             continue
         seen_text.add(key)
@@ -646,7 +703,6 @@ def _rerank(
 def _trust_pass(
     unique: list[Chunk],
     settings: ProfileSettings,
-    applied: str,
     lower: int,
     upper: int,
     diagnostics: list[str],
@@ -666,7 +722,7 @@ def _trust_pass(
             )
         injected += top_up
     dropped = [c for c in unique if c not in injected]
-    if applied == "deep":
+    if settings.explain:
         for chunk in dropped[:10]:
             why = f"score {chunk.score:.2f} < {threshold:.2f}"
             if chunk.score >= threshold:
@@ -685,7 +741,7 @@ def _rewrite_chain(
     store: KnowledgeStore,
     query: str,
     context: str,
-    applied: AppliedProfile,
+    settings: ProfileSettings,
     rewriter: Rewriter | None,
     fusion: _Fusion,
     diagnostics: list[str],
@@ -696,12 +752,9 @@ def _rewrite_chain(
 
     Returns the rewritten queries searched; what each found goes to `fusion` and `diagnostics`.
     """
-    settings = PROFILES[applied]
     keywords = _keywords(query)
     rewrites: list[str] = []
-    for step in _rewrite_steps(applied, query, context, rewriter is not None)[
-        : settings.max_rewrites
-    ]:
+    for step in _rewrite_steps(settings, query, context, rewriter is not None):
         elapsed_ms = (time.perf_counter() - start) * 1000.0
         if max_latency_ms is not None and elapsed_ms >= max_latency_ms:
             diagnostics.append(
@@ -709,9 +762,9 @@ def _rewrite_chain(
                 f"max_latency_ms {max_latency_ms:g}"
             )
             break
-        queries = _rewrites(step, query, keywords, context, applied, fusion, rewriter, diagnostics)
+        queries = _rewrites(step, query, keywords, context, settings, fusion, rewriter, diagnostics)
         if not queries:
-            if applied == "deep":
+            if settings.explain:
                 diagnostics.append(f"rewrite {step!r}: nothing to add")
             continue
         for rewritten in queries:
@@ -735,7 +788,7 @@ def _retrieve(
     start = time.perf_counter()
     applied, reason = _applied_profile(profile, query, context, max_latency_ms)
     settings = PROFILES[applied]
-    lower, upper = _inject_range(settings, applied, max_inject)
+    lower, upper = _inject_range(settings, max_inject)
     diagnostics: list[str] = []
     fusion = _Fusion()
 
@@ -752,27 +805,27 @@ def _retrieve(
         early = _DENSE_AHEAD.submit(store.dense_search, dense_query, 1)
     hits = store.search(query, settings.fetch)
     fusion.add(hits, _STEP_WEIGHT["original"])
-    if applied == "deep" or settings.trust != "strict":
+    if settings.steps:
         diagnostics.append(f"original query: {len(hits)} hits")
 
-    if rewriter is not None and applied != "deep":
-        diagnostics.append(f"LLM rewriter not used: only deep calls it (applied {applied})")
+    if rewriter is not None and "llm" not in settings.steps:
+        diagnostics.append(f"LLM rewriter not used: {applied} has no llm step (only deep calls it)")
     rewrites = _rewrite_chain(
-        store, query, context, applied, rewriter, fusion, diagnostics, start, max_latency_ms
+        store, query, context, settings, rewriter, fusion, diagnostics, start, max_latency_ms
     )
 
     if early is not None:
         early.result()  # its errors (another model's KB) are this call's
     ranked, sides, dense = _hybrid(store, dense_query, fusion.ranked(), settings.fetch)
-    unique = _unique_text(ranked, applied, diagnostics)
-    if applied == "deep":
+    unique = _unique_text(ranked, settings.explain, diagnostics)
+    if settings.rerank:
         if reranker is None:
             from collective.kb.rerank import configured_reranker
 
             reranker = configured_reranker()
         if reranker is not None:
             unique = _rerank(query, unique, reranker, sides, diagnostics)
-    injected = _trust_pass(unique, settings, applied, lower, upper, diagnostics)
+    injected = _trust_pass(unique, settings, lower, upper, diagnostics)
     if dense.get("used"):
         diagnostics.append(_hybrid_note(injected, sides, dense, len(fusion.chunks)))
     if dense.get("note"):

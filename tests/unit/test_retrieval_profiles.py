@@ -10,6 +10,7 @@ from collective.errors import ConfigError
 from collective.kb.demo import open_default_store
 from collective.kb.retrieval import (
     PROFILES,
+    ProfileSettings,
     choose_profile,
     kb_allocation_factor,
     retrieve,
@@ -162,3 +163,34 @@ def test_duplicate_text_from_two_files_is_injected_once(tmp_path: Path) -> None:
     result = retrieve(kb, "PETG dries", "deep")
     assert len(result.injected) == 1
     assert any("duplicate text" in d for d in result.diagnostics)
+
+
+def test_a_new_profile_is_one_declaration_and_reports_itself(
+    store: SqliteKnowledgeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wide = ProfileSettings(
+        fetch=40, steps=("keywords", "relax"), max_rewrites=2, relative_trust=0.3,
+        absolute_trust=0.15, min_inject=4, max_inject=12, trust="wide", kb_factor=1.25,
+        rerank=True,
+    )  # fmt: skip
+    monkeypatch.setitem(PROFILES, "wide", wide)
+    reranked: list[int] = []
+
+    def reranker(query: str, chunks: object) -> list[float]:
+        reranked.append(len(chunks))  # type: ignore[arg-type]
+        return [0.0] * len(chunks)  # type: ignore[arg-type]
+
+    result = retrieve(store, QUERY, "wide", reranker=reranker)
+    data = result.to_dict()
+    assert (data["requested"], data["applied"]) == ("wide", "wide")
+    assert data["reason"] == "wide: requested explicitly"
+    assert 1 <= len(result.rewrites) and reranked  # its own steps, and its rerank
+    assert any(d.startswith("wide trust pass") for d in result.diagnostics)
+    assert 4 <= len(result.injected) <= 12
+    assert result.injected[0].heading == "Choosing a material > Parts in a hot car"
+    assert kb_allocation_factor("wide") == 1.25
+    with pytest.raises(ConfigError, match="unknown rewrite step"):
+        ProfileSettings(
+            fetch=5, steps=("psychic",), max_rewrites=1, relative_trust=0.3,
+            absolute_trust=0.1, min_inject=1, max_inject=3, trust="x", kb_factor=1.0,
+        )  # fmt: skip
