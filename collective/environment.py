@@ -18,6 +18,7 @@ __all__ = [
     "DEFAULT_CONFIG_FILE",
     "EMBEDDED_MODEL_ENV",
     "KB_EMBEDDINGS_ENV",
+    "KB_EXPANSION_ENV",
     "KB_PATH",
     "RERANK_ENV",
     "STORE_PATH",
@@ -28,6 +29,7 @@ __all__ = [
     "config_file",
     "debug",
     "embedded_model_override",
+    "kb_expansion",
     "kb_path",
     "ollama_host",
     "ollama_num_parallel",
@@ -59,6 +61,9 @@ EMBEDDED_MODEL_ENV = "COLLECTIVE_EMBEDDED_MODEL"
 """Runs every `embedded` spec on this one embedded model (the tests use the small gemma)."""
 RERANK_ENV = "COLLECTIVE_RERANK"
 """Deep retrieval's reranker: `embedded` (default: the embedded judge model) or `none`."""
+KB_EXPANSION_ENV = "COLLECTIVE_KB_EXPANSION"
+"""The chat model that writes chunk expansions at `kb add` (a model spec; default the embedded
+Qwen2.5-Coder-0.5B) or `none` (the test suite's default: it loads a model)."""
 KB_EMBEDDINGS_ENV = "COLLECTIVE_KB_EMBEDDINGS"
 """The setting `kb_embeddings` as an environment variable (read by `collective.config`), named
 in messages."""
@@ -109,6 +114,11 @@ def embedded_model_override() -> str:
 def rerank() -> str:
     """`$COLLECTIVE_RERANK`: deep retrieval's reranker ("": the default, `embedded`)."""
     return _get(RERANK_ENV)
+
+
+def kb_expansion() -> str:
+    """`$COLLECTIVE_KB_EXPANSION`: the model spec writing chunk expansions ("": the default)."""
+    return _get(KB_EXPANSION_ENV)
 
 
 def threads() -> str:

@@ -7,7 +7,7 @@ Mount with `cli_app.add_typer(kb.app, name="kb")`. The KB is a SQLite file: `--k
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from collective.kb.sqlite_store import Progress, SqliteKnowledgeStore
 
 __all__ = ["app", "embeddings_setting", "fail"]
+
+T = TypeVar("T")
 
 app = typer.Typer(
     help="The knowledge base: add Markdown/text files, list and remove chunks, reindex vectors."
@@ -93,11 +95,21 @@ def add(
     paths: Annotated[list[Path], typer.Argument(help="Markdown/text files or directories.")],
     kb: KbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    expand: Annotated[
+        bool,
+        typer.Option(
+            "--expand/--no-expand",
+            help="Have the local chat model write each new chunk's search questions "
+            "($COLLECTIVE_KB_EXPANSION: the model, or none).",
+        ),
+    ] = True,
 ) -> None:
     """Ingest files (idempotent: unchanged files change nothing).
 
     Each file is added on its own: a file that cannot be read is listed with its reason and
-    the others are still added; the exit code is 1 when any file was refused.
+    the others are still added; the exit code is 1 when any file was refused. New chunks get
+    expansions (the questions a chat model says they answer, used to find them, never shown
+    as their text) unless `--no-expand`; an interrupted run keeps those finished.
     """
     import json
 
@@ -114,7 +126,8 @@ def add(
     files = _files(paths)
     refused: list[tuple[str, str]] = []
     stats = IngestStats()
-    embedded, vector_error = 0, ""
+    embedded, vector_error, expansion_error = 0, "", ""
+    expanded: dict[str, object] = {"model": "off (--no-expand)"}
     try:
         with SqliteKnowledgeStore(path, embeddings=embeddings) as store:
             store.check_model()  # a KB of another embedding model: refuse before adding
@@ -123,6 +136,14 @@ def add(
                     stats.merge(store.add_file(file, embed=False))
                 except CollectiveError as exc:  # not UTF-8, vanished: this file only
                     refused.append((str(file), str(exc)))
+            if expand:
+                try:
+                    expanded = _expand(store, quiet=as_json)
+                except CollectiveError as exc:  # the chunks stay; `kb reindex --expansions`
+                    expansion_error = (
+                        f"{exc}; the chunks were added, `collective kb reindex --expansions` "
+                        "adds their expansions"
+                    )
             try:
                 embedded = _with_progress(store.embed_missing, quiet=as_json)
             except CollectiveError as exc:  # the chunks stay; `kb reindex` finishes the vectors
@@ -132,7 +153,12 @@ def add(
         raise fail(str(exc), exc.exit_code, as_json=as_json) from None
     if as_json:
         rows = [{"path": name, "reason": why} for name, why in refused]
-        extra = {"vectors_added": embedded, "vector_error": vector_error or None}
+        extra = {
+            "vectors_added": embedded,
+            "vector_error": vector_error or None,
+            "expansions": expanded,
+            "expansion_error": expansion_error or None,
+        }
         typer.echo(
             json.dumps(
                 {"kb": str(path), "chunks": total, **stats.to_dict(), **extra, "refused": rows}
@@ -141,14 +167,16 @@ def add(
     else:
         for name, why in refused:
             typer.echo(f"refused {name}: {why}", err=True)
-        if vector_error:
-            typer.echo(f"error: {vector_error}", err=True)
+        for error in (vector_error, expansion_error):
+            if error:
+                typer.echo(f"error: {error}", err=True)
         typer.echo(
             f"{path}: {stats.files} files ({stats.unchanged_files} unchanged), "
             f"{stats.added} chunks added, {stats.removed} removed, {total} in total, "
-            f"{embedded} vectors computed" + (f"; {len(refused)} refused" if refused else "")
+            f"{embedded} vectors computed; expansions: {_expansion_line(expanded)}"
+            + (f"; {len(refused)} refused" if refused else "")
         )
-    if refused or vector_error:
+    if refused or vector_error or expansion_error:
         raise typer.Exit(1)
 
 
@@ -173,14 +201,43 @@ def _files(paths: list[Path]) -> list[Path]:
     return files
 
 
-def _with_progress(run: Callable[[Progress | None], int], *, quiet: bool) -> int:
-    """`run(progress)` with a progress bar of embedded chunks on stderr (none when `quiet`)."""
+def _expand(store: SqliteKnowledgeStore, *, quiet: bool) -> dict[str, object]:
+    """Expansions for the chunks that lack one (the demo KB's packaged ones where they fit)."""
+    from collective.kb import expansion
+    from collective.kb.demo import demo_expansions
+
+    expander, model = expansion.configured_expander()
+    if expander is None:
+        return {"model": "none ($COLLECTIVE_KB_EXPANSION=none)"}
+    cache = expansion.load_cache(demo_expansions())
+
+    def run(progress: Progress | None) -> expansion.ExpansionStats:
+        return expansion.expand_missing(
+            store, expander, model=model, cache=cache, progress=progress
+        )
+
+    return _with_progress(run, quiet=quiet, what="expanding chunks").to_dict()
+
+
+def _expansion_line(expanded: dict[str, object]) -> str:
+    if "generated" not in expanded:
+        return str(expanded["model"])
+    return (
+        f"{expanded['generated']} written by {expanded['model']} "
+        f"({expanded['per_chunk_s']} s a chunk), {expanded['cached']} from the cache"
+    )
+
+
+def _with_progress(
+    run: Callable[[Progress | None], T], *, quiet: bool, what: str = "embedding chunks"
+) -> T:
+    """`run(progress)` with a progress bar of `what` on stderr (none when `quiet`)."""
     if quiet:
         return run(None)
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-    columns = ("embedding chunks", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    columns = (what, BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("embed", total=None)
         return run(lambda done, total: bar.update(task, completed=done, total=total))
@@ -246,11 +303,19 @@ def remove(
 def reindex(
     kb: KbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    expansions: Annotated[
+        bool,
+        typer.Option(
+            "--expansions", help="First give every chunk without one its expansion (resumable)."
+        ),
+    ] = False,
 ) -> None:
     """Recompute every chunk's vector with the configured embedding model.
 
     Needed when the KB was built with another model (or none); `kb_embeddings` in the config
     file or $COLLECTIVE_KB_EMBEDDINGS chooses the model (default: the bundled all-MiniLM-L6-v2).
+    With `--expansions`, a KB built without expansions (or an interrupted `kb add`) gets them
+    first, written by $COLLECTIVE_KB_EXPANSION's model.
     """
     import json
 
@@ -259,13 +324,27 @@ def reindex(
     embeddings = embeddings_setting(as_json=as_json)
     try:
         with _open_existing(kb, as_json=as_json, embeddings=embeddings) as store:
-            count = _with_progress(store.reindex, quiet=as_json)
+            expanded: dict[str, object] = {}
+            if expansions:
+                expanded = _expand(store, quiet=as_json)
+            count = 0
+            if not expansions or store.embedder is not None:  # expansions alone need no vectors
+                count = _with_progress(store.reindex, quiet=as_json)
             model, vectors, chunks = store.vector_status()
+            with_expansion, _ = store.expansion_status()
     except CollectiveError as exc:
         raise fail(str(exc), exc.exit_code, as_json=as_json) from None
     if as_json:
-        typer.echo(json.dumps({"kb": str(_kb_path(kb)), "model": model, "vectors": count}))
+        data: dict[str, object] = {"kb": str(_kb_path(kb)), "model": model, "vectors": count}
+        if expansions:
+            data |= {"expansions": expanded, "chunks_expanded": with_expansion}
+        typer.echo(json.dumps(data))
         return
     typer.echo(
         f"{_kb_path(kb)}: {count} vectors computed with {model} ({vectors} of {chunks} chunks)"
+        + (
+            f"; expansions: {_expansion_line(expanded)} ({with_expansion} of {chunks} chunks)"
+            if expansions
+            else ""
+        )
     )

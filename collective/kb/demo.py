@@ -1,7 +1,8 @@
 """The demo knowledge base (3D-printing materials) and the default KB location.
 
 The default KB is `$COLLECTIVE_KB` or `.collective/kb.sqlite`. `open_default_store` builds it
-from the demo files the first time it is needed, so `make demo` works on a fresh checkout.
+from the demo files the first time it is needed, so `make demo` works on a fresh checkout, with
+the expansions packaged beside them (`demo_kb_expansions.json`: no model runs to build it).
 Sources of the demo chunks are stored relative to the package data (`demo_kb/pla.md`), so the
 chunk ids are the same on every machine.
 """
@@ -13,9 +14,16 @@ from importlib import resources
 from pathlib import Path
 
 from collective import environment
+from collective.kb.expansion import expand_missing, load_cache
 from collective.kb.sqlite_store import SqliteKnowledgeStore
 
-__all__ = ["DEFAULT_KB_PATH", "default_kb_path", "demo_kb_path", "open_default_store"]
+__all__ = [
+    "DEFAULT_KB_PATH",
+    "default_kb_path",
+    "demo_expansions",
+    "demo_kb_path",
+    "open_default_store",
+]
 
 DEFAULT_KB_PATH = environment.KB_PATH
 
@@ -23,6 +31,11 @@ DEFAULT_KB_PATH = environment.KB_PATH
 def demo_kb_path() -> Path:
     """The folder holding the demo KB's Markdown files."""
     return Path(str(resources.files("collective") / "data" / "demo_kb"))
+
+
+def demo_expansions() -> Path:
+    """The demo KB's expansions, written once by bench/expansions.py (by content key)."""
+    return Path(str(resources.files("collective") / "data" / "demo_kb_expansions.json"))
 
 
 def default_kb_path() -> Path:
@@ -65,5 +78,9 @@ def _seed(target: Path, embeddings: str) -> None:
         building.unlink(missing_ok=True)
         demo = demo_kb_path()
         with SqliteKnowledgeStore(building, embeddings=embeddings) as store:
-            store.add_paths([demo], base=demo.parent)
+            store.add_paths([demo], base=demo.parent, embed=False)
+            # The packaged expansions: no model runs when the demo KB is built.
+            cache = load_cache(demo_expansions())
+            expand_missing(store, None, model="cache", cache=cache)
+            store.embed_missing()
         os.replace(building, target)

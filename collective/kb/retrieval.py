@@ -126,6 +126,8 @@ class ProfileSettings:
     """Explain every drop and every rewrite step that added nothing."""
     takes_max_inject: bool = False
     """A caller's `max_inject` sets the upper bound even above `max_inject` (else it only caps)."""
+    escalate_to: str | None = None
+    """The profile `auto` moves to when this one's lexical and dense rankings disagree."""
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.steps if s not in REWRITE_STEPS]
@@ -143,11 +145,12 @@ class ProfileSettings:
 PROFILES: dict[str, ProfileSettings] = {
     "lean": ProfileSettings(
         fetch=10, steps=(), max_rewrites=0, relative_trust=0.6, absolute_trust=0.35,
-        min_inject=3, max_inject=5, trust="strict", kb_factor=0.5,
+        min_inject=3, max_inject=5, trust="strict", kb_factor=0.5, escalate_to="deep",
     ),
     "balanced": ProfileSettings(
         fetch=30, steps=("context", "expand"), max_rewrites=1, relative_trust=0.4,
         absolute_trust=0.2, min_inject=6, max_inject=10, trust="standard", kb_factor=1.0,
+        escalate_to="deep",
     ),
     "deep": ProfileSettings(
         fetch=60, steps=REWRITE_STEPS, max_rewrites=99, relative_trust=0.2,
@@ -426,6 +429,7 @@ def _hybrid(
         return lexical, {}, summary
     summary["fusion"] = _FUSION
     dense_rank = {c.id: i for i, c in enumerate(found.hits)}
+    summary["agreement"] = _agreement(lexical, found.hits, lex_rank, dense_rank)
     pool = {c.id: c for c in found.hits} | {c.id: c for c in lexical}
     fused, sides = [], {}
     for cid, chunk in pool.items():
@@ -443,6 +447,68 @@ def _hybrid(
             "dense_score": round(cosine, 4) if cid in found.similarity else None,
         }
     return rank_chunks(fused), sides, summary
+
+
+AGREE_WITHIN = 3
+"""The two rankings agree when each one's first chunk is among the other's first three."""
+CONFIDENT_LEXICAL = 0.5
+"""A lexical first chunk scoring below this (about half the query's weighted words) is weak..."""
+CONFIDENT_DENSE = 0.5
+"""... and so is a dense first chunk under this cosine; both weak: `auto` escalates too."""
+
+
+def _agreement(
+    lexical: list[Chunk], dense: list[Chunk], lex_rank: dict[str, int], dense_rank: dict[str, int]
+) -> dict[str, Any]:
+    """How the lexical and the dense ranking agree at the top, and how confident each top is."""
+    summary: dict[str, Any] = {"dense_top": dense[0].id, "dense_cosine": round(dense[0].score, 4)}
+    if lexical:
+        summary |= {
+            "lexical_top": lexical[0].id,
+            "lexical_score": round(lexical[0].score, 4),
+            "lexical_top_dense_rank": dense_rank[lexical[0].id] + 1
+            if lexical[0].id in dense_rank
+            else None,
+            "dense_top_lexical_rank": lex_rank[dense[0].id] + 1
+            if dense[0].id in lex_rank
+            else None,
+        }
+    return summary
+
+
+def disagreement(agreement: Mapping[str, Any] | None, lexical_top: float) -> str:
+    """Why `auto` should spend more on this query ("" when the fast rankings agree).
+
+    Args:
+        agreement: The dense side's `agreement` summary (None: no dense ranking).
+        lexical_top: The best lexical score (when there is no dense ranking).
+    """
+    if agreement is None:
+        if lexical_top < CONFIDENT_LEXICAL:
+            return f"no dense ranking and the best lexical score is only {lexical_top:.2f}"
+        return ""
+    if "lexical_top" not in agreement:
+        return "no lexical match; only the dense ranking found chunks"
+    lex_in_dense = agreement["lexical_top_dense_rank"]
+    dense_in_lex = agreement["dense_top_lexical_rank"]
+    agree = agreement["lexical_top"] == agreement["dense_top"] or (
+        lex_in_dense is not None
+        and lex_in_dense <= AGREE_WITHIN
+        and dense_in_lex is not None
+        and dense_in_lex <= AGREE_WITHIN
+    )
+    lexical, cosine = agreement["lexical_score"], agreement["dense_cosine"]
+    where = (
+        f"lexical's first is dense's #{lex_in_dense or '-'}, dense's first is lexical's "
+        f"#{dense_in_lex or '-'}"
+    )
+    if not agree:
+        return f"lexical and dense rankings disagree ({where})"
+    if lexical < CONFIDENT_LEXICAL and cosine < CONFIDENT_DENSE:
+        return (
+            f"both rankings are unsure (best lexical score {lexical:.2f}, best cosine {cosine:.2f})"
+        )
+    return ""
 
 
 class _Fusion:
@@ -785,8 +851,44 @@ def _retrieve(
     rewriter: Rewriter | None,
     reranker: Reranker | None,
 ) -> RetrievalResult:
+    """Run the requested profile; `auto` may escalate.
+
+    `auto` runs the profile the query's wording suggests, and escalates when the fast rankings
+    disagree (`disagreement`); any other profile runs as asked.
+    """
     start = time.perf_counter()
     applied, reason = _applied_profile(profile, query, context, max_latency_ms)
+    args = (store, query, max_inject, max_latency_ms, context, rewriter, reranker, start)
+    result = _run(applied, reason, *args)
+    result.requested = profile
+    target = PROFILES[applied].escalate_to
+    if profile != "auto" or target is None or target == applied:
+        return result
+    lexical_top = max((c.score for c in result.injected), default=0.0)
+    why = disagreement(result.dense.get("agreement"), lexical_top)
+    if not why:
+        return result
+    if max_latency_ms is not None and max_latency_ms < 20:
+        result.reason += f"; {why}, but max_latency_ms={max_latency_ms:g} keeps it"
+        return result
+    escalated = _run(target, f"{target}: {why} (escalated from {applied})", *args)
+    escalated.requested = profile
+    return escalated
+
+
+def _run(
+    applied: str,
+    reason: str,
+    store: KnowledgeStore,
+    query: str,
+    max_inject: int | None,
+    max_latency_ms: float | None,
+    context: str,
+    rewriter: Rewriter | None,
+    reranker: Reranker | None,
+    start: float,
+) -> RetrievalResult:
+    """One profile's retrieval: search, rewrite, fuse, rerank if it does, trust pass."""
     settings = PROFILES[applied]
     lower, upper = _inject_range(settings, max_inject)
     diagnostics: list[str] = []
@@ -832,10 +934,16 @@ def _retrieve(
         diagnostics.append(dense["note"])
     if not unique:
         diagnostics.append("no chunk matched the query's content words")
+    expanded = getattr(store, "has_expansions", None)
+    if callable(expanded) and not expanded():
+        diagnostics.append(
+            "expansions: none in this KB (chunks are found by their own words only); "
+            "`collective kb reindex --expansions` adds them"
+        )
     return RetrievalResult(
         sides={c.id: sides[c.id] for c in injected if c.id in sides},
         dense=dense,
-        requested=profile,
+        requested=applied,
         applied=applied,
         reason=reason,
         candidates=len(unique),

@@ -20,6 +20,13 @@ store's embedder (`collective.kb.embeddings`, named by the caller: the settings'
 `meta` records the embedding model and dimension; a KB whose vectors came from another model is
 refused until `collective kb reindex`. `dense_search` scores by cosine similarity over all
 vectors held in memory (numpy, brute force).
+
+Expansions (`collective.kb.expansion`): a chunk may have one, the questions and keywords a chat
+model wrote for it, stored in `expansions` under the chunk's rowid, with its own FTS5 index and
+vector. They only help find the chunk: a chunk found through its expansion is returned as the
+chunk (its text, never the expansion's). Lexically a query word counts as present when the chunk
+or its expansion has it; densely a chunk scores the better cosine of its own vector and its
+expansion's. Deleting a chunk deletes its expansion.
 """
 
 from __future__ import annotations
@@ -57,6 +64,9 @@ COMMON_CHUNKS = 5000
 at 100K chunks such words cost 17 of 24 ms CPU a search (measured); their weight in BM25 is
 small, they still count towards coverage, and the dense side finds chunks without the rare
 words."""
+
+EXPANSION_BM25 = 0.5
+"""Weight of an expansion's BM25 (the chunk's own text weighs 1)."""
 
 EMBED_BATCH = 64
 """Chunks embedded and committed at a time (an interrupted `kb add` keeps finished batches)."""
@@ -113,6 +123,26 @@ CREATE TRIGGER IF NOT EXISTS chunks_ad_vectors AFTER DELETE ON chunks BEGIN
     DELETE FROM vectors WHERE rowid = old.rowid;
 END;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS expansions (
+    rowid INTEGER PRIMARY KEY,
+    text TEXT NOT NULL,
+    model TEXT NOT NULL,
+    seconds REAL NOT NULL
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS expansions_fts USING fts5(
+    text, content='expansions', content_rowid='rowid', tokenize='porter unicode61'
+);
+CREATE TABLE IF NOT EXISTS expansion_vectors (rowid INTEGER PRIMARY KEY, vec BLOB NOT NULL);
+CREATE TRIGGER IF NOT EXISTS expansions_ai AFTER INSERT ON expansions BEGIN
+    INSERT INTO expansions_fts(rowid, text) VALUES (new.rowid, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS expansions_ad AFTER DELETE ON expansions BEGIN
+    INSERT INTO expansions_fts(expansions_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+    DELETE FROM expansion_vectors WHERE rowid = old.rowid;
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_ad_expansions AFTER DELETE ON chunks BEGIN
+    DELETE FROM expansions WHERE rowid = old.rowid;
+END;
 """
 
 _UNSET: Any = object()
@@ -253,8 +283,9 @@ class SqliteKnowledgeStore:
         self._data_version = -1
         self._embedder = embedder
         self._embeddings = embeddings
-        # data_version, rowids, vectors, chunk count: for dense search, until the KB changes
-        self._matrix: tuple[int, np.ndarray, np.ndarray, int] | None = None
+        # data_version, rowids, vectors, chunk count, expansion positions and vectors: for dense
+        # search, until the KB changes
+        self._matrix: tuple[int, np.ndarray, np.ndarray, int, np.ndarray, np.ndarray] | None = None
         self._sims: tuple[str, np.ndarray, np.ndarray] | None = None  # query, matrix, cosines
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False)
@@ -360,7 +391,7 @@ class SqliteKnowledgeStore:
         return stats
 
     def add_paths(
-        self, paths: Iterable[str | Path], *, base: str | Path | None = None
+        self, paths: Iterable[str | Path], *, base: str | Path | None = None, embed: bool = True
     ) -> IngestStats:
         """Ingest files and directories (directories: their .md/.markdown/.txt files, recursively).
 
@@ -368,6 +399,7 @@ class SqliteKnowledgeStore:
             paths: Files or directories.
             base: When given, sources are stored relative to it (POSIX form) rather than as
                 absolute paths, so a KB built from the same tree elsewhere has the same ids.
+            embed: Compute the missing vectors now (else: `embed_missing`).
 
         Returns:
             What changed, summed over all files.
@@ -381,7 +413,8 @@ class SqliteKnowledgeStore:
             if base is not None:
                 label = file.resolve().relative_to(Path(base).resolve()).as_posix()
             stats.merge(self.add_file(file, source=label, embed=False))
-        self.embed_missing()
+        if embed:
+            self.embed_missing()
         return stats
 
     @staticmethod
@@ -456,15 +489,26 @@ class SqliteKnowledgeStore:
         if embedder is None:
             return 0
         with self._lock:
-            todo = self._db.execute(
-                "SELECT c.rowid, c.heading, c.text FROM chunks c "
-                "LEFT JOIN vectors v ON v.rowid = c.rowid WHERE v.rowid IS NULL "
-                "ORDER BY length(c.heading) + length(c.text), c.rowid"
-            ).fetchall()
+            todo = [
+                ("vectors", "chunks", rowid, embedding_text(h, t))
+                for rowid, h, t in self._db.execute(
+                    "SELECT c.rowid, c.heading, c.text FROM chunks c "
+                    "LEFT JOIN vectors v ON v.rowid = c.rowid WHERE v.rowid IS NULL "
+                    "ORDER BY length(c.heading) + length(c.text), c.rowid"
+                )
+            ] + [
+                ("expansion_vectors", "expansions", rowid, text)
+                for rowid, text in self._db.execute(
+                    "SELECT e.rowid, e.text FROM expansions e "
+                    "LEFT JOIN expansion_vectors v ON v.rowid = e.rowid "
+                    "WHERE v.rowid IS NULL AND e.text != '' "
+                    "ORDER BY length(e.text), e.rowid"
+                )
+            ]
         done = 0
         for start in range(0, len(todo), EMBED_BATCH):
             batch = todo[start : start + EMBED_BATCH]
-            vectors = embedder.embed([embedding_text(h, t) for _, h, t in batch])
+            vectors = embedder.embed([text for *_, text in batch])
             with self._lock, self._db:
                 self._changed()
                 self._db.execute(
@@ -472,14 +516,15 @@ class SqliteKnowledgeStore:
                     "('embedding_dim', ?)",
                     (embedder.name, str(vectors.shape[1])),
                 )
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO vectors(rowid, vec) SELECT ?, ? "
-                    "WHERE EXISTS (SELECT 1 FROM chunks WHERE rowid = ?)",
-                    [
-                        (rowid, v.astype("<f2").tobytes(), rowid)
-                        for (rowid, _, _), v in zip(batch, vectors, strict=True)
-                    ],
-                )
+                for table, owner, rowid, v in (
+                    (table, owner, rowid, v)
+                    for (table, owner, rowid, _), v in zip(batch, vectors, strict=True)
+                ):
+                    self._db.execute(
+                        f"INSERT OR REPLACE INTO {table}(rowid, vec) SELECT ?, ? "
+                        f"WHERE EXISTS (SELECT 1 FROM {owner} WHERE rowid = ?)",
+                        (rowid, v.astype("<f2").tobytes(), rowid),
+                    )
             done += len(batch)
             if progress is not None:
                 progress(done, len(todo))
@@ -500,28 +545,98 @@ class SqliteKnowledgeStore:
         with self._lock, self._db:
             self._changed()
             self._db.execute("DELETE FROM vectors")
+            self._db.execute("DELETE FROM expansion_vectors")
             self._db.execute("DELETE FROM meta WHERE key LIKE 'embedding_%'")
         return self.embed_missing(progress)
+
+    # -- expansions ----------------------------------------------------------------------------
+
+    def expansion_status(self) -> tuple[int, int]:
+        """`(chunks with an expansion, chunks)`."""
+        with self._lock:
+            expanded = int(self._db.execute("SELECT count(*) FROM expansions").fetchone()[0])
+            chunks = int(self._db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        return expanded, chunks
+
+    def has_expansions(self) -> bool:
+        """Whether any chunk has an expansion (cached until the KB changes)."""
+        with self._lock:
+            return self._document_frequency([])[2]
+
+    def expansion_seconds(self) -> builtins.list[float]:
+        """The generation time of each expansion a model wrote here (cached ones: none)."""
+        with self._lock:
+            return [
+                r[0] for r in self._db.execute("SELECT seconds FROM expansions WHERE seconds > 0")
+            ]
+
+    def expansion(self, chunk_id: str) -> str | None:
+        """The expansion text of a chunk (None: it has none); for inspection, never for prompts."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT e.text FROM expansions e JOIN chunks c ON c.rowid = e.rowid WHERE c.id = ?",
+                (chunk_id,),
+            ).fetchone()
+        return row[0] if row else None
+
+    def unexpanded(self) -> builtins.list[tuple[int, str, str, str]]:
+        """`(rowid, source, heading, text)` of each chunk without an expansion, in KB order."""
+        with self._lock:
+            return self._db.execute(
+                "SELECT c.rowid, c.source, c.heading, c.text FROM chunks c "
+                "LEFT JOIN expansions e ON e.rowid = c.rowid WHERE e.rowid IS NULL "
+                "ORDER BY c.source, c.position, c.rowid"
+            ).fetchall()
+
+    def set_expansion(self, rowid: int, text: str, model: str, seconds: float = 0.0) -> bool:
+        """Store (committed at once) a chunk's expansion; False when the chunk is gone."""
+        with self._lock, self._db:
+            self._changed()
+            self._db.execute("DELETE FROM expansions WHERE rowid = ?", (rowid,))
+            cur = self._db.execute(
+                "INSERT INTO expansions(rowid, text, model, seconds) SELECT ?, ?, ?, ? "
+                "WHERE EXISTS (SELECT 1 FROM chunks WHERE rowid = ?)",
+                (rowid, text, model, seconds, rowid),
+            )
+            return cur.rowcount > 0
+
+    def clear_expansions(self) -> int:
+        """Delete every expansion (and its vector); returns how many."""
+        with self._lock, self._db:
+            self._changed()
+            return self._db.execute("DELETE FROM expansions").rowcount
 
     def _changed(self) -> None:
         """Forget what was cached of the KB (this connection wrote to it)."""
         self._stats.clear()
         self._matrix = None
 
-    def _vectors(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """All rowids and vectors (float32) and the chunk count, cached until the KB changes."""
+    def _vectors(self) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:
+        """All rowids and vectors (float32), the chunk count, and the expansions' vectors.
+
+        Each expansion vector comes with its chunk's position among the rowids; all cached
+        until the KB changes.
+        """
         import numpy as np
+
+        def load(table: str) -> tuple[np.ndarray, np.ndarray]:
+            rows = self._db.execute(f"SELECT rowid, vec FROM {table} ORDER BY rowid").fetchall()
+            ids = np.array([r[0] for r in rows], dtype=np.int64)
+            dim = len(rows[0][1]) // 2 if rows else 0
+            blob = b"".join(r[1] for r in rows)
+            return ids, np.frombuffer(blob, dtype="<f2").reshape(len(rows), dim).astype(np.float32)
 
         # Our own writes clear the cache; other connections' commits bump data_version.
         key = self._db.execute("PRAGMA data_version").fetchone()[0]
         if self._matrix is None or self._matrix[0] != key:
-            rows = self._db.execute("SELECT rowid, vec FROM vectors ORDER BY rowid").fetchall()
-            rowids = np.array([r[0] for r in rows], dtype=np.int64)
-            blob = b"".join(r[1] for r in rows)
-            dim = len(rows[0][1]) // 2 if rows else 0
-            matrix = np.frombuffer(blob, dtype="<f2").reshape(len(rows), dim).astype(np.float32)
+            rowids, matrix = load("vectors")
             chunks = int(self._db.execute("SELECT count(*) FROM chunks").fetchone()[0])
-            self._matrix = (key, rowids, matrix, chunks)
+            exp_ids, exp_matrix = load("expansion_vectors")
+            at = np.searchsorted(rowids, exp_ids)  # rowids are sorted
+            kept = (at < len(rowids)) & (rowids[np.minimum(at, len(rowids) - 1)] == exp_ids)
+            if not len(rowids) or exp_matrix.shape[1] != matrix.shape[1]:
+                kept = np.zeros(len(exp_ids), dtype=bool)
+            self._matrix = (key, rowids, matrix, chunks, at[kept], exp_matrix[kept])
         return self._matrix[1:]
 
     def dense_search(self, query: str, k: int, also: Sequence[str] = ()) -> DenseResult:
@@ -540,7 +655,7 @@ class SqliteKnowledgeStore:
         if embedder is None:
             return DenseResult(note="dense off: no embedding model configured (lexical only)")
         with self._lock:
-            rowids, matrix, chunks = self._vectors()
+            rowids, matrix, chunks, exp_at, exp_matrix = self._vectors()
         if not len(rowids):
             return DenseResult(
                 note=f"dense off: the KB has no vectors; add them with `collective kb reindex "
@@ -560,6 +675,8 @@ class SqliteKnowledgeStore:
         else:
             with one_blas_thread():
                 sims = matrix @ vector
+                if len(exp_at):  # a chunk is as near as the nearer of it and its expansion
+                    np.maximum.at(sims, exp_at, exp_matrix @ vector)
             self._sims = (query, matrix, sims)
         k = min(k, len(sims))
         top = np.argpartition(-sims, k - 1)[:k] if k else np.array([], dtype=np.int64)
@@ -669,22 +786,31 @@ class SqliteKnowledgeStore:
             ).fetchone()
         return _row_to_chunk(row) if row else None
 
-    def _document_frequency(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
-        """The chunk count and, per term, how many chunks contain it (cached until it changes)."""
+    def _document_frequency(self, terms: Sequence[str]) -> tuple[int, dict[str, int], bool]:
+        """The chunk count, per term the chunks containing it, and whether there are expansions.
+
+        A term counts for a chunk found by it or by its expansion; cached until the KB changes.
+        """
         version = self._db.execute("PRAGMA data_version").fetchone()[0]
         if version != self._data_version:
             self._stats.clear()
             self._data_version = version
         if "" not in self._stats:
             self._stats[""] = int(self._db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            self._stats["\0expanded"] = bool(
+                self._db.execute("SELECT 1 FROM expansions LIMIT 1").fetchone()
+            )
+        expanded = bool(self._stats["\0expanded"])
+        sql = "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?"
+        if expanded:
+            sql = (
+                "SELECT count(*) FROM (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 "
+                "UNION SELECT rowid FROM expansions_fts WHERE expansions_fts MATCH ?1)"
+            )
         for term in terms:
             if term not in self._stats:
-                self._stats[term] = int(
-                    self._db.execute(
-                        "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (f'"{term}"',)
-                    ).fetchone()[0]
-                )
-        return self._stats[""], {t: self._stats[t] for t in terms}
+                self._stats[term] = int(self._db.execute(sql, (f'"{term}"',)).fetchone()[0])
+        return self._stats[""], {t: self._stats[t] for t in terms}, expanded
 
     def search(self, query: str, k: int) -> builtins.list[Chunk]:
         """The best `k` chunks for `query`, scored 0..1 (see the module docstring).
@@ -697,7 +823,7 @@ class SqliteKnowledgeStore:
         if not terms or k <= 0:
             return []
         with self._lock:
-            total, df = self._document_frequency(terms)
+            total, df, expanded = self._document_frequency(terms)
             # Words in most chunks (idf ~ 0) decide nothing but make FTS5 rank every chunk
             # that has them: they are left out of the match (the rarest word the KB has always
             # stays; a word no chunk has matches nothing and cannot stand in for it).
@@ -707,11 +833,25 @@ class SqliteKnowledgeStore:
             common = min(COMMON_SHARE * total, COMMON_CHUNKS)
             useful = [t for t in found if df[t] <= common]
             match = " OR ".join(f'"{t}"' for t in useful or [min(found, key=df.__getitem__)])
+            limit = max(k * 2, k + 10)
             ranked = self._db.execute(
                 "SELECT rowid, bm25(chunks_fts, 2.0, 1.0, 1.0) AS score FROM chunks_fts "
                 "WHERE chunks_fts MATCH ? ORDER BY score, rowid LIMIT ?",
-                (match, max(k * 2, k + 10)),
+                (match, limit),
             ).fetchall()
+            tables = ["chunks_fts"]
+            if expanded:
+                tables.append("expansions_fts")
+                # An expansion's BM25 counts for less than the chunk's own text.
+                found_by_expansion = self._db.execute(
+                    "SELECT rowid, bm25(expansions_fts) * ? AS score FROM expansions_fts "
+                    "WHERE expansions_fts MATCH ? ORDER BY score, rowid LIMIT ?",
+                    (EXPANSION_BM25, match, limit),
+                ).fetchall()
+                best_of = dict(found_by_expansion)
+                for rowid, score in ranked:
+                    best_of[rowid] = min(score, best_of.get(rowid, 0.0))
+                ranked = sorted(best_of.items(), key=lambda r: (r[1], r[0]))[:limit]
             if not ranked:
                 return []
             bm25 = dict(ranked)
@@ -719,9 +859,9 @@ class SqliteKnowledgeStore:
             present = {
                 term: {
                     r[0]
+                    for table in tables
                     for r in self._db.execute(
-                        f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? "
-                        f"AND rowid IN ({marks})",
+                        f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid IN ({marks})",
                         (f'"{term}"', *bm25),
                     )
                 }

@@ -1,0 +1,94 @@
+"""Write the expansion cache of a folder of KB files: what `kb add` would generate, kept.
+
+The local chat model (greedy decoding, so the same model and prompt give the same text) writes
+each chunk's expansion (`collective.kb.expansion`); the cache maps each chunk's content key to
+it, so a KB built from these files later (the demo KB, the eval KB, test fixtures) takes them
+without a model. The work goes through a KB file kept beside the output (`OUT.work.sqlite`,
+not committed): an interrupted run goes on where it stopped, and the cache is rewritten every
+`--save-every` chunks.
+
+Run: .venv/bin/python bench/expansions.py DIR --base BASE --out FILE.json [--model SPEC]
+e.g. bench/expansions.py tests/data/eval_kb --base tests/data \
+         --out tests/data/eval_kb_expansions.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from collective.kb import expansion  # noqa: E402
+from collective.kb.sqlite_store import SqliteKnowledgeStore  # noqa: E402
+
+
+def dump(store: SqliteKnowledgeStore, out: Path, model: str, wall_s: float) -> dict:
+    """Write the cache of every expansion the work KB holds; returns its summary."""
+    rows = store._db.execute(
+        "SELECT c.heading, c.text, e.text, e.seconds FROM chunks c "
+        "JOIN expansions e ON e.rowid = c.rowid ORDER BY c.source, c.position"
+    ).fetchall()
+    seconds = [s for *_, s in rows if s > 0]
+    summary = {
+        "model": model,
+        "decoding": "greedy (temperature 0), max 120 tokens",
+        "prompt_sha256": hashlib.sha256(expansion._PROMPT.encode()).hexdigest()[:16],
+        "chunks": len(rows),
+        "per_chunk_s_mean": round(statistics.mean(seconds), 2) if seconds else None,
+        "per_chunk_s_median": round(statistics.median(seconds), 2) if seconds else None,
+        "wall_s_this_run": round(wall_s, 1),
+    }
+    data = {
+        **summary,
+        "expansions": {expansion.content_key(h, t): e for h, t, e, _ in rows},
+    }
+    out.write_text(json.dumps(data, indent=1, ensure_ascii=False, sort_keys=False) + "\n")
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--base", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--model", default=expansion.DEFAULT_EXPANSION_MODEL)
+    parser.add_argument("--save-every", type=int, default=10)
+    parser.add_argument("--limit", type=int, default=0, help="Stop after this many (0: all).")
+    args = parser.parse_args()
+
+    from collective.models.registry import backend_from_spec
+
+    expander = expansion.backend_expander(backend_from_spec(args.model))
+    work = args.out.with_suffix(".work.sqlite")
+    store = SqliteKnowledgeStore(work, embedder=None)
+    store.add_paths([args.folder], base=args.base)
+    # Expansions already in the output are kept, not written again.
+    known = expansion.load_cache(args.out)
+    started = time.perf_counter()
+    written = 0
+
+    def progress(done: int, total: int) -> None:
+        nonlocal written
+        written += 1
+        if done % args.save_every == 0 or done == total:
+            summary = dump(store, args.out, args.model, time.perf_counter() - started)
+            print(f"{done}/{total}: {summary}", flush=True)
+        if args.limit and written >= args.limit:
+            raise KeyboardInterrupt
+
+    try:
+        expansion.expand_missing(store, expander, model=args.model, cache=known, progress=progress)
+    except KeyboardInterrupt:
+        pass
+    print(dump(store, args.out, args.model, time.perf_counter() - started))
+
+
+if __name__ == "__main__":
+    main()

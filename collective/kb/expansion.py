@@ -1,0 +1,243 @@
+"""Document expansion: the questions and words a person might use to reach a chunk.
+
+At ingest (`collective kb add`, or `kb reindex --expansions` for a KB built without them) a
+local chat model reads each chunk, with its contextual header (the document and section titles),
+and writes a few short questions and everyday keywords it answers (doc2query). The store indexes
+them lexically and densely beside the chunk (`collective.kb.sqlite_store`), so a query in a
+person's words ("drooped on the dashboard in July") can find the chunk that says "glass
+transition about 60 °C". They only route: the prompts show and cite the chunk's own text, never
+its expansion.
+
+What a model writes from untrusted chunk text is cleaned (`clean_expansion`) before it is kept:
+letters, digits and plain punctuation only, so no control token, citation tag or markup can get
+into the index, and a few short lines at most, so no chunk can stuff itself into every query.
+
+Generated expansions can be kept in a JSON cache keyed by the chunk's content
+(`content_key`): the demo KB ships one (`collective/data/demo_kb_expansions.json`), so building
+it needs no model; `bench/expansions.py` writes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from collective import environment
+from collective.errors import ConfigError
+
+if TYPE_CHECKING:
+    from collective.kb.sqlite_store import Progress, SqliteKnowledgeStore
+    from collective.models.base import Backend
+
+__all__ = [
+    "DEFAULT_EXPANSION_MODEL",
+    "ExpansionStats",
+    "Expander",
+    "backend_expander",
+    "clean_expansion",
+    "configured_expander",
+    "content_key",
+    "contextual_header",
+    "expand_missing",
+    "load_cache",
+]
+
+DEFAULT_EXPANSION_MODEL = "embedded:qwen2.5-coder-0.5b"
+"""The model that writes expansions unless `$COLLECTIVE_KB_EXPANSION` names another (or none)."""
+
+Expander = Callable[[str, str], str]
+"""`(contextual header, chunk text) -> expansion text` (cleaned by the caller)."""
+
+MAX_LINES = 8
+MAX_LINE_CHARS = 120
+MAX_CHARS = 600
+"""An expansion is at most this many lines, characters a line, and characters in all."""
+
+_PROMPT = (
+    "Here is a passage from a knowledge base.\n"
+    "Section: {header}\n"
+    "Passage: {text}\n\n"
+    "Write three short questions that people would type to find this passage, in everyday "
+    "words: describe their problem, symptom or use, not the technical term. Then one line "
+    "starting with 'Keywords:' and six everyday words or phrases. One per line, nothing else."
+)
+_PASSAGE_CHARS = 900
+
+_KEEP = re.compile(r"[^\w\s?!.,;:'’()/%°+-]", re.UNICODE)
+"""What an expansion may not contain: anything but word characters, spaces and plain punctuation
+(no `<`, `>`, `[`, `]`, `|`, `#`, `{`, `}`, `*`, `` ` ``: no control token, tag or markup)."""
+_LEAD = re.compile(r"^\s*(?:[-•*]+|\d+[.)]|q\d*[:.)]|question\s*\d*[:.)])\s*", re.IGNORECASE)
+
+
+def content_key(heading: str, text: str) -> str:
+    """The cache key of a chunk's content: its heading path and text, whoever stored them."""
+    return hashlib.sha256(f"{heading}\n{text}".encode()).hexdigest()[:24]
+
+
+def contextual_header(source: str, heading: str) -> str:
+    """The document and section titles a chunk sits under (`document > section > ...`).
+
+    The heading path starts at the document's own title when the file has one; otherwise the
+    file name stands for it.
+    """
+    document = Path(source).stem.replace("_", " ").replace("-", " ")
+    if not heading:
+        return document
+    first = heading.split(" > ")[0].lower()
+    if set(first.split()) & set(document.lower().split()):
+        return heading
+    return f"{document} > {heading}"
+
+
+def clean_expansion(text: str) -> str:
+    """What may be kept of a model's expansion: short plain lines, no tags or control tokens."""
+    lines: list[str] = []
+    for raw in text.replace("\r", "\n").split("\n"):
+        line = _KEEP.sub(" ", raw)
+        line = _LEAD.sub("", " ".join(line.split()))
+        line = line[:MAX_LINE_CHARS].strip()
+        if len(line) >= 3 and line.lower() not in (x.lower() for x in lines):
+            lines.append(line)
+        if len(lines) == MAX_LINES:
+            break
+    return "\n".join(lines)[:MAX_CHARS].strip()
+
+
+def backend_expander(
+    backend: Backend, *, max_tokens: int = 120, timeout: float = 120.0
+) -> Expander:
+    """An expander that asks `backend` (greedy decoding) to write a chunk's expansion.
+
+    The chunk's text is the user's content, which every backend keeps from becoming control
+    tokens (escaped over HTTP, tokenized as plain text in process).
+    """
+
+    def expand(header: str, text: str) -> str:
+        prompt = _PROMPT.format(header=header, text=" ".join(text.split())[:_PASSAGE_CHARS])
+        request = backend.chat(
+            [{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0
+        )
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, request).result(timeout).text
+
+    return expand
+
+
+def configured_expander() -> tuple[Expander | None, str]:
+    """The expander `$COLLECTIVE_KB_EXPANSION` names (None for `none`), and the model's name.
+
+    Raises:
+        ConfigError: The spec names no known backend.
+    """
+    spec = environment.kb_expansion() or DEFAULT_EXPANSION_MODEL
+    if spec == "none":
+        return None, "none"
+    from collective.models.registry import backend_from_spec
+
+    backend = backend_from_spec(spec)
+    return backend_expander(backend), spec
+
+
+def load_cache(path: str | Path) -> dict[str, str]:
+    """A JSON cache of expansions: `{"expansions": {content_key: text}}` (missing: empty).
+
+    Raises:
+        ConfigError: The file is not such a cache.
+    """
+    file = Path(path)
+    if not file.exists():
+        return {}
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+        cache = data["expansions"]
+        if not isinstance(cache, dict):
+            raise TypeError("'expansions' is not an object")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"cannot read expansions from {file}: {exc}; regenerate it with bench/expansions.py"
+        ) from exc
+    return {str(k): str(v) for k, v in cache.items()}
+
+
+@dataclass
+class ExpansionStats:
+    """What an `expand_missing` call did."""
+
+    generated: int = 0
+    """Expansions a model wrote."""
+    cached: int = 0
+    """Expansions taken from the cache."""
+    empty: int = 0
+    """Chunks whose expansion was empty after cleaning (stored empty: not asked again)."""
+    seconds: list[float] = field(default_factory=list)
+    """Generation time per written expansion."""
+    model: str = ""
+
+    def per_chunk_s(self) -> float:
+        """Mean seconds per generated expansion (0: none generated)."""
+        return sum(self.seconds) / len(self.seconds) if self.seconds else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "model": self.model,
+            "generated": self.generated,
+            "cached": self.cached,
+            "empty": self.empty,
+            "per_chunk_s": round(self.per_chunk_s(), 3),
+        }
+
+
+def expand_missing(
+    store: SqliteKnowledgeStore,
+    expander: Expander | None,
+    *,
+    model: str,
+    cache: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
+) -> ExpansionStats:
+    """Give every chunk without an expansion one: from `cache`, else written by `expander`.
+
+    Each expansion is committed as it is made, so an interrupted run keeps what it finished
+    and the next run goes on from there.
+
+    Args:
+        store: The KB.
+        expander: What writes an expansion; None: the cache only.
+        model: The name recorded with each written expansion.
+        cache: Expansions by `content_key`.
+        progress: Called with `(done, total)` after each chunk.
+
+    Returns:
+        Counts and the time per written expansion.
+    """
+    stats = ExpansionStats(model=model)
+    todo = store.unexpanded()
+    for done, (rowid, source, heading, text) in enumerate(todo, 1):
+        known = (cache or {}).get(content_key(heading, text))
+        if known is not None:
+            store.set_expansion(rowid, clean_expansion(known), "cache")
+            stats.cached += 1
+        elif expander is not None:
+            header = contextual_header(source, heading)
+            started = time.perf_counter()
+            written = clean_expansion(expander(header, text))
+            seconds = time.perf_counter() - started
+            # The header's words are indexed with the questions (the chunk's own FTS row has
+            # the heading path, but not the file's name when the file has no title).
+            expansion = clean_expansion(f"{header}\n{written}") if written else ""
+            stats.empty += not written
+            store.set_expansion(rowid, expansion, model, seconds)
+            stats.generated += 1
+            stats.seconds.append(seconds)
+        if progress is not None:
+            progress(done, len(todo))
+    return stats
