@@ -8,7 +8,11 @@ temporary SQLite KB. Computing 100K real embeddings would take hours on two busy
   model, in a KB of their own;
 * the 100K KB is ingested lexically (its rate is reported too) and then given 100K random unit
   vectors (float16, 384 dimensions, as the model's): brute-force search costs the same whatever
-  the values.
+  the values;
+* unless `--no-expansions`, every chunk also gets an expansion as `kb add` writes them (three
+  questions and keywords, 30 words drawn from the same vocabulary, indexed by FTS5) with a
+  random vector of its own: the lexical search then reads two indexes and the dense one
+  twice the vectors.
 
 Then it runs `--queries` distinct queries (each query embedded for real: no cache hit) under
 lean, balanced and deep and reports p50/p95 latency, wall and CPU time (retrieval runs on one
@@ -78,7 +82,7 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(pct / 100 * (len(ordered) - 1))))]
 
 
-def build(tmp: Path, path: Path, chunks: int, rng: random.Random) -> dict:
+def build(tmp: Path, path: Path, chunks: int, rng: random.Random, expansions: bool) -> dict:
     """Write the corpus, measure both ingest rates, and leave the 100K KB at `path`."""
     out: dict = {}
     corpus = tmp / "corpus"
@@ -117,6 +121,26 @@ def build(tmp: Path, path: Path, chunks: int, rng: random.Random) -> dict:
             "('embedding_dim', '384')",
             (BUILTIN_MODEL,),
         )
+        if expansions:
+            words = vocabulary(rng)
+            weights = [1.0 / (i + 1) for i in range(len(words))]
+
+            def question() -> str:
+                return "why does my " + " ".join(rng.choices(words, weights, k=8)) + "?"
+
+            lexical._db.executemany(
+                "INSERT INTO expansions(rowid, text, model, seconds) VALUES (?, ?, 'synthetic', 0)",
+                [
+                    (r, "\n".join([question(), question(), question()] + rng.choices(words, k=6)))
+                    for r in rowids
+                ],
+            )
+            extra = np.random.default_rng(40).standard_normal((count, 384)).astype(np.float32)
+            extra /= np.linalg.norm(extra, axis=1, keepdims=True)
+            lexical._db.executemany(
+                "INSERT INTO expansion_vectors(rowid, vec) VALUES (?, ?)",
+                [(r, v.astype("<f2").tobytes()) for r, v in zip(rowids, extra, strict=True)],
+            )
     lexical.close()
 
     return out
@@ -128,13 +152,17 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--keep", type=Path, help="Build the KB here once; later runs reuse it.")
+    parser.add_argument(
+        "--no-expansions", action="store_true", help="Chunks without expansions (as before)."
+    )
     args = parser.parse_args()
     rng = random.Random(26)
     out: dict = {"chunks": args.chunks, "load": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory() as tmp:
         path = args.keep or Path(tmp) / "kb.sqlite"
         if not path.exists():
-            out.update(build(Path(tmp), path, args.chunks, rng))
+            out.update(build(Path(tmp), path, args.chunks, rng, not args.no_expansions))
+        out["expansions"] = SqliteKnowledgeStore(path, embedder=None).expansion_status()[0]
         out["kb_mb_per_1k_chunks"] = round(
             path.stat().st_size / 1e6 / (SqliteKnowledgeStore(path).count() / 1000), 3
         )
@@ -166,7 +194,7 @@ def main() -> None:
         f"{out['chunks']} chunks; ingest {out.get('ingest_with_vectors_chunks_per_s', '-')} "
         f"chunks/s with vectors, {out.get('ingest_lexical_chunks_per_s', '-')} chunks/s lexical; "
         f"{out['kb_mb_per_1k_chunks']} MB per 1K chunks; first query {out['first_query_ms']} ms; "
-        f"load {out['load']:.1f} -> {out['load_after']:.1f}"
+        f"{out['expansions']} expansions; load {out['load']:.1f} -> {out['load_after']:.1f}"
     )
     for profile in ("lean", "balanced", "deep"):
         m = out[profile]

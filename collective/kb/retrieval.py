@@ -32,9 +32,14 @@ each side contributed (`sides`, `dense`). The trust pass keeps chunks above the 
 thresholds; if fewer than the profile's minimum pass, the best remaining candidates above 0.05
 top it up (with a diagnostic).
 
-`auto` picks a profile from the query (content-word count, comparisons, multi-part questions,
-"why/how" reasoning, follow-ups that lean on the caller's context) and any latency bound, and
-says why. `max_inject` caps the injected count and `max_latency_ms` stops the rewrite chain once
+`auto` starts from the profile the query's wording suggests (content-word count, comparisons,
+multi-part questions, "why/how" reasoning, follow-ups that lean on the caller's context) and any
+latency bound; when that profile has an `escalate_to` (lean and balanced: deep) and its lexical
+and dense rankings disagree at the top, or both tops are unsure (`disagreement`), it runs the
+escalation instead. It says why either way.
+
+A store that keeps chunk expansions (`collective.kb.expansion`) finds chunks by them too; a
+store that could but has none says so in the diagnostics. `max_inject` caps the injected count and `max_latency_ms` stops the rewrite chain once
 the elapsed time passes it (then, and only then, the result can depend on machine speed).
 Otherwise the same store, query and profile always give the same result.
 """

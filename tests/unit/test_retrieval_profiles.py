@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from collective.kb.retrieval import (
     retrieve,
 )
 from collective.kb.sqlite_store import SqliteKnowledgeStore
+from collective.kb.store import Chunk, DenseResult
 
 QUERY = "Which filament should I use for a part that sits in a hot car, and why?"
 
@@ -194,3 +196,55 @@ def test_a_new_profile_is_one_declaration_and_reports_itself(
             fetch=5, steps=("psychic",), max_rewrites=1, relative_trust=0.3,
             absolute_trust=0.1, min_inject=1, max_inject=3, trust="x", kb_factor=1.0,
         )  # fmt: skip
+
+
+class TwoRankings:
+    """A store whose lexical and dense rankings are given (scores: lexical 0..1, cosines)."""
+
+    def __init__(self, lexical: list[Chunk], dense: list[Chunk]) -> None:
+        self.lexical, self.dense = lexical, dense
+
+    def search(self, query: str, k: int) -> list[Chunk]:
+        return self.lexical[:k]
+
+    def get(self, chunk_id: str) -> Chunk | None:
+        return next((c for c in self.lexical if c.id == chunk_id), None)
+
+    def dense_search(self, query: str, k: int, also: Sequence[str] = ()) -> DenseResult:
+        return DenseResult(hits=self.dense[:k], similarity={c.id: c.score for c in self.dense})
+
+
+CHUNKS = [Chunk(f"mem_{i:016x}", f"passage number {i} about materials", "x.md") for i in range(8)]
+HOT_CAR = "which plastic for a hot car dashboard"
+
+
+def test_auto_escalates_when_lexical_and_dense_disagree_and_says_why() -> None:
+    lexical = [c.with_score(0.9 - i / 20) for i, c in enumerate(CHUNKS)]
+    dense = [c.with_score(0.8 - i / 20) for i, c in enumerate(reversed(CHUNKS))]
+    reranked: list[str] = []
+
+    def reranker(query: str, chunks: Sequence[Chunk]) -> list[float]:
+        reranked.append(query)
+        return [0.0] * len(chunks)
+
+    result = retrieve(TwoRankings(lexical, dense), HOT_CAR, "auto", reranker=reranker)
+    assert (result.requested, result.applied) == ("auto", "deep")
+    assert "disagree" in result.reason and "escalated from balanced" in result.reason
+    assert reranked == [HOT_CAR]
+    # A latency bound under 20 ms keeps the fast profile, and says so.
+    bound = retrieve(TwoRankings(lexical, dense), HOT_CAR, "auto", max_latency_ms=10)
+    assert bound.applied == "balanced" and "max_latency_ms=10 keeps it" in bound.reason
+    # Asked for explicitly, balanced stays balanced.
+    assert retrieve(TwoRankings(lexical, dense), HOT_CAR, "balanced").applied == "balanced"
+
+
+def test_auto_keeps_the_fast_profile_when_the_rankings_agree() -> None:
+    lexical = [c.with_score(0.9 - i / 20) for i, c in enumerate(CHUNKS)]
+    dense = [c.with_score(0.8 - i / 20) for i, c in enumerate(CHUNKS)]
+    result = retrieve(TwoRankings(lexical, dense), HOT_CAR, "auto", reranker=None)
+    assert result.applied == "balanced" and "escalated" not in result.reason
+    # Agreeing but both unsure at the top: escalate.
+    weak_lexical = [c.with_score(0.3 - i / 40) for i, c in enumerate(CHUNKS)]
+    weak_dense = [c.with_score(0.4 - i / 40) for i, c in enumerate(CHUNKS)]
+    unsure = retrieve(TwoRankings(weak_lexical, weak_dense), HOT_CAR, "auto", reranker=None)
+    assert unsure.applied == "deep" and "both rankings are unsure" in unsure.reason
