@@ -48,6 +48,7 @@ __all__ = [
     "contextual_header",
     "expand_missing",
     "load_cache",
+    "prompt",
 ]
 
 DEFAULT_EXPANSION_MODEL = "embedded:qwen2.5-coder-0.5b"
@@ -61,7 +62,7 @@ MAX_LINE_CHARS = 120
 MAX_CHARS = 600
 """An expansion is at most this many lines, characters a line, and characters in all."""
 
-_PROMPT = (
+PROMPT = (
     "Here is a passage from a knowledge base.\n"
     "Section: {header}\n"
     "Passage: {text}\n\n"
@@ -70,6 +71,14 @@ _PROMPT = (
     "starting with 'Keywords:' and six everyday words or phrases. One per line, nothing else."
 )
 _PASSAGE_CHARS = 900
+MAX_TOKENS = 100
+"""Tokens a model may write for one expansion (three questions and a keyword line)."""
+
+
+def prompt(header: str, text: str) -> str:
+    """The request for one chunk's expansion (the chunk's text is the user's content)."""
+    return PROMPT.format(header=header, text=" ".join(text.split())[:_PASSAGE_CHARS])
+
 
 _KEEP = re.compile(r"[^\w\s?!.,;:'’()/%°+-]", re.UNICODE)
 """What an expansion may not contain: anything but word characters, spaces and plain punctuation
@@ -112,7 +121,7 @@ def clean_expansion(text: str) -> str:
 
 
 def backend_expander(
-    backend: Backend, *, max_tokens: int = 120, timeout: float = 120.0
+    backend: Backend, *, max_tokens: int = MAX_TOKENS, timeout: float = 120.0
 ) -> Expander:
     """An expander that asks `backend` (greedy decoding) to write a chunk's expansion.
 
@@ -121,9 +130,10 @@ def backend_expander(
     """
 
     def expand(header: str, text: str) -> str:
-        prompt = _PROMPT.format(header=header, text=" ".join(text.split())[:_PASSAGE_CHARS])
         request = backend.chat(
-            [{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0
+            [{"role": "user", "content": prompt(header, text)}],
+            max_tokens=max_tokens,
+            temperature=0.0,
         )
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             return pool.submit(asyncio.run, request).result(timeout).text

@@ -39,8 +39,10 @@ and dense rankings disagree at the top, or both tops are unsure (`disagreement`)
 escalation instead. It says why either way.
 
 A store that keeps chunk expansions (`collective.kb.expansion`) finds chunks by them too; a
-store that could but has none says so in the diagnostics. `max_inject` caps the injected count and `max_latency_ms` stops the rewrite chain once
-the elapsed time passes it (then, and only then, the result can depend on machine speed).
+store that could but has none says so in the diagnostics.
+
+`max_inject` caps the injected count and `max_latency_ms` stops the rewrite chain once the
+elapsed time passes it (then, and only then, the result can depend on machine speed).
 Otherwise the same store, query and profile always give the same result.
 """
 
