@@ -676,7 +676,7 @@ class SqliteKnowledgeStore:
             with one_blas_thread():
                 sims = matrix @ vector
                 if len(exp_at):  # a chunk is as near as the nearer of it and its expansion
-                    np.maximum.at(sims, exp_at, exp_matrix @ vector)
+                    sims[exp_at] = np.maximum(sims[exp_at], exp_matrix @ vector)
             self._sims = (query, matrix, sims)
         k = min(k, len(sims))
         top = np.argpartition(-sims, k - 1)[:k] if k else np.array([], dtype=np.int64)
@@ -801,15 +801,23 @@ class SqliteKnowledgeStore:
                 self._db.execute("SELECT 1 FROM expansions LIMIT 1").fetchone()
             )
         expanded = bool(self._stats["\0expanded"])
-        sql = "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?"
-        if expanded:
-            sql = (
-                "SELECT count(*) FROM (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 "
-                "UNION SELECT rowid FROM expansions_fts WHERE expansions_fts MATCH ?1)"
-            )
+        tables = ("chunks_fts", "expansions_fts") if expanded else ("chunks_fts",)
         for term in terms:
             if term not in self._stats:
-                self._stats[term] = int(self._db.execute(sql, (f'"{term}"',)).fetchone()[0])
+                # With expansions: chunks plus expansions holding it (an upper bound, cheaper
+                # than their union), at most every chunk.
+                self._stats[term] = min(
+                    self._stats[""],
+                    sum(
+                        int(
+                            self._db.execute(
+                                f"SELECT count(*) FROM {table} WHERE {table} MATCH ?",
+                                (f'"{term}"',),
+                            ).fetchone()[0]
+                        )
+                        for table in tables
+                    ),
+                )
         return self._stats[""], {t: self._stats[t] for t in terms}, expanded
 
     def search(self, query: str, k: int) -> builtins.list[Chunk]:
@@ -839,9 +847,8 @@ class SqliteKnowledgeStore:
                 "WHERE chunks_fts MATCH ? ORDER BY score, rowid LIMIT ?",
                 (match, limit),
             ).fetchall()
-            tables = ["chunks_fts"]
+            expansions: dict[int, set[str]] = {}
             if expanded:
-                tables.append("expansions_fts")
                 # An expansion's BM25 counts for less than the chunk's own text.
                 found_by_expansion = self._db.execute(
                     "SELECT rowid, bm25(expansions_fts) * ? AS score FROM expansions_fts "
@@ -859,14 +866,26 @@ class SqliteKnowledgeStore:
             present = {
                 term: {
                     r[0]
-                    for table in tables
                     for r in self._db.execute(
-                        f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid IN ({marks})",
+                        f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? "
+                        f"AND rowid IN ({marks})",
                         (f'"{term}"', *bm25),
                     )
                 }
                 for term in terms
             }
+            if expanded:
+                # The candidates' expansions are short: their words are read here rather than
+                # matched term by term in FTS5 (which walks a common word's whole list).
+                expansions = {
+                    rowid: _word_forms(text)
+                    for rowid, text in self._db.execute(
+                        f"SELECT rowid, text FROM expansions WHERE rowid IN ({marks})", list(bm25)
+                    )
+                }
+                for term in terms:
+                    forms = _word_forms(term)
+                    present[term] |= {r for r, words in expansions.items() if forms & words}
             rows = self._fetch_rowids(list(bm25))
         idf = {t: math.log(1.0 + (total - n + 0.5) / (n + 0.5)) for t, n in df.items()}
         idf_sum = sum(idf.values()) or 1.0
@@ -878,6 +897,12 @@ class SqliteKnowledgeStore:
             score = 0.7 * coverage + 0.3 * (-bm25[rowid] / best)
             scored.append(_row_to_chunk(row, round(score, 6)))
         return rank_chunks(scored)[:k]
+
+
+def _word_forms(text: str) -> set[str]:
+    """The words of `text`, lower-cased, each also without a plural `s` (`parts` ~ `part`)."""
+    words = {w.lower().replace("’", "'") for w in _WORD.findall(text)}
+    return words | {w[:-1] for w in words if len(w) > 3 and w.endswith("s")}
 
 
 def embedding_text(heading: str, text: str) -> str:
