@@ -3,9 +3,10 @@
 The local chat model (greedy decoding, so the same model and prompt give the same text) writes
 each chunk's expansion (`collective.kb.expansion`); the cache maps each chunk's content key to
 it, so a KB built from these files later (the demo KB, the eval KB, test fixtures) takes them
-without a model. The work goes through a KB file kept beside the output (`OUT.work.sqlite`,
-not committed): an interrupted run goes on where it stopped, and the cache is rewritten after
-every group of `--parallel` chunks (decoded together by the in-process engine).
+without a model. The work goes through a KB file in the cache
+(`~/.cache/collective/bench/OUT.work.sqlite`): an interrupted run goes on where it stopped, and
+the cache is rewritten after every group of `--parallel` chunks (decoded together by the
+in-process engine).
 
 Run: .venv/bin/python bench/expansions.py DIR --base BASE --out FILE.json [--model SPEC]
 e.g. bench/expansions.py tests/data/eval_kb --base tests/data \
@@ -107,7 +108,8 @@ def main() -> None:
 
     from collective.models.registry import backend_from_spec
 
-    work = args.out.with_suffix(".work.sqlite")
+    work = Path.home() / ".cache" / "collective" / "bench" / f"{args.out.stem}.work.sqlite"
+    work.parent.mkdir(parents=True, exist_ok=True)
     store = SqliteKnowledgeStore(work, embedder=None)
     store.add_paths([args.folder], base=args.base)
     # Expansions already in the output are kept, not written again.

@@ -207,11 +207,11 @@ def build(path: Path, lexical: bool, expanded: bool) -> tuple[SqliteKnowledgeSto
     if expanded:
         cache = expansion.load_cache(EXPANSIONS)
         stats = expansion.expand_missing(store, None, model="cache", cache=cache)
-        if stats.cached < store.count():
-            raise SystemExit(
-                f"{EXPANSIONS} lacks {store.count() - stats.cached} of the eval KB's chunks; "
-                "run bench/expansions.py tests/data/eval_kb --base tests/data --out "
-                + str(EXPANSIONS)
+        if stats.cached < store.count():  # reported with the figures: "N expanded"
+            print(
+                f"note: {EXPANSIONS.name} has expansions for {stats.cached} of the eval KB's "
+                f"{store.count()} chunks (bench/expansions.py adds the rest)",
+                file=sys.stderr,
             )
     store.embed_missing()
     return store, time.perf_counter() - started
@@ -251,7 +251,12 @@ def main() -> None:
         for mode in args.expansion.split(","):
             store, ingest_s = build(Path(tmp) / f"eval-{mode}.sqlite", args.lexical, mode == "on")
             model, vectors, chunks = store.vector_status()
-            meta[mode] = {"chunks": chunks, "vectors": vectors, "ingest_s": round(ingest_s, 2)}
+            meta[mode] = {
+                "chunks": chunks,
+                "vectors": vectors,
+                "expansions": store.expansion_status()[0],
+                "ingest_s": round(ingest_s, 2),
+            }
             meta["model"] = model
             sets = load_sets(store)
             for name in args.sets.split(","):
@@ -294,7 +299,8 @@ def main() -> None:
     for mode in args.expansion.split(","):
         m = meta[mode]
         print(
-            f"KB expansion {mode}: {m['chunks']} chunks, {m['vectors']} vectors "
+            f"KB expansion {mode}: {m['chunks']} chunks ({m['expansions']} expanded), "
+            f"{m['vectors']} vectors "
             f"({meta['model'] or 'no model'}), built in {m['ingest_s']:.1f} s"
         )
     print(

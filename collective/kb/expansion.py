@@ -63,15 +63,14 @@ MAX_CHARS = 600
 """An expansion is at most this many lines, characters a line, and characters in all."""
 
 PROMPT = (
-    "Here is a passage from a knowledge base.\n"
-    "Section: {header}\n"
-    "Passage: {text}\n\n"
-    "Write three short questions that people would type to find this passage, in everyday "
-    "words: describe their problem, symptom or use, not the technical term. Then one line "
-    "starting with 'Keywords:' and six everyday words or phrases. One per line, nothing else."
+    "Passage from a knowledge base ({header}):\n{text}\n\n"
+    "Write 3 short questions a beginner would ask whose answer is in this passage, in "
+    "everyday words (their problem, what they saw, what they want to make), not the "
+    "passage's technical terms. Then a line 'Keywords:' with everyday words for it.\n"
+    "1."
 )
 _PASSAGE_CHARS = 900
-MAX_TOKENS = 100
+MAX_TOKENS = 72
 """Tokens a model may write for one expansion (three questions and a keyword line)."""
 
 
