@@ -147,8 +147,8 @@ def test_a_kb_built_before_expansions_is_used_as_it_is_and_reindex_adds_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A real (small) model writes the expansions: gemma-3-270m via the tests' override."""
-    path = tmp_path / "old.sqlite"
-    kb(tmp_path).close()
+    path = tmp_path / "kb.sqlite"
+    kb(tmp_path).close()  # then made as a KB of before expansions
     db = sqlite3.connect(path)
     for trigger in ("expansions_ai", "expansions_ad", "chunks_ad_expansions"):
         db.execute(f"DROP TRIGGER {trigger}")
