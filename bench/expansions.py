@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import random
 import statistics
 import sys
 import time
@@ -71,7 +72,10 @@ async def generate(
     for rowid, _, heading, text in todo:  # cached first: no model needed for those
         if (cached := known.get(expansion.content_key(heading, text))) is not None:
             store.set_expansion(rowid, expansion.clean_expansion(cached), "cache")
-    todo = store.unexpanded()[: limit or None]
+    # A seeded shuffle: a run cut short leaves a random sample expanded, not the first files.
+    todo = store.unexpanded()
+    random.Random(40).shuffle(todo)
+    todo = todo[: limit or None]
     for start in range(0, len(todo), parallel):
         group = todo[start : start + parallel]
         headers = [expansion.contextual_header(source, heading) for _, source, heading, _ in group]
