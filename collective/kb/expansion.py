@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collective import environment
-from collective.errors import ConfigError
+from collective.errors import BackendTimeout, ConfigError
 
 if TYPE_CHECKING:
     from collective.kb.sqlite_store import Progress, SqliteKnowledgeStore
@@ -135,7 +135,12 @@ def backend_expander(
             temperature=0.0,
         )
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(asyncio.run, request).result(timeout).text
+            try:
+                return pool.submit(asyncio.run, request).result(timeout).text
+            except concurrent.futures.TimeoutError as exc:
+                raise BackendTimeout(
+                    f"the expansion model took over {timeout:g} s for one chunk"
+                ) from exc
 
     return expand
 
