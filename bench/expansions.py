@@ -41,19 +41,18 @@ def dump(store: SqliteKnowledgeStore, out: Path, model: str, wall_s: float) -> d
     seconds = [s for *_, s in rows if s > 0]
     summary = {
         "model": model,
-        "decoding": f"greedy (temperature 0), max {expansion.MAX_TOKENS} tokens",
+        "decoding": f"greedy (temperature 0: no seed), max {expansion.MAX_TOKENS} tokens",
         "prompt_sha256": hashlib.sha256(expansion.PROMPT.encode()).hexdigest()[:16],
         "chunks": len(rows),
         "per_chunk_s_mean": round(statistics.mean(seconds), 2) if seconds else None,
         "per_chunk_s_median": round(statistics.median(seconds), 2) if seconds else None,
-        "wall_s_this_run": round(wall_s, 1),
     }
     data = {
         **summary,
         "expansions": {expansion.content_key(h, t): e for h, t, e, _ in rows},
     }
     out.write_text(json.dumps(data, indent=1, ensure_ascii=False, sort_keys=False) + "\n")
-    return summary
+    return {**summary, "wall_s_this_run": round(wall_s, 1)}
 
 
 async def generate(
