@@ -231,6 +231,11 @@ def main() -> None:
     parser.add_argument("--expansion", default="on,off", help="on, off or on,off.")
     parser.add_argument("--sample", type=int, default=0, help="Queries per set (0: all).")
     parser.add_argument(
+        "--only-expanded",
+        action="store_true",
+        help="Only queries whose relevant chunks all have a cached expansion (both modes).",
+    )
+    parser.add_argument(
         "--rerank-cache",
         type=Path,
         default=Path.home() / ".cache" / "collective" / "bench" / "rerank_scores.json",
@@ -259,8 +264,14 @@ def main() -> None:
             }
             meta["model"] = model
             sets = load_sets(store)
+            cache = expansion.load_cache(EXPANSIONS)
+            expanded_ids = {
+                c.id for c in store.list() if expansion.content_key(c.heading, c.text) in cache
+            }
             for name in args.sets.split(","):
                 queries = sets[name]
+                if args.only_expanded:
+                    queries = [q for q in queries if q["relevant"] <= expanded_ids]
                 if args.sample:
                     queries = random.Random(40).sample(queries, min(args.sample, len(queries)))
                 key = f"{name}/{mode}"
