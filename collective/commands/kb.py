@@ -127,7 +127,7 @@ def add(
     refused: list[tuple[str, str]] = []
     stats = IngestStats()
     embedded, vector_error, expansion_error = 0, "", ""
-    expanded: dict[str, object] = {"model": "off (--no-expand)"}
+    expanded: dict[str, object] = {"model": "off (--no-expand)"}  # kb add --no-expand
     try:
         with SqliteKnowledgeStore(path, embeddings=embeddings) as store:
             store.check_model()  # a KB of another embedding model: refuse before adding
@@ -137,13 +137,7 @@ def add(
                 except CollectiveError as exc:  # not UTF-8, vanished: this file only
                     refused.append((str(file), str(exc)))
             if expand:
-                try:
-                    expanded = _expand(store, quiet=as_json)
-                except CollectiveError as exc:  # the chunks stay; `kb reindex --expansions`
-                    expansion_error = (
-                        f"{exc}; the chunks were added, `collective kb reindex --expansions` "
-                        "adds their expansions"
-                    )
+                expanded, expansion_error = _expand_added(store, quiet=as_json)
             try:
                 embedded = _with_progress(store.embed_missing, quiet=as_json)
             except CollectiveError as exc:  # the chunks stay; `kb reindex` finishes the vectors
@@ -153,12 +147,8 @@ def add(
         raise fail(str(exc), exc.exit_code, as_json=as_json) from None
     if as_json:
         rows = [{"path": name, "reason": why} for name, why in refused]
-        extra = {
-            "vectors_added": embedded,
-            "vector_error": vector_error or None,
-            "expansions": expanded,
-            "expansion_error": expansion_error or None,
-        }
+        extra = {"vectors_added": embedded, "vector_error": vector_error or None}
+        extra |= {"expansions": expanded, "expansion_error": expansion_error or None}
         typer.echo(
             json.dumps(
                 {"kb": str(path), "chunks": total, **stats.to_dict(), **extra, "refused": rows}
@@ -217,6 +207,19 @@ def _expand(store: SqliteKnowledgeStore, *, quiet: bool) -> dict[str, object]:
         )
 
     return _with_progress(run, quiet=quiet, what="expanding chunks").to_dict()
+
+
+def _expand_added(store: SqliteKnowledgeStore, *, quiet: bool) -> tuple[dict[str, object], str]:
+    """`_expand`, and the error line when the model failed (the chunks stay either way)."""
+    from collective.errors import CollectiveError
+
+    try:
+        return _expand(store, quiet=quiet), ""
+    except CollectiveError as exc:
+        return {"model": "failed"}, (
+            f"{exc}; the chunks were added, `collective kb reindex --expansions` adds their "
+            "expansions"
+        )
 
 
 def _expansion_line(expanded: dict[str, object]) -> str:
