@@ -147,7 +147,7 @@ def add(
         raise fail(str(exc), exc.exit_code, as_json=as_json) from None
     if as_json:
         rows = [{"path": name, "reason": why} for name, why in refused]
-        extra = {"vectors_added": embedded, "vector_error": vector_error or None}
+        extra: dict[str, object] = {"vectors_added": embedded, "vector_error": vector_error or None}
         extra |= {"expansions": expanded, "expansion_error": expansion_error or None}
         typer.echo(
             json.dumps(
