@@ -1,4 +1,4 @@
-"""The council's node and agent names, in one table.
+"""The council's node, agent and answer-mode names, in one table.
 
 A node's name is also its agent name: the budget report's `node`, the usage log's `agent`,
 the progress events' `node` and the `<name>_ms` timing. Roles (`planner`, `specialist`,
@@ -8,10 +8,15 @@ the progress events' `node` and the `<name>_ms` timing. Roles (`planner`, `speci
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 __all__ = [
     "CHAT",
     "JUDGE",
+    "MODES",
     "NODES",
+    "OWN_ROW",
+    "Mode",
     "PLAN",
     "QUORUM",
     "REMEMBER",
@@ -19,6 +24,7 @@ __all__ = [
     "REVIEW",
     "ROLES",
     "SPECIALIST",
+    "live_rows",
     "member",
     "member_index",
     "members",
@@ -38,6 +44,28 @@ CHAT = "chat"
 
 NODES = (RETRIEVE, PLAN, SPECIALIST, QUORUM, REVIEW, JUDGE, REMEMBER)
 """The graph's nodes in the order a run passes them."""
+
+OWN_ROW = (RETRIEVE, PLAN, JUDGE)
+"""Nodes with their own row in the live view (specialists have one per member)."""
+
+
+class Mode(StrEnum):
+    """Ways to answer one question (`collective.modes` runs them, `ask --mode` names them).
+
+    `council` is the configured specialists, then the judge; `council-review` adds the peer
+    review round and `council-split` splits the evidence. The others sample the judge's model.
+    """
+
+    single = "single"
+    self_consistency = "self-consistency"
+    self_moa = "self-moa"
+    council = "council"
+    council_review = "council-review"
+    council_split = "council-split"
+
+
+MODES: tuple[Mode, ...] = tuple(Mode)
+"""Every answer mode."""
 
 ROLES = {
     PLAN: "planner",
@@ -62,6 +90,11 @@ def members(k: int) -> list[str]:
 def member_index(name: str) -> int:
     """The 0-based index of a specialist named by `member`."""
     return int(name.removeprefix(f"{SPECIALIST}-")) - 1
+
+
+def live_rows(k: int) -> list[str]:
+    """The live view's rows for a council of `k`, in the order a run reaches them."""
+    return [RETRIEVE, PLAN, *members(k), JUDGE]
 
 
 def reviewer(name: str) -> str:

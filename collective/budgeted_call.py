@@ -30,16 +30,16 @@ from typing import TYPE_CHECKING, Any, Protocol, Required, TypedDict, Unpack
 
 from collective.budget.assembly import AssembledPrompt, SectionContent, assemble
 from collective.budget.counting import ChatMessage, TokenCounter
-from collective.budget.monitor import (
+from collective.budget.plans import ModelBudget
+from collective.budget.report import BudgetReport
+from collective.errors import BackendUnavailable, ContextOverflow, PoolExhausted
+from collective.memory.allowances import AgentBudget, resolve_budget
+from collective.memory.usage import (
     BudgetEvent,
     UsageLog,
     record_model_call,
     scope_for_section,
 )
-from collective.budget.plans import ModelBudget
-from collective.budget.profiles import AgentBudget, resolve_budget
-from collective.budget.report import BudgetReport
-from collective.errors import BackendUnavailable, ContextOverflow, PoolExhausted
 from collective.models.admission import default_admission
 from collective.models.base import Backend, ChatDelta, ChatResult, collect
 from collective.models.replicas import ReplicaFault

@@ -27,29 +27,17 @@ import asyncio
 import dataclasses
 import re
 import time
-from typing import Any, Literal
+from typing import Any
 
+from collective.agents import MODES, Mode
 from collective.graph.builder import build_answer_graph
-from collective.graph.context import CouncilContext
+from collective.graph.context import CouncilContext, open_knowledge
 from collective.graph.state import Proposal
 from collective.kb.evidence import council_evidence
 from collective.kb.support import cited_claims, support_share
-from collective.nodes.model_call import resolve_backend
-from collective.nodes.retrieve import open_knowledge
+from collective.models.refs import resolve_backend
 
 __all__ = ["MODES", "Mode", "ModeResult", "run_mode"]
-
-Mode = Literal[
-    "single", "self-consistency", "self-moa", "council", "council-review", "council-split"
-]
-MODES: tuple[Mode, ...] = (
-    "single",
-    "self-consistency",
-    "self-moa",
-    "council",
-    "council-review",
-    "council-split",
-)
 
 
 @dataclasses.dataclass
@@ -96,16 +84,16 @@ def mode_context(ctx: CouncilContext, mode: Mode) -> tuple[CouncilContext, int, 
     The judge's (first) backend is the best model: `single`, `self-consistency` and `self-moa`
     sample it as every specialist. No judge tools; peer review only in `council-review`.
     """
-    reading = "split" if mode == "council-split" else ctx.evidence
-    if mode not in ("council", "council-review", "council-split"):
+    reading = "split" if mode == Mode.council_split else ctx.evidence
+    if mode not in (Mode.council, Mode.council_review, Mode.council_split):
         reading = "shared"  # samples of one model: the same chunks each
     base = dataclasses.replace(
-        ctx, judge_tools=False, review=mode == "council-review", evidence=reading
+        ctx, judge_tools=False, review=mode == Mode.council_review, evidence=reading
     )
     best = dataclasses.replace(base, specialists=(ctx.judges[0],))
-    if mode in ("single", "self-consistency"):
-        return best, 1 if mode == "single" else ctx.k + 1, False
-    return best if mode == "self-moa" else base, ctx.k, True
+    if mode in (Mode.single, Mode.self_consistency):
+        return best, 1 if mode == Mode.single else ctx.k + 1, False
+    return best if mode == Mode.self_moa else base, ctx.k, True
 
 
 async def run_mode(question: str, mode: Mode, ctx: CouncilContext) -> ModeResult:
@@ -116,6 +104,7 @@ async def run_mode(question: str, mode: Mode, ctx: CouncilContext) -> ModeResult
         QuorumError: Too few specialists answered for the judge to rule.
     """
     started = time.perf_counter()
+    mode = Mode(mode)  # a plain string from a script: its member, or ValueError
     settings, members, judged = mode_context(ctx, mode)
     graph = build_answer_graph(members, judge=judged, name=f"collective-{mode}")
     out = await graph.ainvoke({"question": question}, context=settings)

@@ -183,18 +183,15 @@ class RunStart:
         """`(node, error)` for the work a resume takes from the checkpoint."""
         if self.graph_input is not None:
             return []
-        pending = [_ORDER.index(n) for n in self.snapshot.next if n in _ORDER]
-        first = min(pending, default=len(_ORDER))
-        done: list[tuple[str, str | None]] = [(n, None) for n in _ORDER[:first] if n in _SHOWN]
-        if first > _ORDER.index(agents.SPECIALIST) or agents.SPECIALIST in self.snapshot.next:
+        pending = [agents.NODES.index(n) for n in self.snapshot.next if n in agents.NODES]
+        first = min(pending, default=len(agents.NODES))
+        done: list[tuple[str, str | None]] = [
+            (n, None) for n in agents.NODES[:first] if n in agents.OWN_ROW
+        ]
+        if first > agents.NODES.index(agents.SPECIALIST) or agents.SPECIALIST in self.snapshot.next:
             proposals = (self.snapshot.values or {}).get("proposals", [])
             done += [(p["member"], p.get("error")) for p in proposals]
         return done
-
-
-_ORDER = agents.NODES
-_SHOWN = (agents.RETRIEVE, agents.PLAN, agents.JUDGE)
-"""Nodes with their own row in the live view (specialists have one per member)."""
 
 
 async def start_run(
@@ -380,7 +377,7 @@ def _hear(mode: str, chunk: Any, watch: Watch) -> None:
             if node == agents.SPECIALIST and isinstance(update, dict):
                 for proposal in update.get("proposals") or []:
                     watch.on_finished(proposal["member"], proposal.get("error"))
-            elif node in _SHOWN:
+            elif node in agents.OWN_ROW:
                 watch.on_finished(node, None)
 
 
@@ -411,7 +408,7 @@ def mark_cut_answers(result: dict[str, Any]) -> dict[str, Any]:
     two keys to each proposal, from the budget report of its call.
     """
     reports = {b["node"]: b for b in result.get("budgets") or []}  # the last call per node
-    judge = reports.get("judge") or {}
+    judge = reports.get(agents.JUDGE) or {}
     result["finish_reason"] = judge.get("finish_reason")
     result["answer_cut"] = judge.get("finish_reason") == "length"
     proposals = []

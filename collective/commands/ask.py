@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import sys
 import uuid
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from collective import agents
+from collective.agents import Mode
 from collective.commands.errors import Interrupted, stop_on_ctrl_c, user_errors
 from collective.commands.options import (
     ConfigOption,
@@ -32,16 +33,15 @@ if TYPE_CHECKING:
     from collective.config import CollectiveConfig
     from collective.session import RunStart, Watch
 
-__all__ = ["AnswerMode", "ask", "print_result"]
+__all__ = ["ask", "print_result"]
 
 
-class AnswerMode(StrEnum):
-    """How to answer (collective.modes; bench/README.md has which is most accurate)."""
-
-    council = "council"
-    single = "single"
-    self_consistency = "self-consistency"
-    self_moa = "self-moa"
+_GRAPH_MODES: dict[Mode, dict[str, Any]] = {
+    Mode.council: {},
+    Mode.council_review: {"review": True},
+    Mode.council_split: {"evidence": "split"},
+}
+"""Modes `ask` runs as the whole council graph (planner, memory, thread), with their settings."""
 
 
 def ask(
@@ -81,13 +81,13 @@ def ask(
         ),
     ] = None,
     mode: Annotated[
-        AnswerMode,
+        Mode,
         typer.Option(
             "--mode",
-            help="council (the graph), or the judge's model alone: single (one call), "
-            "self-consistency (K+1 samples, the most consistent), self-moa (K samples + judge).",
+            help="council (the graph; council-review/-split: --review, --evidence split) or "
+            "the judge's model alone: single, self-consistency (K+1 samples), self-moa.",
         ),
-    ] = AnswerMode.council,
+    ] = Mode.council,
 ) -> None:
     """Ask the council one question: live progress, then the verdict, citations and budgets."""
     import asyncio
@@ -104,11 +104,12 @@ def ask(
             "review": review,
             "evidence": evidence,
         }
+        overrides |= _mode_settings(mode, overrides)
         explicit = {key: value for key, value in overrides.items() if value is not None}
         if config is not None:
             explicit["config"] = config
         effective = load_settings(config, {**overrides, "checkpoints": checkpoints})
-        if mode is not AnswerMode.council:
+        if mode not in _GRAPH_MODES:
             assert question is not None  # _check_usage
             result = asyncio.run(answer_in_mode(effective.config, question, mode.value))
         else:
@@ -136,9 +137,18 @@ def _question_text(question: str | None, question_file: Path | None) -> str | No
     return read_question("-") if question == "-" else question
 
 
-def _check_usage(
-    question: str | None, thread: str | None, kb: Path | None, mode: AnswerMode
-) -> None:
+def _mode_settings(mode: Mode, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The settings a council mode means; an option that says otherwise is refused."""
+    from collective.errors import ConfigError
+
+    settings = _GRAPH_MODES.get(mode, {})
+    for key, value in settings.items():
+        if overrides[key] not in (None, value):
+            raise ConfigError(f"--mode {mode.value} sets {key} {value}; leave out --{key}")
+    return settings
+
+
+def _check_usage(question: str | None, thread: str | None, kb: Path | None, mode: Mode) -> None:
     """Refuse what cannot run: no or an empty question, a missing `--kb`, `--mode` on a resume."""
     from collective.errors import ConfigError
     from collective.question import is_blank
@@ -151,7 +161,7 @@ def _check_usage(
         raise ConfigError('no question; use collective ask "QUESTION" (or --thread ID to resume)')
     if no_kb := missing_kb(kb):
         raise ConfigError(no_kb)
-    if question is None and mode is not AnswerMode.council:
+    if question is None and mode not in _GRAPH_MODES:
         raise ConfigError(f"--mode {mode.value} answers a new question; --thread needs council")
 
 
@@ -234,7 +244,7 @@ def print_result(result: dict[str, Any], *, json_out: bool, quiet: bool) -> None
     console = Console()
     render_result(console, result, thread_id=result.get("thread_id"), quiet=quiet)
     reports = {b["node"]: b for b in result.get("budgets") or []}
-    cuts = [("the verdict", "judge", "judge")] if result.get("answer_cut") else []
+    cuts = [("the verdict", agents.JUDGE, "judge")] if result.get("answer_cut") else []
     cuts += [
         (p["member"], p["member"], "specialist") for p in result["proposals"] if p["answer_cut"]
     ]

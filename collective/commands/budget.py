@@ -1,4 +1,4 @@
-"""`collective budget`: usage analytics over the budget monitor's usage log.
+"""`collective budget`: usage analytics over the memory usage monitor's log.
 
 Mount with `cli_app.add_typer(budget.app, name="budget")`. Heavy imports (pydantic models, rich)
 happen inside the command so that `collective --help` stays fast.
@@ -14,8 +14,8 @@ import typer
 from collective.commands.options import ConfigOption
 
 if TYPE_CHECKING:
-    from collective.budget.monitor import Recommendation, UsageReport
-    from collective.budget.profiles import BudgetProfile
+    from collective.memory.allowances import BudgetProfile
+    from collective.memory.usage import Recommendation, UsageReport
 
 __all__ = ["app", "config_changes", "report"]
 
@@ -49,8 +49,8 @@ def report(
     config: ConfigOption = None,
 ) -> None:
     """Usage per agent and profile, exceedance rates and recommendations."""
-    from collective.budget.monitor import UsageLog, analyze
     from collective.config import load_config
+    from collective.memory.usage import UsageLog, analyze
 
     profiles = load_config(config).config.council_context().memory_profiles.profiles
     usage_log = UsageLog(log) if log is not None else UsageLog.default()

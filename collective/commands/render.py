@@ -74,7 +74,7 @@ class ProgressView:
     _live: Live | None = None
 
     def __post_init__(self) -> None:
-        for node in (agents.RETRIEVE, agents.PLAN, *agents.members(self.k), agents.JUDGE):
+        for node in agents.live_rows(self.k):
             self.rows[node] = _Row()
 
     def __enter__(self) -> ProgressView:

@@ -21,6 +21,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
+from collective import agents
 from collective.errors import ConfigError
 from collective.graph.context import CouncilContext, council_context
 from collective.graph.state import (
@@ -107,7 +108,7 @@ def _with_council_context(node: Callable[..., Any]) -> Callable[..., Any]:
 
 def route_specialists(state: CouncilState, runtime: Runtime[CouncilContext]) -> list[Send]:
     """Fan out to K specialists, each with the chunks, the plan and the conversation."""
-    return [Send("specialist", specialist_task(state, i)) for i in range(runtime.context.k)]
+    return [Send(agents.SPECIALIST, specialist_task(state, i)) for i in range(runtime.context.k)]
 
 
 def build_graph(checkpointer: Any = None, store: Any = None, *, name: str = "collective") -> Any:
@@ -124,13 +125,13 @@ def build_graph(checkpointer: Any = None, store: Any = None, *, name: str = "col
     """
     builder = _builder()
     wrap = _with_council_context
-    for node in ("retrieve", "plan", "specialist", "quorum", "review", "judge", "remember"):
+    for node in agents.NODES:
         _add(builder, node)
-    builder.add_edge(START, "retrieve")
-    builder.add_edge("retrieve", "plan")
-    builder.add_conditional_edges("plan", wrap(route_specialists), ["specialist"])
-    _verdict_edges(builder, then="remember")
-    builder.add_edge("remember", END)
+    builder.add_edge(START, agents.RETRIEVE)
+    builder.add_edge(agents.RETRIEVE, agents.PLAN)
+    builder.add_conditional_edges(agents.PLAN, wrap(route_specialists), [agents.SPECIALIST])
+    _verdict_edges(builder, then=agents.REMEMBER)
+    builder.add_edge(agents.REMEMBER, END)
     return builder.compile(checkpointer=checkpointer, store=store, name=name)
 
 
@@ -148,17 +149,20 @@ def build_answer_graph(members: int, *, judge: bool, name: str = "collective-ans
     """
 
     def route(state: CouncilState, runtime: Runtime[CouncilContext]) -> list[Send]:
-        return [Send("specialist", specialist_task(state, i)) for i in range(members)]
+        return [Send(agents.SPECIALIST, specialist_task(state, i)) for i in range(members)]
 
     builder = _builder()
-    for node in ("retrieve", "specialist", *(("quorum", "review", "judge") if judge else ())):
+    verdict = (agents.QUORUM, agents.REVIEW, agents.JUDGE) if judge else ()
+    for node in (agents.RETRIEVE, agents.SPECIALIST, *verdict):
         _add(builder, node)
-    builder.add_edge(START, "retrieve")
-    builder.add_conditional_edges("retrieve", _with_council_context(route), ["specialist"])
+    builder.add_edge(START, agents.RETRIEVE)
+    builder.add_conditional_edges(
+        agents.RETRIEVE, _with_council_context(route), [agents.SPECIALIST]
+    )
     if judge:
         _verdict_edges(builder, then=END)
     else:
-        builder.add_edge("specialist", END)
+        builder.add_edge(agents.SPECIALIST, END)
     return builder.compile(name=name)
 
 
@@ -173,14 +177,17 @@ def _builder() -> StateGraph[Any, Any, Any, Any]:
 
 
 _NODES: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
-    "retrieve": (retrieve, {}),
-    "plan": (plan, {"retry_policy": TRANSIENT_RETRY}),
+    agents.RETRIEVE: (retrieve, {}),
+    agents.PLAN: (plan, {"retry_policy": TRANSIENT_RETRY}),
     # (a Send payload, not the state)
-    "specialist": (specialist, {"input_schema": SpecialistTask, "retry_policy": TRANSIENT_RETRY}),
-    "quorum": (quorum, {}),
-    "review": (review, {"input_schema": ReviewTask, "retry_policy": TRANSIENT_RETRY}),
-    "judge": (judge, {"retry_policy": TRANSIENT_RETRY}),
-    "remember": (remember, {}),
+    agents.SPECIALIST: (
+        specialist,
+        {"input_schema": SpecialistTask, "retry_policy": TRANSIENT_RETRY},
+    ),
+    agents.QUORUM: (quorum, {}),
+    agents.REVIEW: (review, {"input_schema": ReviewTask, "retry_policy": TRANSIENT_RETRY}),
+    agents.JUDGE: (judge, {"retry_policy": TRANSIENT_RETRY}),
+    agents.REMEMBER: (remember, {}),
 }
 """Every node of the council with its options: one table for every graph built here."""
 
@@ -192,12 +199,12 @@ def _add(builder: StateGraph[Any, Any, Any, Any], node: str) -> None:
 
 def _verdict_edges(builder: StateGraph[Any, Any, Any, Any], then: str) -> None:
     """Specialist -> quorum -> [review] -> judge -> `then`."""
-    builder.add_edge("specialist", "quorum")
+    builder.add_edge(agents.SPECIALIST, agents.QUORUM)
     builder.add_conditional_edges(
-        "quorum", _with_council_context(route_review), ["review", "judge"]
+        agents.QUORUM, _with_council_context(route_review), [agents.REVIEW, agents.JUDGE]
     )
-    builder.add_edge("review", "judge")
-    builder.add_edge("judge", then)
+    builder.add_edge(agents.REVIEW, agents.JUDGE)
+    builder.add_edge(agents.JUDGE, then)
 
 
 def council_node(

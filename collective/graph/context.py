@@ -16,6 +16,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
@@ -43,9 +44,10 @@ from collective.budget.plans import (
     default_preset,
     parse_plan,
 )
-from collective.budget.profiles import ProfileAssignments
 from collective.errors import ConfigError
 from collective.kb.profile_names import EVIDENCE_MODES, Evidence, Profile
+from collective.kb.store import KnowledgeStore
+from collective.memory.allowances import ProfileAssignments
 from collective.memory.conversation import MemoryScope
 from collective.memory.tiers import L0_CAPACITY, L1_CAPACITY
 from collective.models.base import Backend
@@ -58,6 +60,7 @@ __all__ = [
     "SpecialistGroup",
     "council_context",
     "judge_list",
+    "open_knowledge",
 ]
 
 BackendRef = Annotated[
@@ -419,3 +422,25 @@ def council_context(context: Any) -> CouncilContext:
         "with collective.graph.council_node(council, context=CouncilContext(...)), which runs "
         "it with its own context"
     )
+
+
+_stores: dict[tuple[str, str], KnowledgeStore] = {}
+"""Open SQLite KBs by (absolute path, embedder spec)."""
+
+
+def open_knowledge(ctx: CouncilContext) -> KnowledgeStore:
+    """The run's knowledge store: the one given, the SQLite KB at `kb`, or the demo KB.
+
+    A SQLite KB embeds with the context's `kb_embeddings`.
+    """
+    if ctx.knowledge is not None:
+        return ctx.knowledge
+    from collective.kb.demo import default_kb_path, open_default_store
+
+    # Keyed by the absolute path: the default KB is relative to the working directory, and a
+    # process that changes directory must not keep reading the first one it opened.
+    path = Path(ctx.kb or default_kb_path()).absolute()
+    key = (str(path), ctx.kb_embeddings)
+    if key not in _stores:
+        _stores[key] = open_default_store(path, embeddings=ctx.kb_embeddings)
+    return _stores[key]

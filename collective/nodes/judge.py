@@ -22,7 +22,7 @@ from collective.budget.assembly import (
 from collective.budget.counting import ChatMessage, TokenCounter
 from collective.budget.trimming import Fitted, Scored, share_fairly
 from collective.errors import BackendError, BackendUnavailable, BudgetError, InvalidResponse
-from collective.graph.context import CouncilContext
+from collective.graph.context import CouncilContext, open_knowledge
 from collective.graph.state import CouncilState, Proposal, answered, applied_profile
 from collective.kb.citations import check_citations, format_chunk, neutralise, shown_ids, tag
 from collective.kb.evidence import council_evidence, seen_counts
@@ -30,9 +30,9 @@ from collective.kb.store import Chunk
 from collective.kb.support import Claim, cited_claims, drop_claims, support_share
 from collective.kb.tools import VerificationTools
 from collective.models.base import Backend, ToolCall
+from collective.models.refs import resolve_backend
 from collective.nodes.chunks import chunks_from_state, scored_chunks
-from collective.nodes.model_call import ModelCall, NodeProgress, call_model, emit, resolve_backend
-from collective.nodes.retrieve import open_knowledge
+from collective.nodes.model_call import ModelCall, NodeProgress, call_model, emit
 from collective.nodes.review import aggregate_rankings
 from collective.prompts import judge as prompt
 from collective.telemetry import record_fallback, record_tool_call

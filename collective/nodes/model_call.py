@@ -22,20 +22,7 @@ from collective.nodes.token_stream import ChatModelRun
 if TYPE_CHECKING:
     from collective.graph.context import CouncilContext
 
-__all__ = ["ModelCall", "NodeProgress", "call_model", "emit", "resolve_backend"]
-
-
-def resolve_backend(ref: str | Backend | Any) -> Backend:
-    """A backend from a spec (shared per process), as given, or around a LangChain chat model."""
-    if isinstance(ref, Backend):
-        return ref
-    if not isinstance(ref, str):
-        from collective.models.langchain_model import LangChainBackend
-
-        return LangChainBackend.wrap(ref)
-    from collective.models.registry import backend_from_spec
-
-    return backend_from_spec(ref)
+__all__ = ["ModelCall", "NodeProgress", "call_model", "emit"]
 
 
 def emit(event: dict[str, Any]) -> None:

@@ -11,8 +11,9 @@ from collective import agents
 from collective.budget.assembly import chunks_section, text_section
 from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState, applied_profile
+from collective.models.refs import resolve_backend
 from collective.nodes.chunks import chunks_from_state, scored_chunks
-from collective.nodes.model_call import NodeProgress, call_model, resolve_backend
+from collective.nodes.model_call import NodeProgress, call_model
 from collective.prompts import planner as prompt
 
 __all__ = ["plan"]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
+from collective import agents
 from collective.errors import QuorumError
 from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState, Proposal, answered, review_task
@@ -35,11 +36,9 @@ async def quorum(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[
     return {}
 
 
-def route_review(
-    state: CouncilState, runtime: Runtime[CouncilContext]
-) -> list[Send] | Literal["judge"]:
+def route_review(state: CouncilState, runtime: Runtime[CouncilContext]) -> list[Send] | str:
     """With `review` on and two or more answers, every member that answered ranks the others."""
     members = answered(state.get("proposals", []))
     if not runtime.context.review or len(members) < 2:
-        return "judge"
-    return [Send("review", review_task(state, p["member"], members)) for p in members]
+        return agents.JUDGE
+    return [Send(agents.REVIEW, review_task(state, p["member"], members)) for p in members]

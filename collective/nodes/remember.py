@@ -13,7 +13,7 @@ from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState
 from collective.memory.conversation import memory_counter, remember_turn
 from collective.memory.summarize import ExtractiveSummarizer, backend_summarizer
-from collective.nodes.model_call import resolve_backend
+from collective.models.refs import resolve_backend
 
 __all__ = ["remember"]
 

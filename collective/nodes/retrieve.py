@@ -7,7 +7,6 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -16,38 +15,18 @@ from langgraph.types import Overwrite
 from collective import agents
 from collective.budget.counting import FIRST_REACH
 from collective.budget.plans import PRESETS
-from collective.graph.context import CouncilContext
+from collective.graph.context import CouncilContext, open_knowledge
 from collective.graph.state import CouncilState
 from collective.kb.retrieval import RetrievalResult, Rewriter, backend_rewriter
 from collective.kb.retrieval import retrieve as run_retrieval
-from collective.kb.store import Chunk, KnowledgeStore
+from collective.kb.store import Chunk
 from collective.memory.conversation import conversation_summary, long_term_recall
+from collective.models.refs import resolve_backend
 from collective.nodes.chunks import chunks_to_state
-from collective.nodes.model_call import NodeProgress, resolve_backend
+from collective.nodes.model_call import NodeProgress
 from collective.question import check_question
 
-__all__ = ["open_knowledge", "retrieve"]
-
-_stores: dict[tuple[str, str], KnowledgeStore] = {}
-"""Open SQLite KBs by (absolute path, embedder spec)."""
-
-
-def open_knowledge(ctx: CouncilContext) -> KnowledgeStore:
-    """The run's knowledge store: the one given, the SQLite KB at `kb`, or the demo KB.
-
-    A SQLite KB embeds with the context's `kb_embeddings`.
-    """
-    if ctx.knowledge is not None:
-        return ctx.knowledge
-    from collective.kb.demo import default_kb_path, open_default_store
-
-    # Keyed by the absolute path: the default KB is relative to the working directory, and a
-    # process that changes directory must not keep reading the first one it opened.
-    path = Path(ctx.kb or default_kb_path()).absolute()
-    key = (str(path), ctx.kb_embeddings)
-    if key not in _stores:
-        _stores[key] = open_default_store(path, embeddings=ctx.kb_embeddings)
-    return _stores[key]
+__all__ = ["retrieve"]
 
 
 def _find(

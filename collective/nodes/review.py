@@ -14,7 +14,8 @@ from collective.errors import BackendError, BudgetError
 from collective.graph.context import CouncilContext
 from collective.graph.state import Proposal, ReviewTask
 from collective.kb.citations import neutralise
-from collective.nodes.model_call import NodeProgress, call_model, resolve_backend
+from collective.models.refs import resolve_backend
+from collective.nodes.model_call import NodeProgress, call_model
 from collective.prompts import review as prompt
 
 __all__ = ["aggregate_rankings", "review"]

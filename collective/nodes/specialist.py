@@ -15,8 +15,9 @@ from collective.graph.context import CouncilContext
 from collective.graph.state import Proposal, SpecialistTask
 from collective.kb.citations import split_citations
 from collective.kb.evidence import MemberEvidence
+from collective.models.refs import resolve_backend
 from collective.nodes.chunks import chunks_from_state, scored_chunks
-from collective.nodes.model_call import NodeProgress, call_model, resolve_backend
+from collective.nodes.model_call import NodeProgress, call_model
 from collective.nodes.retry import TRANSIENT_RETRY, is_transient
 from collective.prompts import specialist as prompt
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from collective import agents
-from collective.budget.profiles import ProfileAssignments
 from collective.graph import build_graph
+from collective.memory.allowances import ProfileAssignments
 from tests.unit.test_graph_council import context
 
 

@@ -241,8 +241,8 @@ async def test_the_plan_and_the_judge_have_a_time_limit():
 
 
 def test_budget_report_recommendations_are_config_lines_the_user_can_apply(tmp_path):
-    from collective.budget.monitor import BudgetMonitor, UsageLog
-    from collective.budget.profiles import DEFAULT_PROFILES, resolve_budget
+    from collective.memory.allowances import DEFAULT_PROFILES, resolve_budget
+    from collective.memory.usage import BudgetMonitor, UsageLog
 
     log = UsageLog(tmp_path / "usage.jsonl")
     narrow = resolve_budget(DEFAULT_PROFILES["specialist-narrow"], "", "medium")
@@ -266,9 +266,9 @@ def test_budget_report_recommendations_are_config_lines_the_user_can_apply(tmp_p
 
 
 def test_budget_report_scope_weights_become_a_profile_the_run_then_uses(tmp_path):
-    from collective.budget.monitor import BudgetMonitor, UsageLog
-    from collective.budget.profiles import DEFAULT_PROFILES, ProfileAssignments, resolve_budget
     from collective.config import load_config
+    from collective.memory.allowances import DEFAULT_PROFILES, ProfileAssignments, resolve_budget
+    from collective.memory.usage import BudgetMonitor, UsageLog
 
     log = UsageLog(tmp_path / "usage.jsonl")
     broad = resolve_budget(DEFAULT_PROFILES["specialist-broad"], "", "medium")

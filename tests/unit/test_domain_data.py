@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from collective.budget.profiles import complexity_signals, detect_complexity
 from collective.errors import ConfigError
 from collective.kb.retrieval import synonyms
+from collective.memory.allowances import complexity_signals, detect_complexity
 
 
 def test_the_packaged_files_are_read():

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from collective.budget.plans import BudgetSections
-from collective.budget.profiles import ProfileAssignments
 from collective.config import CollectiveConfig, load_config
 from collective.graph import CouncilContext, build_graph
+from collective.memory.allowances import ProfileAssignments
 from tests.fakes import ScriptedBackend
 
 PACKAGE = Path(__file__).resolve().parents[2] / "collective"
@@ -205,3 +205,70 @@ def test_environment_variables_are_read_in_one_place():
             if called or (indexed and text.startswith("os.environ[")):
                 reads.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {text}")
     assert reads == [], "read environment variables through collective.environment"
+
+
+def test_no_node_module_is_imported_by_a_non_node_module():
+    """Helpers that others need (`open_knowledge`, `resolve_backend`) live outside `nodes/`:
+    only the builder, which composes the graph, imports a node module."""
+    importers = {
+        f"{module} -> {target}"
+        for module, targets in _module_graph().items()
+        for target in targets
+        if target.startswith("collective.nodes.")
+        and not module.startswith("collective.nodes")
+        and module != "collective.graph.builder"
+    }
+    assert importers == set(), "a helper others need belongs outside nodes/"
+
+
+def _string_groups(path: Path) -> list[tuple[int, set[str]]]:
+    """Every tuple, list, set, dict (its keys) and `Literal[...]` of string literals."""
+    groups = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        items: list[ast.expr | None] = []
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            items = list(node.elts)
+        elif isinstance(node, ast.Dict):
+            items = list(node.keys)
+        elif isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("Literal"):
+            inner = node.slice
+            items = list(inner.elts) if isinstance(inner, ast.Tuple) else [inner]
+        elif isinstance(node, ast.ClassDef):  # an enum's members
+            items = [s.value for s in node.body if isinstance(s, ast.Assign)]
+        words = {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
+        if words:
+            groups.append((node.lineno, words))
+    return groups
+
+
+def _graph_calls_with_a_literal_name(path: Path) -> list[int]:
+    """Lines where a node is named by a string literal in the graph's own calls."""
+    calls = ("add_node", "add_edge", "add_conditional_edges", "Send")
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and ast.unparse(node.func).rpartition(".")[2] in calls
+        and any(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args)
+    ]
+
+
+def test_node_and_mode_names_are_declared_once():
+    """`collective.agents` spells the node and answer-mode names; everyone else imports them
+    (the builder, the live view, the session and two mode enums each had their own list)."""
+    from collective import agents
+
+    nodes, modes = set(agents.NODES), {m.value for m in agents.Mode}
+    spelled = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = path.relative_to(PACKAGE.parent)
+        spelled += [
+            f"{where}:{line} a node named by a literal"
+            for line in _graph_calls_with_a_literal_name(path)
+        ]
+        if path.name == "agents.py":
+            continue
+        for line, words in _string_groups(path):
+            if len(words & nodes) >= 3 or len(words & modes) >= 2:
+                spelled.append(f"{where}:{line} {sorted(words & (nodes | modes))}")
+    assert spelled == [], "import the names from collective.agents"

@@ -259,7 +259,7 @@ def test_a_run_with_config_opens_its_kb_with_the_files_embedder(
     # file's embedder; the settings carry it, nothing is exported to the environment.
     import os
 
-    from collective.nodes.retrieve import open_knowledge
+    from collective.graph.context import open_knowledge
     from collective.session import load_settings
 
     monkeypatch.delenv("COLLECTIVE_KB_EMBEDDINGS", raising=False)

@@ -3,9 +3,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from collective.budget.monitor import BudgetMonitor, UsageLog, record_model_call, scope_for_section
-from collective.budget.profiles import DEFAULT_PROFILES, resolve_budget
 from collective.budget.report import BudgetReport, SectionUsage
+from collective.memory.allowances import DEFAULT_PROFILES, resolve_budget
+from collective.memory.usage import BudgetMonitor, UsageLog, record_model_call, scope_for_section
 
 
 def narrow(complexity="medium"):

@@ -3,7 +3,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from collective.budget.profiles import (
+from collective.errors import ConfigError
+from collective.memory.allowances import (
     COMPLEXITY_MULTIPLIERS,
     COMPLEXITY_ORDER,
     DEFAULT_PROFILES,
@@ -14,7 +15,6 @@ from collective.budget.profiles import (
     resolve_budget,
     split_budget,
 )
-from collective.errors import ConfigError
 
 
 @pytest.mark.parametrize(

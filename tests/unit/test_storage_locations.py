@@ -45,8 +45,7 @@ def test_cli_takes_a_url_as_a_url_not_a_file(tmp_path, monkeypatch, capsys):
 
 
 def test_the_default_kb_follows_the_working_directory(tmp_path, monkeypatch):
-    from collective.graph.context import CouncilContext
-    from collective.nodes.retrieve import open_knowledge
+    from collective.graph.context import CouncilContext, open_knowledge
 
     monkeypatch.delenv("COLLECTIVE_KB", raising=False)
     stores = []

@@ -7,9 +7,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from collective.budget.monitor import BudgetMonitor, UsageLog, UsageRecord, analyze
-from collective.budget.profiles import DEFAULT_PROFILES, resolve_budget
 from collective.commands import budget as budget_command
+from collective.memory.allowances import DEFAULT_PROFILES, resolve_budget
+from collective.memory.usage import BudgetMonitor, UsageLog, UsageRecord, analyze
 
 
 def make_record(agent, profile, loads, complexity="medium", when=None):

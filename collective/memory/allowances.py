@@ -1,4 +1,7 @@
-"""Agent budget profiles: how many memory tokens an agent may load for a task.
+"""Memory allowances: how many memory tokens an agent may load for a task.
+
+The `budget_profiles` setting names them and `agent_profiles` assigns them (the prompt's own
+budget, its sections and their sizes, is `collective.budget`).
 
 A profile has a base budget, a hard maximum and scope weights that split the budget across the
 three memory scopes (`global` knowledge, the agent's `agent_recent` conversation, and its

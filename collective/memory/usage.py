@@ -1,9 +1,9 @@
-"""The budget monitor, the usage log and usage analytics.
+"""The memory usage monitor, the usage log and usage analytics.
 
 `BudgetMonitor` follows one model call: every `load(scope, tokens)` adds to the tokens loaded
 into that memory scope and, measured against the budget the call was given, emits an event the
 first time usage reaches 75% (info), 90% (warning) and passes 100% (error). Passing 100% also
-bumps the call to the next complexity tier (soft enforcement, see `profiles.bump`). Each
+bumps the call to the next complexity tier (soft enforcement, see `allowances.bump`). Each
 threshold fires at most once per call, so a call that keeps loading does not spam events.
 
 `finish()` turns the call into a `UsageRecord`; `UsageLog` appends one JSON line per record. An
@@ -29,14 +29,14 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from collective import environment
-from collective.budget.profiles import (
+from collective.budget.report import BudgetReport
+from collective.memory.allowances import (
     DEFAULT_PROFILES,
     AgentBudget,
     BudgetProfile,
     Complexity,
     bump,
 )
-from collective.budget.report import BudgetReport
 
 try:  # POSIX only; elsewhere O_APPEND single writes are the only protection.
     import fcntl
