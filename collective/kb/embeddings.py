@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -283,27 +284,35 @@ class HttpEmbedder:
     """An embedding server: OpenAI-compatible `/v1/embeddings` or Ollama's `/api/embed`."""
 
     def __init__(self, kind: str, url: str, model: str, timeout: float = 60.0) -> None:
+        from collective.models.http import HttpServer
+
         self.kind, self.url, self.model, self.timeout = kind, url, model, timeout
         self.name = model
         self.dim = 0  # known after the first call
+        parts = urlsplit(url)
+        self._path = parts.path or "/"
+        self._http = HttpServer(
+            f"{parts.scheme}://{parts.netloc}",
+            server="the embedding server",
+            how_to_start=lambda: f"Start it, fix {EMBEDDINGS_ENV}, or set {EMBEDDINGS_ENV}=none.",
+            timeout=timeout,
+        )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors from the server, L2-normalised here."""
-        import httpx
-
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         body = {"model": self.model, "input": list(texts)}
         try:
-            response = httpx.post(self.url, json=body, timeout=self.timeout)
-            response.raise_for_status()
-            data = response.json()
+            status, data = self._http.blocking(self._http.request("POST", self._path, body))
+            if status != 200:
+                raise ValueError(f"HTTP {status}: {str(data)[:200]}")
             rows = (
                 data["embeddings"]
                 if self.kind == "ollama"
                 else [d["embedding"] for d in sorted(data["data"], key=lambda d: d["index"])]
             )
-        except (httpx.HTTPError, KeyError, TypeError, ValueError) as exc:
+        except (CollectiveError, KeyError, TypeError, ValueError) as exc:
             raise CollectiveError(
                 f"the embedding server {self.url} failed ({exc}); start it, fix "
                 f"{EMBEDDINGS_ENV}, or set {EMBEDDINGS_ENV}=none for lexical retrieval"

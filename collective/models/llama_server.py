@@ -508,10 +508,7 @@ class LlamaServerBackend(OpenAICompatBackend):
         if n is not None:
             return n
         if self.count_route.input_tokens is not False:
-            status, data = await self._request("POST", INPUT_TOKENS_PATH, body)
-            if status == 503:
-                await self.wait_ready()
-                status, data = await self._request("POST", INPUT_TOKENS_PATH, body)
+            status, data = await self.http.request("POST", INPUT_TOKENS_PATH, body, wait=True)
             if status == 200:
                 n = _input_tokens(data, self.base_url)
             elif not self.count_route.unsupported(status):

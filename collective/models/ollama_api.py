@@ -1,4 +1,7 @@
-"""Ollama through the official `ollama` client (`AsyncClient`, `/api/chat` and `/api/show`).
+"""Ollama over its HTTP API (`/api/chat`, `/api/show`, `/api/tags`, `/api/ps`).
+
+Requests go through `collective.models.http`; the chat body is the official client's
+`ChatRequest`.
 
 Ollama never refuses an over-long prompt: it drops old messages (keeping system messages and
 the last one) and then cuts tokens from the front of what is left, silently, to fit `num_ctx`.
@@ -15,8 +18,8 @@ backend:
 * counts the prompt before sending with the best counter it can build (tiktoken
   `o200k_harmony` for gpt-oss; the GGUF's own vocabulary when the blob is on this host; else
   the calibrated estimate) and refuses what does not fit (`ContextOverflow`, nothing sent);
-* sends `"truncate": false` and `"shift": false` (passed through: the official client 0.6
-  does not expose them), so a current Ollama answers an over-long prompt with HTTP 400 instead
+* sends `"truncate": false` and `"shift": false` (the official client 0.6's request model
+  does not have them), so a current Ollama answers an over-long prompt with HTTP 400 instead
   of cutting it; that 400 becomes `ContextOverflow` (see `overflow_from_refusal`);
 * compares Ollama's `prompt_eval_count` with that count after the reply and reports a
   truncation loudly (`ChatResult.warnings` and a log warning; see `truncation_warning`): the
@@ -29,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import logging
 import re
@@ -40,8 +42,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
-
-import httpx
 
 from collective import environment
 from collective.budget.counting import (
@@ -57,7 +57,6 @@ from collective.errors import (
     ContextOverflow,
     InvalidResponse,
 )
-from collective.models._transport import LoopLocal, translate_transport_error
 from collective.models.admission import POOL_TTL_S, ServerPool
 from collective.models.base import (
     Backend,
@@ -67,6 +66,7 @@ from collective.models.base import (
     ToolCall,
     Usage,
 )
+from collective.models.http import HttpServer
 from collective.models.registry import BackendKind, BackendSpec, checked_url, refuse, register
 from collective.models.special_tokens import escape_messages
 
@@ -295,34 +295,15 @@ def overflow_from_refusal(
     )
 
 
-async def post_chat(client: Any, *, stream: bool, **fields: Any) -> Any:
-    """`AsyncClient.chat` with `"truncate": false` and `"shift": false` passed through.
+def chat_request(**fields: Any) -> dict[str, Any]:
+    """The streaming `/api/chat` body: the official client's `ChatRequest`, and more.
 
-    The official client 0.6 builds its request from a model without those fields, so the body
-    is built the same way and the two are added; the client's own request path (errors,
-    streaming) does the rest.
+    `"truncate": false` and `"shift": false` are added: its model does not have them.
     """
     from ollama._types import ChatRequest
 
-    body = ChatRequest(stream=stream, **fields).model_dump(exclude_none=True)
-    body |= {"truncate": False, "shift": False}
-    response = _chat_response()
-    return await client._request(response, "POST", "/api/chat", json=body, stream=stream)
-
-
-@functools.cache
-def _chat_response() -> Any:
-    """The client's `ChatResponse`, keeping the fields it does not know.
-
-    Such as `prompt_eval_cached_count`, newer than the pinned client.
-    """
-    from ollama import ChatResponse
-    from pydantic import ConfigDict
-
-    class Response(ChatResponse):
-        model_config = ConfigDict(extra="allow")
-
-    return Response
+    body = ChatRequest(stream=True, **fields).model_dump(exclude_none=True)
+    return body | {"truncate": False, "shift": False}
 
 
 def _is_local(url: str) -> bool:
@@ -362,15 +343,19 @@ class OllamaBackend(Backend):
         keep_alive: str | float | None = None,
         counter: TokenCounter | None = None,
     ) -> None:
-        from ollama import AsyncClient
-
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.spec = f"ollama:{model}@{self.base_url}"
         self.num_ctx = num_ctx
         self.think = think
         self.keep_alive = keep_alive
-        self._clients = LoopLocal(lambda: AsyncClient(host=self.base_url, timeout=timeout))
+        self.http = HttpServer(
+            self.base_url,
+            server=_SERVER,
+            how_to_start=self._how_to_start,
+            timeout=timeout,
+            health_path="/api/version",
+        )
         self._info: OllamaModelInfo | None = None
         self._counter = counter
         self.num_parallel = num_parallel or environment.ollama_num_parallel()
@@ -393,39 +378,21 @@ class OllamaBackend(Backend):
             "(or `ollama create` from ops/ollama/Modelfile)."
         )
 
-    def _translate(self, exc: BaseException) -> BackendError:
-        from ollama import ResponseError
-
-        if isinstance(exc, ResponseError):
-            status, message = exc.status_code, exc.error
-            if status == 404:
-                return BackendUnavailable(
-                    f"{_SERVER} at {self.base_url} has no model {self.model!r} ({message}). "
-                    f"Pull it with `ollama pull {self.model}` or create it from a Modelfile."
-                )
-            if status >= 500 or status == -1:
-                return BackendUnavailable(
-                    f"{_SERVER} at {self.base_url} failed with HTTP {status}: {message}"
-                )
-            return InvalidResponse(
-                f"{_SERVER} at {self.base_url} rejected the request for {self.model} with HTTP "
-                f"{status}: {message}"
+    def _refused(self, status: int, data: Any) -> BackendError:
+        """The collective error for an answer other than 200 (or an error inside a stream)."""
+        message = data.get("error", data) if isinstance(data, dict) else data
+        if status == 404:
+            return BackendUnavailable(
+                f"{_SERVER} at {self.base_url} has no model {self.model!r} ({message}). "
+                f"Pull it with `ollama pull {self.model}` or create it from a Modelfile."
             )
-        if type(exc) is ConnectionError:
-            # The ollama client turns httpx.ConnectError into a bare ConnectionError.
-            return translate_transport_error(
-                httpx.ConnectError(str(exc)),
-                server=_SERVER,
-                url=self.base_url,
-                how_to_start=self._how_to_start(),
-            )
-        if isinstance(exc, httpx.HTTPError | OSError | asyncio.TimeoutError):
-            return translate_transport_error(
-                exc, server=_SERVER, url=self.base_url, how_to_start=self._how_to_start()
+        if status >= 500:
+            return BackendUnavailable(
+                f"{_SERVER} at {self.base_url} failed with HTTP {status}: {message}"
             )
         return InvalidResponse(
-            f"{_SERVER} at {self.base_url} sent something collective cannot read for "
-            f"{self.model} ({type(exc).__name__}: {exc})"
+            f"{_SERVER} at {self.base_url} rejected the request for {self.model} with HTTP "
+            f"{status}: {message}"
         )
 
     # -- discovery --------------------------------------------------------------------------
@@ -433,11 +400,9 @@ class OllamaBackend(Backend):
     async def discover(self, *, refresh: bool = False) -> OllamaModelInfo:
         """`/api/show` for this model, cached (refresh to re-read)."""
         if self._info is None or refresh:
-            try:
-                shown = await self._clients.get().show(self.model)
-            except Exception as exc:
-                raise self._translate(exc) from exc
-            data = shown.model_dump(by_alias=True) if hasattr(shown, "model_dump") else shown
+            data = await self.http.call(
+                "POST", "/api/show", {"model": self.model}, refuse=self._refused
+            )
             self._info = parse_show(data)
             if self._info.capabilities:
                 self.supports_tools = "tools" in self._info.capabilities
@@ -445,11 +410,8 @@ class OllamaBackend(Backend):
 
     async def list_models(self) -> list[str]:
         """The models the server has (`/api/tags`)."""
-        try:
-            listing = await self._clients.get().list()
-        except Exception as exc:
-            raise self._translate(exc) from exc
-        return [m.model for m in listing.models if m.model]
+        listing = await self.http.call("GET", "/api/tags", refuse=self._refused)
+        return [str(m["model"]) for m in _models(listing) if m.get("model")]
 
     async def context_window(self) -> int:
         """The `num_ctx` collective sends with every request (see `choose_num_ctx`)."""
@@ -468,11 +430,11 @@ class OllamaBackend(Backend):
         if self._pool is None or time.monotonic() - self._pool_at > POOL_TTL_S:
             num_ctx = await self.context_window()
             loaded = None
-            with contextlib.suppress(Exception):  # /api/ps is optional (old servers)
-                listing = await self._clients.get().ps()
-                for entry in listing.models:
-                    if self.model in (entry.model, entry.name):
-                        loaded = getattr(entry, "context_length", None)
+            with contextlib.suppress(BackendError):  # /api/ps is optional (old servers)
+                listing = await self.http.call("GET", "/api/ps", refuse=self._refused)
+                for entry in _models(listing):
+                    if self.model in (entry.get("model"), entry.get("name")):
+                        loaded = entry.get("context_length")
             self._pool = ollama_pool(
                 loaded,
                 server=f"{self.base_url} ({self.model})",
@@ -554,43 +516,37 @@ class OllamaBackend(Backend):
         thinking: list[str] = []
         calls: list[Any] = []
         final: dict[str, Any] | None = None
-        try:
-            parts = await post_chat(
-                self._clients.get(),
-                model=self.model,
-                messages=[dict(m) for m in messages],
-                stream=True,
-                options=options,
-                **kwargs,
-            )
-            async with contextlib.aclosing(parts):
-                async for part in parts:
-                    data = part.model_dump() if hasattr(part, "model_dump") else dict(part)
-                    message = data.get("message") or {}
-                    piece, thought = message.get("content") or "", message.get("thinking") or ""
-                    text.append(piece)
-                    thinking.append(thought)
-                    calls.extend(message.get("tool_calls") or [])  # each arrives whole
-                    if data.get("done"):
-                        final = data
-                    if piece or thought:
-                        yield ChatDelta(piece, thought)
-        except BackendError:
-            raise
-        except Exception as exc:
-            from ollama import ResponseError
+        body = chat_request(
+            model=self.model, messages=[dict(m) for m in messages], options=options, **kwargs
+        )
 
-            overflow = None
-            if isinstance(exc, ResponseError):
-                overflow = overflow_from_refusal(
-                    exc.status_code,
-                    str(exc.error),
-                    counted=counted,
-                    num_ctx=num_ctx,
-                    model=self.model,
-                    url=self.base_url,
-                )
-            raise (overflow or self._translate(exc)) from exc
+        def refused(status: int, data: Any) -> BackendError:
+            message = str(data.get("error", data) if isinstance(data, dict) else data)
+            overflow = overflow_from_refusal(
+                status,
+                message,
+                counted=counted,
+                num_ctx=num_ctx,
+                model=self.model,
+                url=self.base_url,
+            )
+            return overflow or self._refused(status, data)
+
+        lines = self.http.stream("/api/chat", body, refuse=refused, lines=True)
+        async with contextlib.aclosing(lines):
+            async for _, line in lines:
+                data = _json_line(line, self.base_url)
+                if "error" in data:  # a failure after the reply began
+                    raise refused(500, data)
+                message = data.get("message") or {}
+                piece, thought = message.get("content") or "", message.get("thinking") or ""
+                text.append(piece)
+                thinking.append(thought)
+                calls.extend(message.get("tool_calls") or [])  # each arrives whole
+                if data.get("done"):
+                    final = data
+                if piece or thought:
+                    yield ChatDelta(piece, thought)
         message = {
             "role": "assistant",
             "content": "".join(text),
@@ -751,7 +707,26 @@ class OllamaBackend(Backend):
 
     async def aclose(self) -> None:
         """Close this loop's pooled connections."""
-        await self._clients.aclose()
+        await self.http.aclose()
+
+
+def _models(listing: Any) -> list[dict[str, Any]]:
+    """The model entries of an `/api/tags` or `/api/ps` answer."""
+    models = listing.get("models") if isinstance(listing, dict) else None
+    return [m for m in models or [] if isinstance(m, dict)]
+
+
+def _json_line(line: str, url: str) -> dict[str, Any]:
+    """One line of `/api/chat`'s stream, or `InvalidResponse` saying what came instead."""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InvalidResponse(
+            f"{_SERVER} at {url} streamed a line that is not JSON: {exc}"
+        ) from exc
+    if not isinstance(data, dict):
+        raise InvalidResponse(f"{_SERVER} at {url} streamed {line[:200]!r}")
+    return data
 
 
 def ollama_host_url(host: str) -> str:

@@ -234,7 +234,7 @@ class OpenAIBackend(OpenAICompatBackend):
         """Whether the server is a llama-server (its `/props`): then it counts and pools as one."""
         status, data = await self._request("GET", "/props")
         if status == 200 and isinstance(data, dict) and "default_generation_settings" in data:
-            self._llama = LlamaServerBackend(self.base_url, timeout=self._timeout.read or 600.0)
+            self._llama = LlamaServerBackend(self.base_url, timeout=self.http.timeout.read or 600.0)
 
     def _no_window(self) -> str:
         return (

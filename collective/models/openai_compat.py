@@ -9,13 +9,14 @@ llama-server, vLLM, SGLang, LM Studio and TGI all serve `/v1/chat/completions`:
   vLLM's HTTP 400 "This model's maximum context length is N tokens. However, you requested M
   tokens (P in the messages, O in the completion) ..." (and its newer wordings); both become
   `ContextOverflow`, which the budgeted call refits once.
-* `OpenAICompatBackend`: one choke point for HTTP (`_request`), the streaming chat with its
-  exact precheck, health and cancel. A subclass supplies the window, the counter and the pool.
+* `OpenAICompatBackend`: the streaming chat with its exact precheck, health and cancel, over
+  `collective.models.http` (the one place HTTP happens). A subclass supplies the window, the
+  counter and the pool.
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import json
 import re
 import threading
@@ -25,8 +26,6 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-import httpx
-
 from collective.budget.counting import ChatMessage, TokenizerCounter
 from collective.errors import (
     BackendError,
@@ -35,13 +34,12 @@ from collective.errors import (
     InvalidResponse,
     PoolExhausted,
 )
-from collective.models._transport import LoopLocal, parse_json, translate_transport_error
 from collective.models.base import Backend, ChatDelta, ChatResult, Health, ToolCall, Usage
+from collective.models.http import HttpServer
 from collective.models.special_tokens import escape_messages
 
 __all__ = [
     "CHAT_PATH",
-    "LIMITS",
     "OpenAICompatBackend",
     "PromptMemo",
     "ServerCounter",
@@ -52,11 +50,6 @@ __all__ = [
 ]
 
 CHAT_PATH = "/v1/chat/completions"
-
-LIMITS = httpx.Limits(max_keepalive_connections=16, keepalive_expiry=2.0)
-"""Idle connections are dropped after 2 s, before llama-server's own keep-alive timeout (5 s)
-closes them: a request sent on a connection the server is closing fails with 'Server
-disconnected' (calls waiting for KV room leave connections idle that long)."""
 
 _SERVER = "llama-server"
 """The default server name in messages (the helpers are shared; backends pass their own)."""
@@ -245,16 +238,15 @@ class StreamedReply:
         """Whether anything of the answer has arrived (text, reasoning or a tool call)."""
         return any(self.text) or any(self.reasoning) or bool(self.calls)
 
-    def feed(self, line: str) -> ChatDelta | None:
-        """Take one line of the event stream; the text it adds, if any.
+    def feed(self, payload: str, event: str = "message") -> ChatDelta | None:
+        """Take one server-sent event's data; the text it adds, if any.
 
         Raises:
             BackendError: The server reported an error inside the stream.
             InvalidResponse: A chunk that is not JSON.
         """
-        field, _, payload = line.partition(":")
         payload = payload.strip()
-        if field not in ("data", "error") or not payload or payload == "[DONE]":
+        if not payload or payload == "[DONE]":
             return None
         try:
             chunk = json.loads(payload)
@@ -265,7 +257,7 @@ class StreamedReply:
             ) from exc
         if not isinstance(chunk, dict):
             raise InvalidResponse(f"{self.server} at {self.url} streamed {payload[:200]!r}")
-        if field == "error" or "error" in chunk or chunk.get("object") == "error":
+        if event == "error" or "error" in chunk or chunk.get("object") == "error":
             # `{"error": {...}}`, vLLM's flat `{"object": "error", "message": ...}`, or bare
             raise http_error(500, chunk, self.url, server=self.server)
         self.model = str(chunk.get("model") or self.model)
@@ -357,8 +349,8 @@ class ServerCounter(TokenizerCounter):
 
     A whole chat is counted as the server renders it (`_count_chat`), memoised per request body
     (`prompt_memo`, shared with the backend). Synchronous on purpose: prompt assembly counts
-    hundreds of chunks from a worker thread, and a blocking pooled `httpx.Client` is the
-    cheapest way to do that. Subclasses give `_encode`, `_decode` and `_count_chat`.
+    hundreds of chunks from a worker thread (`HttpServer.blocking`). Subclasses give `_encode`,
+    `_decode` and `_count_chat`.
     """
 
     blocking = True
@@ -376,9 +368,12 @@ class ServerCounter(TokenizerCounter):
     ) -> None:
         self.base_url = base_url
         self.server = server
-        self._how_to_start = how_to_start
-        self._client = httpx.Client(
-            base_url=base_url, timeout=timeout, limits=LIMITS, headers=headers
+        self.http = HttpServer(
+            base_url,
+            server=server,
+            how_to_start=lambda: how_to_start,
+            timeout=timeout,
+            headers=headers,
         )
         self.prompt_memo = memo or PromptMemo()
         super().__init__(kind, self._encode, self._decode)
@@ -396,13 +391,7 @@ class ServerCounter(TokenizerCounter):
         """Prompt tokens of a `chat_body`, as the server evaluates it."""
 
     def _post_raw(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-        try:
-            response = self._client.post(path, json=body)
-        except httpx.HTTPError as exc:
-            raise translate_transport_error(
-                exc, server=self.server, url=self.base_url, how_to_start=self._how_to_start
-            ) from exc
-        return response.status_code, parse_json(response, server=self.server, url=self.base_url)
+        return self.http.blocking(self.http.request("POST", path, body))
 
     def _post(self, path: str, body: dict[str, Any]) -> Any:
         status, data = self._post_raw(path, body)
@@ -429,7 +418,7 @@ class ServerCounter(TokenizerCounter):
 
     def close(self) -> None:
         """Close the pooled connections."""
-        self._client.close()
+        self.http.close()
 
 
 class OpenAICompatBackend(Backend):
@@ -470,14 +459,17 @@ class OpenAICompatBackend(Backend):
         self.base_url = base_url.rstrip("/")
         self.headers = headers or {}
         self.server = server
-        self.load_wait = load_wait
         self.precheck = precheck
-        self.health_path = health_path
-        self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
-        self._clients = LoopLocal(
-            lambda: httpx.AsyncClient(
-                base_url=self.base_url, timeout=self._timeout, limits=LIMITS, headers=self.headers
-            )
+        self.http = HttpServer(
+            self.base_url,
+            server=server,
+            how_to_start=self._how_to_start,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            load_wait=load_wait,
+            health_path=health_path,
+            headers=self.headers,
+            on_failure=self._forget,  # whatever answers at this URL next may be another server
         )
 
     @abstractmethod
@@ -496,27 +488,8 @@ class OpenAICompatBackend(Backend):
     async def _request(
         self, method: str, path: str, body: dict[str, Any] | None = None
     ) -> tuple[int, Any]:
-        client: httpx.AsyncClient = self._clients.get()
-        for attempt in (1, 2):
-            try:
-                response = await client.request(method, path, json=body)
-                break
-            except httpx.RemoteProtocolError as exc:
-                # The server closed a pooled keep-alive connection as the request went out:
-                # nothing was processed, so it is sent once more on a fresh connection.
-                if attempt == 2 or "without sending a response" not in str(exc):
-                    raise self._transport_error(exc) from exc
-            except httpx.HTTPError as exc:
-                raise self._transport_error(exc) from exc
-        return response.status_code, parse_json(response, server=self.server, url=self.base_url)
-
-    def _transport_error(self, exc: httpx.HTTPError) -> BackendError:
-        """The collective error for a transport failure; forgets what was read from the server."""
-        # Whatever comes back at this URL may be another server: re-read, recount.
-        self._forget()
-        return translate_transport_error(
-            exc, server=self.server, url=self.base_url, how_to_start=self._how_to_start()
-        )
+        """One request through the server's `HttpServer`: status and JSON body."""
+        return await self.http.request(method, path, body)
 
     def _refusal(self, status: int, data: Any, counted: int | None = None) -> BackendError:
         """The collective error for a non-200 answer; an overflow forgets the cached window."""
@@ -528,33 +501,11 @@ class OpenAICompatBackend(Backend):
 
     async def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         """One request; a 503 while loading is waited out once (bounded by `load_wait`)."""
-        status, data = await self._request(method, path, body)
-        if status == 503:
-            await self.wait_ready()
-            status, data = await self._request(method, path, body)
-        if status != 200:
-            raise self._refusal(status, data)
-        return data
+        return await self.http.call(method, path, body, refuse=self._refusal)
 
     async def wait_ready(self, timeout: float | None = None) -> None:
-        """Wait until `health_path` answers 200 (the model is loaded).
-
-        Raises:
-            BackendUnavailable: Still loading after `timeout` (default `load_wait`) seconds, or
-                refused.
-        """
-        deadline = time.monotonic() + (self.load_wait if timeout is None else timeout)
-        while True:
-            status, _ = await self._request("GET", self.health_path)
-            if status == 200:
-                return
-            if time.monotonic() >= deadline:
-                raise BackendUnavailable(
-                    f"{self.server} at {self.base_url} was still loading its model after "
-                    f"{self.load_wait:g}s (HTTP {status} on {self.health_path}). Wait for it to "
-                    "finish loading, or check its log."
-                )
-            await asyncio.sleep(0.25)
+        """Wait until the health path answers 200 (the model is loaded); see `HttpServer`."""
+        await self.http.wait_ready(timeout)
 
     # -- chat -------------------------------------------------------------------------------
 
@@ -620,32 +571,16 @@ class OpenAICompatBackend(Backend):
             json_schema=json_schema,
             tool_choice=tool_choice,
         )
-        client: httpx.AsyncClient = self._clients.get()
         sent = time.perf_counter()
         reply = StreamedReply(self.base_url, self.server)
-        for attempt in (1, 2):
-            try:
-                async with client.stream("POST", CHAT_PATH, json=body) as response:
-                    if response.status_code == 200:
-                        async for line in response.aiter_lines():
-                            delta = reply.feed(line)
-                            if delta is not None:
-                                yield delta
-                        break
-                    await response.aread()
-                    data = parse_json(response, server=self.server, url=self.base_url)
-            except httpx.RemoteProtocolError as exc:
-                # A pooled connection closed by the server as the request went out (nothing
-                # was processed or streamed yet): once more on a fresh connection.
-                fresh = "without sending a response" in str(exc) and reply.finish_reason is None
-                if attempt == 2 or not fresh or reply.started:
-                    raise self._transport_error(exc) from exc
-                continue
-            except httpx.HTTPError as exc:
-                raise self._transport_error(exc) from exc
-            if response.status_code != 503 or attempt == 2:
-                raise self._refusal(response.status_code, data, counted)
-            await self.wait_ready()  # loading: wait it out once, bounded by load_wait
+        events = self.http.stream(
+            CHAT_PATH, body, refuse=lambda status, data: self._refusal(status, data, counted)
+        )
+        async with contextlib.aclosing(events):
+            async for event, data in events:
+                delta = reply.feed(data, event)
+                if delta is not None:
+                    yield delta
         result = parse_chat_response(
             reply.body(),
             url=self.base_url,
@@ -687,7 +622,7 @@ class OpenAICompatBackend(Backend):
     async def health(self) -> Health:
         """`health_path`: ok, loading (503) or unreachable; never raises."""
         try:
-            status, _ = await self._request("GET", self.health_path)
+            status, _ = await self._request("GET", self.http.health_path)
         except BackendError as exc:
             return Health(False, str(exc))
         if status == 200:
@@ -696,9 +631,9 @@ class OpenAICompatBackend(Backend):
             return Health(False, f"{self.server} at {self.base_url} is loading its model")
         return Health(
             False,
-            f"{self.server} at {self.base_url} answered {self.health_path} with HTTP {status}",
+            f"{self.server} at {self.base_url} answered {self.http.health_path} with HTTP {status}",
         )
 
     async def aclose(self) -> None:
         """Close this loop's pooled connections."""
-        await self._clients.aclose()
+        await self.http.aclose()

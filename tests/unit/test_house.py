@@ -272,3 +272,36 @@ def test_node_and_mode_names_are_declared_once():
             if len(words & nodes) >= 3 or len(words & modes) >= 2:
                 spelled.append(f"{where}:{line} {sorted(words & (nodes | modes))}")
     assert spelled == [], "import the names from collective.agents"
+
+
+HTTP_CLIENTS = ("httpx", "httpx_sse", "requests", "aiohttp", "urllib3", "urllib.request")
+"""Libraries that open HTTP connections (and `http.client`, ollama's clients, raw sockets)."""
+
+
+def _opens_http(path: Path) -> list[str]:
+    """What in a module could open an HTTP connection."""
+    found = [
+        name
+        for name in _imports(path)
+        if name.startswith(HTTP_CLIENTS + ("http.client",))
+        or name in ("ollama", "ollama.AsyncClient", "ollama.Client")
+    ]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found += [
+        ast.unparse(node)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and ast.unparse(node) in ("socket.create_connection", "socket.socket")
+    ]
+    return found
+
+
+def test_one_module_opens_http_connections():
+    """`collective/models/http.py` is the choke point: requests, streams, retries, 503 waits and
+    error translation for every backend, counter and embedder (there were four clients)."""
+    opening = {
+        str(path.relative_to(PACKAGE.parent)): found
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (found := _opens_http(path))
+    }
+    assert list(opening) == ["collective/models/http.py"], opening

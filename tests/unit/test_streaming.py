@@ -157,7 +157,8 @@ def test_llama_server_events_assemble_tool_calls_and_reasoning_from_fragments():
         "data: [DONE]",
     ]
     reply = _StreamedReply("http://h:1")
-    pieces = [d for d in (reply.feed(line) for line in lines) if d is not None]
+    payloads = [line.removeprefix("data:") for line in lines if line.startswith("data:")]
+    pieces = [d for d in map(reply.feed, payloads) if d is not None]
     assert [p.reasoning for p in pieces] == ["Check the ", "KB first."]
     result = parse_chat_response(reply.body(), url="http://h:1", wall_ms=1.0)
     assert result.reasoning == "Check the KB first."
@@ -178,7 +179,7 @@ def test_an_error_inside_the_event_stream_is_a_backend_error():
 
     reply = _StreamedReply("http://h:1")
     with pytest.raises(BackendUnavailable, match="the slot crashed"):
-        reply.feed('data: {"error": {"code": 500, "message": "the slot crashed"}}')
+        reply.feed('{"error": {"code": 500, "message": "the slot crashed"}}')
 
 
 def test_progress_view_names_the_server_that_answered():
@@ -205,4 +206,4 @@ def test_vllms_flat_error_inside_the_event_stream_is_a_backend_error():
     reply = StreamedReply("http://h:1", "OpenAI-compatible server")
     flat = '{"object": "error", "message": "engine dead", "type": "InternalServerError"}'
     with pytest.raises(BackendUnavailable, match="engine dead"):
-        reply.feed(f"data: {flat}")
+        reply.feed(flat)
