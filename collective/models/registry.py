@@ -3,8 +3,15 @@
 Each backend module registers its kind (`register(BackendKind(...))` at its end): the prefix
 before the first `:`, the form shown to users, how to parse the rest and how to create the
 backend. The registry keeps no list of backends beyond `BUILTIN_MODULES`, which it imports on
-first use; adding a backend is one new file plus its line there. The built-in forms (see
-`valid_forms()`):
+first use; adding a backend here is one new file plus its line there. A package outside this
+repository adds one without editing it: an entry point in the group `collective.backends`
+(`ENTRY_POINT_GROUP`) names a module that registers its kinds when imported, or a
+`BackendKind` itself:
+
+    [project.entry-points."collective.backends"]
+    mine = "my_package.backend"
+
+The built-in forms (see `valid_forms()`):
 
 * `llama-server:http://127.0.0.1:8083`: a llama.cpp server;
 * `openai:MODEL@http://HOST:PORT`: any server with OpenAI's `/v1/chat/completions` (vLLM,
@@ -23,6 +30,8 @@ and `llamacpp:` naming the embedded file is the same backend as `embedded`.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +42,7 @@ from collective.models.base import Backend
 
 __all__ = [
     "BUILTIN_MODULES",
+    "ENTRY_POINT_GROUP",
     "BackendKind",
     "BackendSpec",
     "backend_from_spec",
@@ -53,6 +63,9 @@ BUILTIN_MODULES = (
     "collective.models.llamacpp_in_process",
 )
 """The modules whose import registers collective's own backend kinds."""
+
+ENTRY_POINT_GROUP = "collective.backends"
+"""The entry-point group where other packages declare their backends (loaded with ours)."""
 
 
 @dataclass(frozen=True)
@@ -89,13 +102,21 @@ class BackendKind:
     embedded model's name without assembling its file); None: `parse` is the check."""
 
 
+log = logging.getLogger(__name__)
+
 _kinds: dict[str, BackendKind] = {}
 _loaded = False
 _lock = threading.RLock()
 
 
 def register(kind: BackendKind) -> None:
-    """Add a backend kind (a module calls this once, at import)."""
+    """Add a backend kind (a module calls this once, at import).
+
+    Raises:
+        ConfigError: Another kind already has that name (a plugin cannot replace one).
+    """
+    if _kinds.get(kind.name, kind) is not kind:
+        raise ConfigError(f"two backends register the spec prefix {kind.name!r}")
     _kinds[kind.name] = kind
 
 
@@ -103,10 +124,24 @@ def _all_kinds() -> dict[str, BackendKind]:
     global _loaded
     if not _loaded:
         with _lock:
-            for module in BUILTIN_MODULES:
-                importlib.import_module(module)
-            _loaded = True
+            if not _loaded:
+                for module in BUILTIN_MODULES:
+                    importlib.import_module(module)
+                for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+                    _load_plugin(entry)
+                _loaded = True
     return _kinds
+
+
+def _load_plugin(entry: importlib.metadata.EntryPoint) -> None:
+    """Register the backends an entry point names; a broken one is logged and left out."""
+    where = f"{entry.name} = {entry.value!r}" + (f" of {entry.dist.name}" if entry.dist else "")
+    try:
+        loaded = entry.load()  # a module registers its kinds as it is imported
+        if isinstance(loaded, BackendKind):
+            register(loaded)
+    except Exception as exc:  # a plugin's bug must not stop the built-in backends
+        log.warning("the backend plugin %s failed to load and is left out: %s", where, exc)
 
 
 def valid_forms() -> list[str]:
