@@ -1,4 +1,4 @@
-"""The `collective` command: ask, chat, smoke, config show, kb, recall, budget, threads.
+"""The `collective` command: ask, chat, smoke, config show, kb, recall, models, budget, threads.
 
 Start-up is measured (bench/startup.py): this module imports only typer; every command imports
 LangGraph, the backends, rich and OpenTelemetry inside its function. `main()` runs the app
@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from collective.commands import ask, budget, chat, config_show, kb, recall, smoke, threads
+from collective.commands import ask, budget, chat, config_show, kb, models, recall, smoke, threads
 
 __all__ = ["app", "main"]
 
@@ -72,6 +72,7 @@ app.command("smoke")(smoke.smoke)
 app.add_typer(config_show.app, name="config")
 app.add_typer(kb.app, name="kb")
 app.command("recall")(recall.recall)
+app.command("models")(models.models)
 app.add_typer(budget.app, name="budget")
 app.add_typer(threads.app, name="threads")
 

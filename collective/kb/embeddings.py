@@ -23,6 +23,7 @@ another model is refused until `collective kb reindex` recomputes them.
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import hashlib
 from collections.abc import Callable, Sequence
@@ -47,6 +48,7 @@ __all__ = [
     "MiniLMEmbedder",
     "embedder_for",
     "one_blas_thread",
+    "builtin_provenance",
     "parse_spec",
 ]
 
@@ -386,3 +388,23 @@ def embedder_for(spec: str) -> Embedder | None:
     if parsed.kind == "builtin":
         return _builtin()
     return HttpEmbedder(parsed.kind, parsed.url, parsed.model)
+
+
+def builtin_provenance() -> dict[str, Any]:
+    """The bundled embedding model's provenance, as `collective.models.embedded.provenance`."""
+    path = ""
+    with contextlib.suppress(CollectiveError):
+        dist = pinned_distribution(_DIST, _VERSION, needed_by="", hint="")
+        file = next((f for f in dist.files or [] if f.name == "model.safetensors"), None)
+        path = str(dist.locate_file(file)) if file else ""
+    return {
+        "name": BUILTIN_MODEL,
+        "file": "model.safetensors",
+        "upstream": "https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2",
+        "packages": [f"{_DIST}=={_VERSION}"],
+        "sha256": _FILES["model.safetensors"],
+        "licence": "Apache-2.0 (collective/data/licenses/Apache-2.0.txt)",
+        "size": Path(path).stat().st_size if path else 0,
+        "path": path,
+        "assembled": bool(path),
+    }

