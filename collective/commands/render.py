@@ -6,6 +6,7 @@ here except for the progress view, which goes to stderr.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ProgressView",
+    "short_model",
+    "short_server",
     "budget_table",
     "format_ms",
     "render_result",
@@ -34,10 +37,48 @@ def format_ms(ms: float) -> str:
     return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
 
 
+_QUANT = re.compile(r"[-._](?:instruct[-._])?(?:i?q\d\w*|f16|bf16|f32)$|[-._]instruct$", re.I)
+
+
+def short_model(model: str) -> str:
+    """A model's name for an 80-column terminal (`--json` and `--verbose` show it whole).
+
+    No directory, `.gguf`, quantization or `-instruct`:
+    `qwen2.5-coder-0.5b-instruct-q4_k_m` -> `qwen2.5-coder-0.5b`.
+    """
+    name = model.rstrip("/").rsplit("/", 1)[-1].removesuffix(".gguf")
+    return _QUANT.sub("", name) or name
+
+
+def short_server(server: str) -> str:
+    """Where a call ran, short: `HOST:PORT` of a server; nothing for a model in this process."""
+    found = re.search(r"://([^/\s|]+)", server)  # llamacpp:/path, embedded:NAME: in process
+    return found.group(1) if found else ""
+
+
+def _verbose() -> bool:
+    """`collective --verbose` (the command line's root option) or `$COLLECTIVE_VERBOSE`."""
+    from typer._click.globals import get_current_context
+
+    from collective import environment
+
+    ctx = get_current_context(silent=True)
+    return bool(ctx and ctx.find_root().params.get("verbose")) or environment.verbose()
+
+
+def _where(model: str, server: str, *, verbose: bool) -> str:
+    """`model @ server`: whole with `verbose`, else short (no lone `@` for an in-process one)."""
+    if verbose:
+        return f"{model} @ {server}" if server else model
+    short = short_server(server)
+    return f"{short_model(model)} @ {short}" if short else short_model(model)
+
+
 @dataclass
 class _Row:
     status: str = "waiting"
     model: str = ""
+    server: str = ""
     tokens_in: int | None = None
     tokens_out: int | None = None
     ms: float | None = None
@@ -71,6 +112,8 @@ class ProgressView:
     verdict: list[str] = field(default_factory=list)
     """The judge's answer as it is written (shown under the table while the run lasts)."""
     verdict_lines: int = 12
+    verbose: bool = field(default_factory=_verbose)
+    """Whole model names and server specs (else short ones, for 80 columns)."""
     _live: Live | None = None
 
     def __post_init__(self) -> None:
@@ -117,8 +160,7 @@ class ProgressView:
             row = self.rows.setdefault(node, _Row())
             row.status = str(event.get("status", row.status))
             row.model = str(event.get("model") or row.model)
-            if event.get("server") and " @ " not in row.model:  # the replica that answered
-                row.model = f"{row.model} @ {event['server']}"
+            row.server = str(event.get("server") or row.server)  # the replica that answered
             for name in ("tokens_in", "tokens_out", "ms"):
                 if event.get(name) is not None:
                     setattr(row, name, event[name])
@@ -155,7 +197,7 @@ class ProgressView:
             table.add_row(
                 node,
                 Text(row.status, style=_STYLE.get(row.status, "")),
-                row.model,
+                _where(row.model, row.server, verbose=self.verbose),
                 "" if row.tokens_in is None else str(row.tokens_in),
                 _out(row),
                 row.rate(),
@@ -188,13 +230,16 @@ def section_summary(section: Mapping[str, Any]) -> str:
     return f"{section['name']} {section['used']}/{limit}{cut}"
 
 
-def budget_table(reports: Sequence[Mapping[str, Any]], title: str = "budgets") -> Table:
+def budget_table(
+    reports: Sequence[Mapping[str, Any]], title: str = "budgets", *, verbose: bool | None = None
+) -> Table:
     """One row per model call: n_ctx, prompt + output, the counter, then its sections.
 
-    Sections are listed one per line (`used/allocated`, `+N` slack received, `✂` trimmed) so
-    that the table fits an 80-column terminal.
+    Sections are listed one per line (`used/allocated`, `+N` slack received, `✂` trimmed) and
+    models by their short names (`verbose`, default `--verbose`: whole, with the server's spec)
+    so that the table fits an 80-column terminal.
     """
-    import re
+    verbose = _verbose() if verbose is None else verbose
 
     from rich import box
     from rich.table import Table
@@ -211,10 +256,9 @@ def budget_table(reports: Sequence[Mapping[str, Any]], title: str = "budgets") -
         ]
         scaled = re.search(r"scaled x[\d.]+", str(report.get("scaled") or ""))
         table.add_row(
-            f"{report['node']}\n[dim]{report['model']}[/dim]"
-            + (f"\n[dim]{report['server']}[/dim]" if report.get("server") else "")
-            + (  # the agent's memory budget profile and the tier that applied
-                f"\n[dim]{report['memory_profile']} @ {report['memory_tier']}[/dim]"
+            f"{report['node']}\n[dim]{_call_model(report, verbose)}[/dim]"
+            + (  # the agent's memory allowance profile and the tier that applied
+                f"\n[dim]{report['memory_profile']} ({report['memory_tier']})[/dim]"
                 if report.get("memory_profile")
                 else ""
             ),
@@ -226,6 +270,14 @@ def budget_table(reports: Sequence[Mapping[str, Any]], title: str = "budgets") -
             "\n".join(sections),
         )
     return table
+
+
+def _call_model(report: Mapping[str, Any], verbose: bool) -> str:
+    """The call's model and server: whole (one a line) with `verbose`, else short."""
+    model, server = str(report["model"]), str(report.get("server") or "")
+    if verbose:
+        return model + (f"\n{server}" if server else "")
+    return _where(model, server, verbose=False)
 
 
 def _reuse(report: Mapping[str, Any]) -> str:

@@ -25,9 +25,12 @@ echo "building llama-server $version (about 7 minutes on 2 cores) into $dest" >&
 tar -xzf "$work"/llama_cpp_python-*.tar.gz -C "$work"
 src="$(echo "$work"/llama_cpp_python-*/vendor/llama.cpp)"
 
+# No web UI: llama.cpp would otherwise try to download its pre-built assets from Hugging Face
+# at build time (LLAMA_USE_PREBUILT_UI, on by default); collective talks to the API only.
 cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
   -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_TESTS=OFF \
-  -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF "${native_cmake_args[@]}" >&2
+  -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF \
+  -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF "${native_cmake_args[@]}" >&2
 cmake --build "$work/build" --target llama-server -j "$(nproc)" >&2
 
 # Install atomically so a half-built binary is never reused.

@@ -73,7 +73,7 @@ def test_the_budget_table_names_the_profile_and_tier():
     )
     console = Console(record=True, width=100)
     console.print(budget_table([report.to_dict()]))
-    assert "role-coordinator @ simple -> medium" in console.export_text()
+    assert "role-coordinator (simple -> medium)" in console.export_text()
 
 
 def test_the_budget_table_shows_the_shared_prefix_and_its_reuse():

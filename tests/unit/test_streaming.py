@@ -187,14 +187,15 @@ def test_progress_view_names_the_server_that_answered():
 
     from collective.commands.render import ProgressView
 
-    console = Console(record=True, width=160, force_terminal=False)
-    view = ProgressView(1, console)
-    view.event({"type": "progress", "node": "specialist-1", "status": "running", "model": "m"})
-    done = {"type": "progress", "node": "specialist-1", "status": "done", "model": "m"}
-    view.event(done | {"server": "llama-server:http://b:8083", "tokens_in": 9, "tokens_out": 3})
-    console.print(view.render())
-    row = next(ln for ln in console.export_text().splitlines() if "specialist-1" in ln)
-    assert "m @ llama-server:http://b:8083" in row
+    for verbose, shown in ((False, "m @ b:8083"), (True, "m @ llama-server:http://b:8083")):
+        console = Console(record=True, width=160, force_terminal=False)
+        view = ProgressView(1, console, verbose=verbose)
+        view.event({"type": "progress", "node": "specialist-1", "status": "running", "model": "m"})
+        done = {"type": "progress", "node": "specialist-1", "status": "done", "model": "m"}
+        view.event(done | {"server": "llama-server:http://b:8083", "tokens_in": 9, "tokens_out": 3})
+        console.print(view.render())
+        row = next(ln for ln in console.export_text().splitlines() if "specialist-1" in ln)
+        assert shown in row
 
 
 def test_vllms_flat_error_inside_the_event_stream_is_a_backend_error():
