@@ -215,7 +215,7 @@ class CouncilContext:
     """Most chunks retrieval injects; default: the profile's."""
     max_latency_ms: Annotated[float | None, Field(gt=0)] = None
     """A latency target that makes `auto` choose a cheaper profile."""
-    # -- evidence (issue 29) --
+    # -- evidence --
     evidence: Evidence = "auto"
     """How the specialists read the chunks (`collective.kb.evidence`): all the same ones
     (`shared`), a shared head plus a slice each (`split`), or split when they do not fit one

@@ -33,7 +33,7 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
     member = task["member"]
     backend = resolve_backend(ctx.member_backend(task["index"]))
     chunks = scored_chunks(chunks_from_state(task["chunks"]), ctx.hidden_tags)
-    # -- evidence (issue 29): shared, or a shared head plus this member's own slice --
+    # -- evidence: shared, or a shared head plus this member's own slice --
     kb = MemberEvidence(chunks, ctx.k, task["index"], ctx.evidence)
     # -- end evidence --
     progress = NodeProgress(member, backend.model)

@@ -51,7 +51,7 @@ def compose(sections: Mapping[str, str]) -> list[ChatMessage]:
     user = []
     if sections.get("conversation_summary"):
         user.append(f"## Conversation so far\n{sections['conversation_summary']}")
-    # -- evidence (issue 29): the member's own slice after the shared prefix --
+    # -- evidence: the member's own slice after the shared prefix --
     kb, mark, own = (sections.get("kb_chunks") or "").partition(SLICE)
     task = sections["task"]
     if mark:
