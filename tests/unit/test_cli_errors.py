@@ -134,3 +134,13 @@ def test_help_does_not_import_the_heavy_parts():
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
     ).stdout
     assert "HEAVY []" in out
+
+
+def test_a_council_mode_refuses_an_option_that_says_otherwise():
+    """`--mode council-review` is the council with `--review`: `--no-review` contradicts it."""
+
+    code, _, err = run(["ask", "Which filament?", "--mode", "council-review", "--no-review"])
+    assert code == 2
+    assert "--mode council-review sets review True; leave out --review" in one_error_line(err)
+    code, _, err = run(["ask", "Which filament?", "--mode", "nonsense"])
+    assert code == 2 and "council-split" in err  # every mode, from the one declaration
