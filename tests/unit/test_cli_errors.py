@@ -138,7 +138,6 @@ def test_help_does_not_import_the_heavy_parts():
 
 def test_a_council_mode_refuses_an_option_that_says_otherwise():
     """`--mode council-review` is the council with `--review`: `--no-review` contradicts it."""
-
     code, _, err = run(["ask", "Which filament?", "--mode", "council-review", "--no-review"])
     assert code == 2
     assert "--mode council-review sets review True; leave out --review" in one_error_line(err)
