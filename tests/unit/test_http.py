@@ -135,3 +135,21 @@ async def test_no_server_is_one_clear_error_naming_the_url_and_the_fix():
 
 def _never(status: int, data: object) -> Exception:
     raise AssertionError(f"unexpected HTTP {status}: {data}")
+
+
+async def test_a_connection_closed_without_a_response_is_retried_once_on_a_fresh_one(serve):
+    """A keep-alive connection the server closes as the request goes out: nothing was done."""
+    server = await _started(serve(lambda m, p, n: b"" if n == 0 else _response(200, b"{}")))
+    http = _http(server.url)
+    assert await http.request("POST", "/tokenize", {}) == (200, {})
+    assert server.seen == ["POST /tokenize", "POST /tokenize"]
+    events = b"data: {}\n\n"
+    stream = await _started(
+        serve(lambda m, p, n: b"" if n == 0 else _response(200, events, "text/event-stream"))
+    )
+    http = _http(stream.url)
+    assert [d async for _, d in http.stream("/v1/chat/completions", {}, refuse=_never)] == ["{}"]
+    assert len(stream.seen) == 2
+    closing = await _started(serve(lambda m, p, n: b""))  # twice: the server is going away
+    with pytest.raises(BackendUnavailable, match="may have stopped or restarted"):
+        await _http(closing.url).request("GET", "/health")
