@@ -34,8 +34,11 @@ from collective.graph.builder import build_answer_graph
 from collective.graph.context import CouncilContext, open_knowledge
 from collective.graph.state import Proposal
 from collective.kb.evidence import council_evidence
-from collective.kb.support import cited_claims, support_share
+from collective.kb.citations import split_citations
+from collective.kb.support import check_claims, shown_chunks, support_share
 from collective.models.refs import resolve_backend
+from collective.prompts import specialist
+from collective.prompts.judge import clean
 
 __all__ = ["MODES", "Mode", "ModeResult", "run_mode"]
 
@@ -117,11 +120,12 @@ async def run_mode(question: str, mode: Mode, ctx: CouncilContext) -> ModeResult
         texts.append(answer)
     else:
         chosen = most_consistent(proposals)
-        answer, cited, unknown = chosen["text"], chosen["citations"], chosen["unknown_citations"]
         store = open_knowledge(settings)
         seen_by = (chosen.get("evidence") or {}).get("seen", [])
-        shown = {i: c for i in seen_by if (c := store.get(i)) is not None}
-        support = support_share(cited_claims(answer, shown))
+        supplied = {i: c for i in seen_by if (c := store.get(i)) is not None}
+        answer = clean(chosen["text"], [specialist.ANSWER])
+        cited, unknown = split_citations(answer, list(supplied))
+        support = support_share(check_claims(answer, shown_chunks(supplied)))
         evidence = council_evidence(settings.evidence, proposals)
     sources = {c["id"]: c.get("source", "") for c in out["retrieval"]["chunks"]}
     counter = await resolve_backend(ctx.judges[0]).token_counter()

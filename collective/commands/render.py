@@ -19,11 +19,13 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 __all__ = [
+    "CLAIM_MARKS",
     "ProgressView",
     "short_model",
     "short_server",
     "budget_table",
     "format_ms",
+    "marked_lines",
     "render_result",
     "section_summary",
     "timings_line",
@@ -302,6 +304,26 @@ def timings_line(timings: Mapping[str, float]) -> str:
     return " · ".join(parts)
 
 
+CLAIM_MARKS = {"supported": "✓", "retagged": "↻", "fixed": "✎", "uncited": "?"}
+CLAIM_LEGEND = "✓ supported by its chunk  ↻ retagged to the chunk that states it  ✎ fixed  ? uncited"
+
+
+def marked_lines(answer: str, claims: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The verdict's lines, each marked by the check of the claims it holds (blank: none)."""
+    from collective.kb.support import plain
+
+    out = []
+    for line in answer.splitlines():
+        said = plain(line)
+        marks = [
+            CLAIM_MARKS[c["status"]]
+            for c in claims
+            if c["status"] in CLAIM_MARKS and c["text"] and c["text"] in said
+        ]
+        out.append(f"{''.join(dict.fromkeys(marks)) or ' ':<2} {line}")
+    return out
+
+
 def _citation_lines(citations: Iterable[Mapping[str, str]]) -> list[str]:
     return [f"[KB#{c['id']}] {c.get('source', '')}" for c in citations]
 
@@ -312,10 +334,21 @@ def render_result(
     """The verdict with its citations, then (unless quiet) budgets, retrieval and timings."""
     from rich.markdown import Markdown
     from rich.panel import Panel
+    from rich.text import Text
 
     answer = str(result.get("answer") or "").strip()
+    claims = list(result.get("claims") or [])
     body: RenderableType = Markdown(answer) if answer else "[red](the judge gave no answer)[/red]"
+    if answer and claims:
+        body = Text("\n".join(marked_lines(answer, claims)))
     console.print(Panel(body, title="verdict", title_align="left"))
+    if claims:
+        console.print(f"[dim]{CLAIM_LEGEND}[/dim]", highlight=False)
+    for claim in claims:
+        if claim["status"] == "dropped":
+            console.print(
+                f"[yellow]dropped:[/yellow] {claim['text']!r} ({claim['reason']})", highlight=False
+            )
     citations = list(result.get("citations") or [])
     if citations:
         console.print("[bold]citations[/bold]")

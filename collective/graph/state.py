@@ -85,11 +85,15 @@ class CouncilOutput(TypedDict, total=False):
     """How the members read the chunks: `requested`, `applied` (shared or split), `reason`, and
     per member the chunks it saw."""
     citation_support: float | None
-    """Share of the verdict's cited claims whose cited chunks state their numbers and names
-    (None when it cites nothing)."""
+    """Share of the verdict's claims (uncited ones included) that a chunk they cite supports
+    (None when it makes no claim)."""
+    claims: list[dict[str, Any]]
+    """The verdict's claims: `text`, `cited` ids, `status` (`supported`, `retagged`, `fixed`,
+    `dropped`, `uncited`) and the `reason` (`collective.kb.support`)."""
     claim_check: dict[str, Any]
-    """The check of the verdict's cited claims: `claims`, the draft's support share
-    (`draft_support`), whether the judge `revised` it, the claims `dropped`."""
+    """The check of the verdict's claims: `claims`, the draft's support share
+    (`draft_support`), whether the judge's fix was used (`revised`), the claims `dropped`, how
+    many were `retagged`, and whose answer was `selected`."""
     notes: list[str]
 
 

@@ -104,7 +104,7 @@ def split(
     else:
         reason = "split (requested)"
     kept = set(shared.kept)
-    first = [c for c in ranked if c.key in kept]  # what shared mode shows every member
+    first = [c for c in ranked if c.key in kept]  # what shared mode shows this member
     head: list[Scored] = []
     room = int(limit * HEAD_SHARE)
     costs = counter.count_many(counter.within_reach([c.text for c in first], limit))
@@ -114,8 +114,12 @@ def split(
         head.append(piece)
         room -= cost
     heads = {c.key for c in head}
-    rest = [c for c in first if c.key not in heads] + [c for c in ranked if c.key not in kept]
-    own = rest[index % k :: k] if k > 0 else rest
+    # A chunk is dealt by its rank among all the candidates, the same for every member whatever
+    # its window (members on other backends fit heads of other sizes): each chunk has one owner,
+    # who sees it in its head or its slice, so none is lost between members.
+    k = max(k, 1)
+    mine = [c for n, c in enumerate(ranked) if c.key not in heads and n % k == index % k]
+    own = [c for c in mine if c.key in kept] + [c for c in mine if c.key not in kept]
     offered = [*head, *own]
     # Ranked by position: the fitting keeps this order (head first, then the shared mode's
     # chunks of the slice), whatever the chunks' own scores.
@@ -147,6 +151,8 @@ class MemberEvidence:
     def __init__(self, chunks: Sequence[Scored], k: int, index: int, requested: Evidence) -> None:
         self.chunks, self.k, self.index, self.requested = list(chunks), k, index, requested
         self.part: EvidencePart | None = None
+        self.kept: tuple[str, ...] = ()
+        """The chunks the last fit kept: what the member's prompt showed."""
 
     def section(self, name: str = "kb_chunks") -> SectionContent:
         """The section content: fits the member's part, with the split in the report's note."""
@@ -161,8 +167,11 @@ class MemberEvidence:
             if self.part.mode == "split":
                 self.part = split(counter, self.chunks, max(0, limit - mark), *args)
         if self.part.mode == "shared":
-            return select_chunks(counter, self.part.offered, limit)
+            fitted = select_chunks(counter, self.part.offered, limit)
+            self.kept = fitted.kept
+            return fitted
         fitted = select_chunks(counter, self.part.offered, max(0, limit - mark))
+        self.kept = fitted.kept
         note = (
             f"split evidence, member {self.index + 1}/{self.k}: shared head "
             f"{len(self.part.head)} + own slice {len(self.part.own)} of {len(self.chunks)}"

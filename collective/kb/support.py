@@ -1,76 +1,294 @@
-"""Faithful citations: does the chunk a claim cites state the claim's numbers and names?
+"""Claims checked for what they mean: does a chunk the model was shown state this sentence?
 
-A *cited claim* is a sentence of an answer that cites at least one supplied chunk. It is
-*supported* when every number in it appears in one of the chunks it cites (text, heading or
-source) and, if it has name-like words (an acronym such as `PETG`, letters and digits mixed
-such as `PA6`, `C360`, `6061-T6`), at least one of them does (a claim may name another entity
-in passing: "unlike PLA"). This is a deterministic check, honest for what it checks: a claim
-that says 240-260 °C where its chunk says 230-250 °C, or names only PA6 where the chunk is about
-polypropylene, fails it; a claim whose words merely paraphrase its chunk passes it, and a
-misnamed entity written in plain lower case (`nylon`) is not caught.
+A *claim* is a sentence of an answer that states a number or names an entity, cited or not.
+Each is checked against the text of its cited chunks *as the model was shown them* (a trimmed
+chunk only by what was kept), and against every other chunk shown:
+
+- **Quantities** are read with their units (`collective.kb.quantities`) and compared by value
+  after conversion. Each must be stated by one sentence of the chunk, and bound there to the
+  same thing: a word next to it in the claim (`bed`, `dry`) that the chunk ties to another of its
+  quantities (`the bed at 95-110 °C`, `dry at 45-50 °C`) means the number was taken from
+  elsewhere.
+- **Entities** (names such as `PETG`, `PA6`, `6061-T6`, and the things the chunks' headings are
+  about: `polypropylene`, `316 stainless steel`) must be stated by the chunk, and be what the
+  sentence that supports the claim is about: `ASA softens near 60 °C` is not supported by `PLA
+  softens near 60 °C ... unlike ASA`. A name after `unlike`, `than`, `compared with` is named in
+  passing and need not be.
+- **Words**: at least half of the claim's content words are the chunk's (light stemming), so a
+  paragraph about nylon under an ABS tag does not pass because it names ABS.
+- **Negation** that differs between the claim and its supporting sentence cannot be settled by
+  numbers and names: it goes to `entail`, the judge's own model asked whether the passage
+  supports the claim (yes/no log-odds, `collective.kb.entailment`); without one it fails.
+
+A cited claim its chunk does not support but another shown chunk does is *retagged* to that
+chunk; an uncited claim a shown chunk supports gets its tag; what nothing supports is
+*dropped* (an uncited sentence that states no number stays, marked `uncited`).
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
-from collective.kb.citations import normalise, split_citations
+from collective.kb.citations import format_chunk, normalise, split_citations, tag
+from collective.kb.quantities import Quantity, quantities, same_quantity
 from collective.kb.store import Chunk
 
-__all__ = ["Claim", "cited_claims", "drop_claims", "support_share"]
+__all__ = [
+    "Claim",
+    "Entail",
+    "Shown",
+    "Status",
+    "answer_entities",
+    "check_claims",
+    "mark_fixed",
+    "plain",
+    "revise",
+    "shown_chunks",
+    "support_share",
+]
 
-_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?!\w)")
-_NAME = re.compile(r"(?<![\w-])(?=[\w-]*[A-Z][\w-]*[A-Z0-9])(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]*")
+Status = Literal["supported", "retagged", "fixed", "dropped", "uncited"]
+
+Entail = Callable[[Sequence[tuple[str, str]]], Sequence[float]]
+"""Scores `(claim, passage)` pairs: log-odds that the passage supports the claim."""
+
 _TAGS = re.compile(r"\[[^\]]*\]")
 _BARE_TAG = re.compile(r"(?<![A-Za-z0-9])KB\s*#\s*\S+", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[^\s\[])")
-_NOT_NAMES = frozenset({"KB", "I", "A"})
+_NAME = re.compile(r"(?<![\w-])(?=[\w-]*[A-Z][\w-]*[A-Z0-9])(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]*")
+_NOT_NAMES = frozenset({"KB", "I", "A", "OK"})
+_WORDS = re.compile(r"[a-z][a-z'’]*")
+_CLAUSE = re.compile(r"[,;:()–—]|\s-\s|\bwhile\b|\bwhereas\b|\bbut\b")
+_CONTRAST = re.compile(
+    r"\b(?:unlike|than|compared (?:with|to)|instead of|rather than|versus|vs\.?|over|"
+    r"similar to|like|except|beside|besides|not|nor)\s+(?:\w+\s+){0,2}$",
+    re.IGNORECASE,
+)
+_NEGATIONS = frozenset(
+    "not no never none cannot without neither nor nothing n't don't doesn't didn't isn't aren't "
+    "wasn't weren't won't can't shouldn't couldn't mustn't".split()
+)
+_STOP = frozenset(
+    """a about above after again against all also am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers him his how i if in into is it its itself just
+    me more most my no nor not now of off on once only or other our out over own same she should
+    so some such than that the their them then there these they this those through to too under
+    until up very was we were what when where which while who whom why will with would you your
+    yes one two three use used uses using usual usually good better best choose choice chosen
+    option options pick recommend recommended suitable suit suits answer question part parts
+    thing things well make makes made need needs needed may might must often typical typically
+    around near roughly approximately like unlike instead whereas however therefore so thus
+    because since per many much less more get gets getting give gives window wide range span
+    difference""".split()
+)
+_MIN_WORD_SHARE = 0.5
+"""Of a claim's content words, the share its chunk must hold."""
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A chunk as a model's prompt showed it."""
+
+    id: str
+    heading: str
+    text: str
+    """The body as shown: a trimmed chunk only by what was kept."""
+
+    @property
+    def whole(self) -> str:
+        """Heading and body, as one text."""
+        return f"{self.heading}: {self.text}" if self.heading else self.text
 
 
 @dataclass(frozen=True)
 class Claim:
-    """One cited claim of an answer."""
+    """One claim of an answer and what the check made of it."""
 
     text: str
-    """The sentence as written (tags included)."""
+    """The sentence as it stands (tags included)."""
     cited: tuple[str, ...]
-    """The supplied chunks it cites."""
-    missing: tuple[str, ...]
-    """Numbers and names it states that none of its cited chunks states."""
+    """The shown chunks it cites (after a retag, the chunk it now cites)."""
+    status: Status
+    reason: str
+    missing: tuple[str, ...] = ()
+    """What it states that its cited chunks do not (numbers, names, words)."""
+    written: str = ""
+    """The sentence as the model wrote it, where the check changed it (a retag)."""
 
     @property
     def supported(self) -> bool:
-        """Whether its cited chunks state everything it checks."""
-        return not self.missing
+        """Whether a chunk it cites states it."""
+        return self.status in ("supported", "retagged", "fixed")
+
+    def to_dict(self) -> dict[str, object]:
+        """The claim as `--json`'s `claims` lists it."""
+        return {
+            "text": plain(self.text),
+            "cited": list(self.cited),
+            "status": self.status,
+            "reason": self.reason,
+        }
 
 
-def _value(number: str) -> float:
-    return float(number.replace(",", ""))
+def plain(text: str) -> str:
+    """`text` without its citation tags."""
+    return re.sub(r"\s{2,}", " ", _BARE_TAG.sub(" ", _TAGS.sub(" ", normalise(text)))).strip()
 
 
-def _facts(text: str) -> tuple[list[str], list[str]]:
-    """The numbers and the name-like words of `text`, tags left out."""
-    text = _BARE_TAG.sub(" ", _TAGS.sub(" ", normalise(text)))
-    numbers = _NUMBER.findall(text)
-    names = [n for n in _NAME.findall(text) if n not in _NOT_NAMES and not n.isdigit()]
-    return numbers, names
+def shown_chunks(
+    supplied: Mapping[str, Chunk], sections: Iterable[str] = (), ids: Iterable[str] = ()
+) -> dict[str, Shown]:
+    """Each chunk of `ids` as the fitted `sections` texts showed it (whole where not found).
+
+    A chunk is shown as `[KB#id] [Score: 0.85] heading: body` (`format_chunk`); its shown body
+    ends where the next shown chunk begins, or at a trim marker.
+    """
+    texts = list(sections)
+    out: dict[str, Shown] = {}
+    for i in dict.fromkeys(ids or supplied):
+        chunk = supplied.get(i)
+        if chunk is None:
+            continue
+        whole = format_chunk(chunk)
+        body = whole[len(tag(i)) :]
+        shown = body
+        for text in texts:
+            at = text.find(tag(i))
+            if at < 0:
+                continue
+            rest = text[at + len(tag(i)) :]
+            end = re.search(r"\n\n(?=\[KB#)|\[… \d+\+? tokens trimmed …\]|\n\n## ", rest)
+            shown = rest[: end.start()] if end else rest
+            break
+        shown = re.sub(r"^\s*\[Score: [0-9.]+\]\s*", "", shown)
+        heading = normalise(chunk.heading)
+        if heading and shown.startswith(f"{heading}: "):
+            shown = shown[len(heading) + 2 :]
+        out[i] = Shown(i, chunk.heading, shown.strip())
+    return out
 
 
-def _named(name: str, lowered: str) -> bool:
-    """`name` appears in `lowered` as a whole word: `PETG` is not named by `PETG-CF`."""
-    return re.search(rf"(?<![\w-]){re.escape(name.lower())}(?![\w-])", lowered) is not None
+# -- reading ------------------------------------------------------------------------------
 
 
-def _stated(name: str, lowered: str) -> bool:
-    """`name` (or each name-like part of `PETG-like`, `6061-T6`) appears in `lowered`."""
-    if _named(name, lowered):
-        return True
-    parts = [p for p in name.split("-") if _NAME.fullmatch(p) and p not in _NOT_NAMES]
-    return (
-        bool(parts) and len(parts) < len(name.split("-")) and all(_named(p, lowered) for p in parts)
+@functools.lru_cache(maxsize=16384)
+def _stem(word: str) -> str:
+    return str(_stemmer().stemWord(word.lower().replace("’", "'")))
+
+
+@functools.cache
+def _stemmer():  # type: ignore[no-untyped-def]
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
+
+
+def _key(phrase: str) -> str:
+    return re.sub(r"[^0-9a-z]", "", phrase.lower())
+
+
+@dataclass
+class _Vocabulary:
+    """The entities the chunks are about, by key (`petg`, `pa6nylon`, `nylon`)."""
+
+    keys: set[str] = field(default_factory=set)
+    longest: int = 1
+
+    def add(self, phrase: str) -> None:
+        words = phrase.split()
+        if not words or len(words) > 4:
+            return
+        self.keys.add(_key(" ".join(words)))
+        self.longest = max(self.longest, len(words))
+        head = words[-1]
+        if len(words) > 1 and re.fullmatch(r"[A-Za-z][a-z]+", head) and head.lower() not in _STOP:
+            self.keys.add(_key(head))  # `nylon` of `PA6 nylon`
+
+    def spans(self, text: str) -> list[tuple[str, int, int]]:
+        """The entities `text` names: (key, start, end), longest phrase first."""
+        tokens = list(re.finditer(r"\w[\w.-]*\w|\w", text))
+        out: list[tuple[str, int, int]] = []
+        i = 0
+        while i < len(tokens):
+            for n in range(min(self.longest, len(tokens) - i), 0, -1):
+                start, end = tokens[i].start(), tokens[i + n - 1].end()
+                key = _key(text[start:end])
+                if key and not key.isdigit() and key in self.keys:
+                    out.append((key, start, end))
+                    i += n
+                    break
+            else:
+                i += 1
+        return out
+
+
+def _vocabulary(headings: Iterable[str]) -> _Vocabulary:
+    """The entities named by the first part of `headings` (`ABS and ASA > Printing` names two)."""
+    vocab = _Vocabulary()
+    for heading in headings:
+        for phrase in re.split(r",|/|&|\band\b|\bor\b|\bvs\.?\b", heading.split(">")[0]):
+            vocab.add(phrase)
+    return vocab
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A text read for the check: its entities, quantities and content words."""
+
+    text: str
+    entities: tuple[tuple[str, int, int, bool], ...]
+    """(key, start, end, named in passing: after `unlike`, `than`, ...)."""
+    quantities: tuple[Quantity, ...]
+    words: tuple[tuple[str, int, int], ...]
+    """Content words (stemmed) with their spans: not entities, numbers or units."""
+
+    def named(self, *, in_passing: bool = True) -> set[str]:
+        return {k for k, _, _, passing in self.entities if in_passing or not passing}
+
+    @property
+    def stems(self) -> set[str]:
+        return {w for w, _, _ in self.words}
+
+    @property
+    def negated(self) -> bool:
+        return _negated(self.text)
+
+
+def _blank(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    chars = list(text)
+    for start, end in spans:
+        chars[start:end] = " " * (end - start)
+    return "".join(chars)
+
+
+def _read(text: str, vocab: _Vocabulary) -> _Read:
+    text = plain(text)
+    phrases = vocab.spans(text)
+    found = quantities(_blank(text, [(a, b) for _, a, b in phrases]))
+    rest = _blank(text, [(a, b) for _, a, b in phrases] + [(q.start, q.end) for q in found])
+    names = list(phrases)
+    for m in _NAME.finditer(rest):
+        if m.group(0) not in _NOT_NAMES and not m.group(0).isdigit():
+            names.append((_key(m.group(0)), m.start(), m.end()))
+    names.sort(key=lambda n: n[1])
+    entities = tuple((k, a, b, bool(_CONTRAST.search(text[:a]))) for k, a, b in names)
+    rest = _blank(rest, [(a, b) for _, a, b in names])
+    words = tuple(
+        (_stem(m.group(0)), m.start(), m.end())
+        for m in _WORDS.finditer(rest.lower())
+        if len(m.group(0)) >= 3 and m.group(0) not in _STOP and m.group(0) not in _NEGATIONS
     )
+    return _Read(text, entities, found, words)
+
+
+def _negated(text: str) -> bool:
+    words = set(re.findall(r"[a-z']+", text.lower().replace("’", "'")))
+    return bool(words & _NEGATIONS) or any(w.endswith("n't") for w in words)
 
 
 def _sentences(text: str) -> list[str]:
@@ -84,38 +302,275 @@ def _sentences(text: str) -> list[str]:
     return out
 
 
-def cited_claims(text: str, supplied: Mapping[str, Chunk]) -> list[Claim]:
-    """The sentences of `text` that cite supplied chunks, each checked against its chunks."""
-    claims = []
-    for sentence in _sentences(text):
-        cited, _ = split_citations(sentence, supplied)
-        if not cited:
+def _clauses(text: str) -> list[tuple[int, int]]:
+    cuts = list(_CLAUSE.finditer(text))
+    starts = [0, *(m.end() for m in cuts)]
+    ends = [m.start() for m in cuts] + [len(text)]
+    return list(zip(starts, ends, strict=True))
+
+
+def _clause_of(text: str, at: int) -> tuple[int, int]:
+    return next(((a, b) for a, b in _clauses(text) if a <= at < b), (0, len(text)))
+
+
+# -- one claim against one chunk -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Finding:
+    verdict: Literal["yes", "no", "unsure"]
+    missing: tuple[str, ...] = ()
+    why: str = ""
+    share: float = 0.0
+    """The share of the claim's content words the chunk holds."""
+
+
+_TIE_CHARS = 40
+"""How far from a quantity (characters) a word of its clause is tied to it."""
+
+
+def _distance(q: Quantity, start: int, end: int) -> int:
+    # A word before a quantity belongs to it a little more than one after ("melts over 600 °C").
+    return max(0, q.start - end, start - q.end + 4)
+
+
+def _ties(read: _Read) -> list[tuple[str, Quantity]]:
+    """Each content word of `read` with the quantity it belongs to: the nearest in its clause,
+    within `_TIE_CHARS`."""
+    out = []
+    for word, start, end in read.words:
+        a, b = _clause_of(read.text, start)
+        near = [q for q in read.quantities if a <= q.start < b]
+        if near:
+            q = min(near, key=lambda q: _distance(q, start, end))
+            if _distance(q, start, end) <= _TIE_CHARS:
+                out.append((word, q))
+    return out
+
+
+def _judge(claim: _Read, chunk: Shown, sentences: Sequence[_Read], heading: _Read) -> _Finding:
+    """What `chunk` (read as `sentences`) says of `claim`: quantities, entities, words, negation."""
+    missing: list[str] = []
+    ties = [t for s in sentences for t in _ties(s)]
+
+    # Quantities: each stated by a sentence, tied there to what the claim ties it to.
+    anchors: set[int] = set()
+    claim_ties = _ties(claim)
+    for q in claim.quantities:
+        near = {w for w, t in claim_ties if t == q}
+        found = False
+        for n, sentence in enumerate(sentences):
+            for stated in sentence.quantities:
+                if not same_quantity(q, stated):
+                    continue
+                # a word the claim ties to q that the chunk ties only to other quantities of
+                # its kind
+                kind = [(word, t) for word, t in ties if t.unit == stated.unit]
+                elsewhere = any(
+                    any(w == word and not same_quantity(q, t) for word, t in kind)
+                    and not any(w == word and same_quantity(q, t) for word, t in kind)
+                    for w in near
+                )
+                if not elsewhere:
+                    anchors.add(n)
+                    found = True
+        if not found:
+            missing.append(claim.text[q.start : q.end])
+
+    # Words: the claim's content words the chunk holds.
+    words = [w for w, _, _ in claim.words]
+    held = heading.stems.union(*(s.stems for s in sentences))
+    share = sum(w in held for w in words) / len(words) if words else 1.0
+    numbers_hold = bool(claim.quantities) and not missing
+    if share < _MIN_WORD_SHARE and not numbers_hold:
+        absent = [w for w in dict.fromkeys(words) if w not in held]
+        missing.append("words: " + ", ".join(absent[:6]))
+    if not anchors and words:
+        overlap = [len(set(words) & s.stems) for s in sentences]
+        if max(overlap, default=0) > 0:
+            anchors = {n for n, v in enumerate(overlap) if v == max(overlap)}
+
+    # Entities: stated by the chunk, and what its supporting sentence is about.
+    stated = heading.named().union(*(s.named() for s in sentences))
+    in_body = set().union(*(s.named() for s in sentences))
+    required = claim.named(in_passing=False)
+    missing += [k for k in sorted(required) if k not in stated]
+    missing += [k for k in sorted(claim.named() - required) if k not in in_body]
+    parts = chunk.heading.split(">")
+    subject = (
+        heading_part(parts[-1], heading) or heading_part(parts[0], heading)
+        or (sentences[0].named(in_passing=False) if sentences else set())
+    )  # fmt: skip
+    about = set().union(*(sentences[n].named(in_passing=False) for n in anchors))
+    if words or claim.quantities:  # a claim that only names things: "Use ABS or ASA."
+        for key in sorted(required - set(missing)):
+            if about and key not in about:
+                missing.append(f"{key} (the chunk says it of {', '.join(sorted(about))})")
+            elif not about and key not in subject:
+                missing.append(f"{key} (the chunk names it only in passing)")
+    if missing:
+        return _Finding("no", tuple(dict.fromkeys(missing)), share=share)
+
+    if share < _MIN_WORD_SHARE:  # its numbers hold, but the words are not the chunk's
+        return _Finding("unsure", why="its numbers are the chunk's, its words are not", share=share)
+
+    # Negation: each clause of the claim against the chunk's clauses most like it.
+    theirs = [
+        ({w for w, start, _ in s.words if a <= start < b}, _negated(s.text[a:b]))
+        for s in sentences
+        for a, b in _clauses(s.text)
+    ]
+    for a, b in _clauses(claim.text):
+        clause = {w for w, start, _ in claim.words if a <= start < b}
+        overlap = [len(clause & words) for words, _ in theirs]
+        if not clause or max(overlap, default=0) == 0:
             continue
-        sources = " ".join(
-            f"{supplied[i].heading} {supplied[i].text} {supplied[i].source}" for i in cited
+        alike = {neg for (_, neg), n in zip(theirs, overlap, strict=True) if n == max(overlap)}
+        if _negated(claim.text[a:b]) not in alike:
+            return _Finding("unsure", why="negation differs from the chunk's", share=share)
+    return _Finding("yes", share=share)
+
+
+def heading_part(part: str, heading: _Read) -> set[str]:
+    """The entities `heading` names within its `part` (a segment of the heading path)."""
+    at = heading.text.find(part.strip())
+    if at < 0:
+        return set()
+    end = at + len(part.strip())
+    return {k for k, a, _, _ in heading.entities if at <= a < end}
+
+
+# -- an answer -------------------------------------------------------------------------------
+
+
+def _retagged(sentence: str, ids: Sequence[str]) -> str:
+    body = re.sub(r"\s{2,}", " ", _BARE_TAG.sub(" ", _TAGS.sub(" ", sentence))).rstrip()
+    end = re.search(r"[.!?]$", body)
+    tags = " ".join(tag(i) for i in ids)
+    return f"{body[:-1].rstrip()} {tags}{end.group(0)}" if end else f"{body} {tags}"
+
+
+def check_claims(
+    answer: str,
+    shown: Mapping[str, Shown],
+    entail: Entail | None = None,
+    names: Iterable[str] = (),
+) -> list[Claim]:
+    """The claims of `answer`, each checked against the chunks `shown` (see the module doc).
+
+    Args:
+        answer: The answer (its tags resolve only to `shown` chunks).
+        shown: The chunks the model was shown, as it was shown them.
+        entail: The judge's model asked whether a passage supports a claim; None settles what
+            numbers and names cannot as unsupported.
+        names: Headings of more chunks (the KB's, retrieval's candidates): the entities they
+            are about are entities in a claim too, though no shown chunk is about them.
+    """
+    vocab = _vocabulary([*(c.heading for c in shown.values()), *names])
+    chunks = {
+        i: (
+            [_read(s, vocab) for s in re.split(r"(?<=[.!?;])\s+", plain(c.text)) if s.strip()]
+            or [_read(c.text, vocab)],
+            _read(c.heading, vocab),
         )
-        stated = {_value(n) for n in _NUMBER.findall(sources)}
-        lowered = sources.lower()
-        numbers, names = _facts(sentence)
-        missing = [n for n in numbers if _value(n) not in stated]
-        # A claim may name another entity in passing ("unlike PLA"); it must name the one its
-        # chunk is about: at least one of its names is stated there.
-        if names and not any(_stated(n, lowered) for n in names):
-            missing += names
-        claims.append(Claim(sentence, tuple(cited), tuple(dict.fromkeys(missing))))
+        for i, c in shown.items()
+    }
+    pending: list[tuple[str, tuple[str, ...], dict[str, _Finding]]] = []
+    for sentence in _sentences(answer):
+        cited, _ = split_citations(sentence, list(shown))
+        read = _read(sentence, vocab)
+        if not cited and not (read.quantities or read.entities):
+            continue
+        findings = {i: _judge(read, shown[i], *chunks[i]) for i in shown}
+        pending.append((sentence, tuple(cited), findings))
+    unsure = [
+        (s, i) for s, _, findings in pending for i, f in findings.items() if f.verdict == "unsure"
+    ]
+    settled: dict[tuple[str, str], bool] = {}
+    if unsure and entail is not None:
+        scores = entail([(plain(s), shown[i].whole) for s, i in unsure])
+        settled = {pair: score > 0 for pair, score in zip(unsure, scores, strict=True)}
+    claims = []
+    for sentence, cited, findings in pending:
+
+        def holds(i: str, sentence: str = sentence, findings: dict = findings) -> bool:
+            return findings[i].verdict == "yes" or settled.get((sentence, i), False)
+
+        supporting = sorted((i for i in shown if holds(i)), key=lambda i: -findings[i].share)
+        if cited and any(holds(i) for i in cited):
+            claims.append(Claim(sentence, cited, "supported", _says(cited, findings, holds)))
+        elif supporting:
+            new = supporting[0]
+            was = f"cited {', '.join(cited)}, which does not state it" if cited else "was uncited"
+            claims.append(
+                Claim(
+                    _retagged(sentence, [new]),
+                    (new,),
+                    "retagged",
+                    f"{was}; {new} states it",
+                    _missing(cited, findings),
+                    written=sentence,
+                )
+            )
+        elif cited or quantities(plain(sentence)):
+            why = _missing(cited, findings) if cited else ("no shown chunk states its numbers",)
+            unsure_why = {findings[i].why for i in cited if findings[i].verdict == "unsure"}
+            reason = "; ".join([*why, *sorted(unsure_why)]) or "no shown chunk supports it"
+            if unsure_why and entail is None:
+                reason += " (no entailment check for this judge: kept out)"
+            claims.append(Claim(sentence, cited, "dropped", reason, tuple(why)))
+        else:
+            claims.append(Claim(sentence, (), "uncited", "names an entity; no chunk cited"))
     return claims
 
 
-def support_share(claims: Sequence[Claim]) -> float | None:
-    """The share of `claims` that are supported; None when there are none."""
-    return sum(c.supported for c in claims) / len(claims) if claims else None
+def _says(cited: Sequence[str], findings: Mapping[str, _Finding], holds: Callable[[str], bool]) -> str:
+    ids = [i for i in cited if holds(i)]
+    how = "by entailment" if any(findings[i].verdict == "unsure" for i in ids) else ""
+    return f"{', '.join(ids)} states it" + (f" ({how})" if how else "")
 
 
-def drop_claims(text: str, claims: Sequence[Claim]) -> str:
-    """`text` without the sentences of `claims`; unchanged if nothing else would remain."""
-    kept = text
+def _missing(cited: Sequence[str], findings: Mapping[str, _Finding]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(m for i in cited for m in findings[i].missing))
+
+
+def answer_entities(
+    sentence: str, shown: Mapping[str, Shown], names: Iterable[str] = ()
+) -> dict[str, str]:
+    """The entities `sentence` names, not in passing: what it answers (key: as written)."""
+    read = _read(sentence, _vocabulary([*(c.heading for c in shown.values()), *names]))
+    return {k: read.text[a:b] for k, a, b, passing in read.entities if not passing}
+
+
+def revise(answer: str, claims: Sequence[Claim]) -> str:
+    """`answer` with retagged claims retagged and dropped claims left out."""
+    text = answer
     for claim in claims:
-        kept = kept.replace(claim.text, "", 1)
-    lines = [re.sub(r"\s{2,}", " ", line).rstrip() for line in kept.splitlines()]
-    lines = [line for line in lines if line.strip(" -*•")]
-    return "\n".join(lines) if lines else text
+        if claim.status == "retagged" and claim.written:
+            text = text.replace(claim.written, claim.text, 1)
+        elif claim.status == "dropped":
+            text = text.replace(claim.text, "", 1)
+    lines = [re.sub(r"[ \t]{2,}", " ", line).rstrip() for line in text.splitlines()]
+    return "\n".join(line for line in lines if line.strip(" -*•"))
+
+
+def support_share(claims: Sequence[Claim]) -> float | None:
+    """The share of the claims that stand (all but dropped) that their chunks support.
+
+    Uncited claims count, as not supported; None when no claim stands.
+    """
+    standing = [c for c in claims if c.status != "dropped"]
+    return sum(c.supported for c in standing) / len(standing) if standing else None
+
+
+def mark_fixed(claims: Sequence[Claim], before: Sequence[Claim]) -> list[Claim]:
+    """`claims` of a fixed answer, those that replace a failed claim of `before` as `fixed`."""
+    failed = [c for c in before if not c.supported]
+    if not failed:
+        return list(claims)
+    return [
+        replace(c, status="fixed", reason=f"rewritten after the check; {c.reason}")
+        if c.status == "supported" and all(c.text != b.text for b in before)
+        else c
+        for c in claims
+    ]

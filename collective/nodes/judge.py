@@ -1,11 +1,18 @@
-"""judge: weigh the proposals against the full KB view, verify with tools, rule, check citations."""
+"""judge: the council's verdict, written from the KB and the checked answers, then checked.
+
+The judge reads the council's shared root (rules, conversation, KB, question) and the members'
+answers as the claim check left them: which answer they agree on, and only their supported
+claims (`collective.kb.answers.digest`). It writes its own answer from the KB (with tool rounds
+where `judge_tools` is on). The draft is cleaned of echoes (`prompts.judge.clean`), and each of
+its claims is checked against the chunks as the judge was shown them (`collective.kb.support`);
+failed claims get one fix call, then are retagged or dropped. The verdict stands unless nothing
+of it is supported and a member's answer is (`collective.kb.answers.select`).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,21 +20,25 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from collective import agents
-from collective.budget.assembly import (
-    SectionContent,
-    chunks_section,
-    labelled_section,
-    text_section,
-)
+from collective.budget.assembly import SectionContent, chunks_section, text_section
 from collective.budget.counting import ChatMessage, TokenCounter
-from collective.budget.trimming import Fitted, Scored, share_fairly
+from collective.budget.trimming import Fitted, share_fairly
 from collective.errors import BackendError, BackendUnavailable, BudgetError, InvalidResponse
 from collective.graph.context import CouncilContext, open_knowledge
 from collective.graph.state import CouncilState, Proposal, answered, applied_profile
-from collective.kb.citations import check_citations, format_chunk, neutralise, shown_ids, tag
-from collective.kb.evidence import council_evidence, seen_counts
+from collective.kb.answers import Checked, check_answer, digest, select
+from collective.kb.citations import check_citations, neutralise, shown_ids
+from collective.kb.entailment import entailment_for
+from collective.kb.evidence import council_evidence
 from collective.kb.store import Chunk
-from collective.kb.support import Claim, cited_claims, drop_claims, support_share
+from collective.kb.support import (
+    Claim,
+    Shown,
+    check_claims,
+    mark_fixed,
+    shown_chunks,
+    support_share,
+)
 from collective.kb.tools import VerificationTools
 from collective.models.base import Backend, ToolCall
 from collective.models.refs import resolve_backend
@@ -38,34 +49,6 @@ from collective.prompts import judge as prompt
 from collective.telemetry import record_fallback, record_tool_call
 
 __all__ = ["judge"]
-
-
-def evidence(proposals: list[Proposal], chunks: Mapping[str, Chunk]) -> list[Scored]:
-    """The chunks the specialists cited, once each: those several members cite first.
-
-    Each says who cited it and, where members read different parts (split evidence), whether
-    it rests on one member's reading alone (only that member saw it).
-    """
-    counts = Counter(i for p in proposals for i in p["citations"] if i in chunks)
-    by_member: dict[str, list[str]] = {}
-    for p in proposals:
-        for i in p["citations"]:
-            by_member.setdefault(i, []).append(p["member"])
-    seen = seen_counts(proposals)
-    split = any((p.get("evidence") or {}).get("mode") == "split" for p in proposals)
-
-    def label(i: str) -> str:
-        members = by_member[i]
-        if len(members) > 1:
-            return f"(supported by {len(members)} members: {', '.join(members)})"
-        if split and seen[i] <= 1:
-            return f"(only {members[0]} saw this chunk: check the claim against it)"
-        return f"(cited by {members[0]} only)"
-
-    return [
-        Scored(i, f"{format_chunk(chunks[i])}\n{label(i)}", float(n), mark=tag(i))
-        for i, n in counts.most_common()
-    ]
 
 
 class ToolTranscript:
@@ -163,36 +146,37 @@ def run_tools(
 
 
 async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
-    """Synthesize the verdict and resolve its citations against the chunks supplied."""
+    """Write the verdict, check its claims, and resolve its citations against the chunks shown."""
     ctx = runtime.context
     members = answered(state.get("proposals", []))  # the quorum node checked their number
     aggregate = aggregate_rankings(state.get("rankings", []), members)
     retrieved = chunks_from_state(state.get("chunks", []))
     chunks = {c.id: c for c in retrieved}
-    retrieval_profile = applied_profile(state)
-    ranking = "\n".join(
-        f"Peer review: {row['member']} mean rank {row['mean_rank']:.2f} ({row['votes']} votes)"
-        for row in aggregate
-    )
-    contents = [
-        text_section("system", prompt.SYSTEM),
-        text_section("conversation_summary", state.get("conversation", ""), keep="end"),
-        text_section("task", prompt.task_text(state["question"], state.get("plan", ""), ranking)),
-        chunks_section("kb_chunks", scored_chunks(retrieved)),
-        labelled_section(
-            "proposals",
-            # a proposal's verified citations stay tags the verdict can carry forward
-            [(_proposal_label(p), neutralise(p["text"], p["citations"])) for p in members],
-        ),
-        chunks_section("evidence", evidence(members, chunks)),
-    ]
+    headings = [c.heading for c in retrieved]
+    checked = [_check_member(p, chunks, headings) for p in members]
+    answers = digest(checked)
+    if aggregate:
+        answers += "\n" + "\n".join(
+            f"Peer review: {row['member']} mean rank {row['mean_rank']:.2f} ({row['votes']} votes)"
+            for row in aggregate
+        )
+
+    def contents(verify: bool) -> list[SectionContent]:
+        return [
+            text_section("system", prompt.SYSTEM.format(k=ctx.k)),
+            text_section("conversation_summary", state.get("conversation", ""), keep="end"),
+            chunks_section("kb_chunks", scored_chunks(retrieved)),
+            text_section("task", prompt.task_text(state["question"], verify=verify)),
+            text_section("proposals", answers),
+        ]
+
     refs = ctx.judges
     failures: list[str] = []
     for n, ref in enumerate(refs, 1):
         backend = resolve_backend(ref)
         progress = NodeProgress(agents.JUDGE, backend.model)
         try:
-            out = await _rule(state, ctx, backend, contents, chunks, retrieval_profile, progress)
+            out = await _Ruling(state, ctx, backend, contents, chunks, headings, checked).rule()
         except (BackendError, BudgetError) as error:
             if len(refs) == 1:
                 raise
@@ -206,11 +190,240 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
                     "a working judge."
                 ) from error
             continue
+        out["timings"] = progress.done(out.pop("call"))
         out["ranking_aggregate"] = aggregate
         out["evidence"] = council_evidence(ctx.evidence, members)
         out["notes"] = [*state.get("notes", []), *failures, *out["notes"]]
         return out
     raise AssertionError("unreachable: refs is never empty")
+
+
+def _check_member(proposal: Proposal, chunks: Mapping[str, Chunk], headings: list[str]) -> Checked:
+    """A member's answer checked against the chunks its prompt showed (whole: as retrieved)."""
+    seen = (proposal.get("evidence") or {}).get("seen") or list(chunks)
+    shown = shown_chunks(chunks, ids=[i for i in seen if i in chunks])
+    return check_answer(proposal["member"], proposal["text"], shown, names=headings)
+
+
+@dataclass
+class _Draft:
+    """The judge's calls up to its draft verdict, and how the draft's prompt was made."""
+
+    call: ModelCall
+    """The last call: its answer is the draft verdict."""
+    transcript: ToolTranscript
+    contents: list[SectionContent]
+    compose: Callable[[Mapping[str, str]], list[ChatMessage]]
+    tools: list[dict[str, Any]] | None
+    """The tool schemas the draft's call offered."""
+    tool_log: list[dict[str, Any]]
+    budgets: list[dict[str, Any]]
+
+
+@dataclass
+class _Ruling:
+    """One judge backend's ruling: tool rounds, the draft, its check and fix, the selection."""
+
+    state: CouncilState
+    ctx: CouncilContext
+    backend: Backend
+    contents: Callable[[bool], list[SectionContent]]
+    chunks: Mapping[str, Chunk]
+    headings: list[str]
+    members: list[Checked]
+
+    async def rule(self) -> dict[str, Any]:
+        notes: list[str] = []
+        tools = None
+        if self.ctx.judge_tools and self.backend.supports_tools:
+            knowledge = await asyncio.to_thread(open_knowledge, self.ctx)
+            tools = VerificationTools(knowledge, applied_profile(self.state))
+        elif self.ctx.judge_tools:
+            notes.append(
+                f"the judge ran without tools: {self.backend.spec} has no native tool calling"
+            )
+        draft = await self._tool_rounds(tools, notes)
+        entail = await asyncio.to_thread(entailment_for, self.backend)
+        shown = self._shown(draft.call, draft.transcript, tools)
+        tool_output = [result for calls in draft.transcript.rounds for _, result in calls]
+        text = self._clean(draft.call.result.text, tool_output)
+        claims = await asyncio.to_thread(self._check, text, shown, entail)
+        check: dict[str, Any] = {"claims": len(claims), "draft_support": support_share(claims)}
+        call = draft.call
+        if any(c.status == "dropped" for c in claims):
+            fixed = await self._fix(draft, text, claims, shown, notes)
+            if fixed is not None:
+                fixed_call, fixed_text, fixed_shown = fixed
+                fixed_claims = mark_fixed(
+                    await asyncio.to_thread(self._check, fixed_text, fixed_shown, entail), claims
+                )
+                better = sum(c.supported for c in fixed_claims) >= sum(c.supported for c in claims)
+                if fixed_text and not prompt.echoes_check(fixed_text) and better:
+                    call, text, shown, claims = fixed_call, fixed_text, fixed_shown, fixed_claims
+                    check["revised"] = True
+                else:
+                    check["revised"] = False
+                    notes.append(
+                        "the judge's fix of its unsupported claims was not used (empty, an echo "
+                        "of the check, or less supported than the draft)"
+                    )
+        verdict = check_answer(agents.JUDGE, text, shown, names=self.headings, claims=claims)
+        stands, why = select(verdict, self.members)
+        if why:
+            notes.append(why)
+        dropped = [c for c in claims if c.status == "dropped"]
+        if dropped:
+            check["dropped"] = [c.text.strip() for c in dropped]
+            notes.append(
+                f"dropped {len(dropped)} claim(s) no shown chunk supports: "
+                + "; ".join(f"{c.text.strip()!r} ({c.reason})" for c in dropped)
+            )
+        if entail is None and any("entailment" in c.reason for c in claims):
+            notes.append(
+                f"the claim check had no entailment model for {self.backend.spec}: claims "
+                "that numbers and names could not settle were dropped"
+            )
+        check["retagged"] = sum(c.status == "retagged" for c in claims)
+        check["selected"] = stands.who
+        final = list(stands.claims) if stands is not verdict else claims
+        supplied = shown if stands is verdict else {**shown, **_member_shown(stands, self.chunks)}
+        citations, unknown = check_citations(stands.text, supplied)
+        return {
+            "answer": stands.text,
+            "citations": citations,
+            "unknown_citations": unknown,
+            "citation_support": support_share(final),
+            "claims": [c.to_dict() for c in final],
+            "claim_check": check,
+            "budgets": draft.budgets,
+            "tool_calls": draft.tool_log,
+            "notes": [*notes, *call.result.warnings],
+            "call": call,
+        }
+
+    def _clean(self, text: str, tool_output: Sequence[str]) -> str:
+        instructions = [prompt.task_text(self.state["question"], verify=True), prompt.REVISE]
+        return prompt.clean(text, instructions, tool_output)
+
+    def _check(self, text: str, shown: Mapping[str, Shown], entail: Any) -> list[Claim]:
+        return check_claims(text, shown, entail, self.headings)
+
+    def _shown(
+        self, call: ModelCall, transcript: ToolTranscript, tools: VerificationTools | None
+    ) -> dict[str, Shown]:
+        """The chunks the call's prompt showed, as it showed them (a tool's too)."""
+        kept = call.prompt.kept("kb_chunks")
+        section = call.prompt.sections.get("kb_chunks")
+        shown = shown_chunks(self.chunks, [section.text] if section else [], ids=kept)
+        if tools:
+            fetched = shown_ids("\n".join(transcript.fitted), tools.fetched)
+            shown.update(shown_chunks(tools.fetched, transcript.fitted, ids=fetched))
+        return shown
+
+    async def _tool_rounds(self, tools: VerificationTools | None, notes: list[str]) -> _Draft:
+        """The judge's calls up to its draft verdict: tool rounds while tools are offered.
+
+        A note is added for a tool call that could not be parsed.
+        """
+        ctx, backend = self.ctx, self.backend
+        counter = await backend.token_counter()
+        rounds: list[list[tuple[ToolCall, str]]] = []
+        tool_log: list[dict[str, Any]] = []
+        budgets: list[dict[str, Any]] = []
+        usable = tools is not None
+        for round_number in range(1, ctx.tool_rounds + 2):
+            # The last round offers no tools, so the loop always ends with a verdict.
+            offer = tools if usable and round_number <= ctx.tool_rounds else None
+            transcript = ToolTranscript(rounds, offer.schemas if offer else [])
+            contents = [*self.contents(bool(offer) and not rounds), transcript.section()]
+            compose = transcript.compose(prompt.compose)
+            try:
+                call = await call_model(
+                    ctx,
+                    node=agents.JUDGE,
+                    backend=backend,
+                    contents=contents,
+                    compose=compose,
+                    question=self.state["question"],
+                    retrieval_profile=applied_profile(self.state),
+                    tools=offer.schemas if offer else None,
+                    # The first round checks for sure where the backend can force a call.
+                    tool_choice="required" if offer and not rounds else None,
+                )
+            except InvalidResponse as error:
+                if not offer:
+                    raise
+                # A model that cannot produce a parseable tool call still owes a verdict.
+                notes.append(
+                    f"the judge's tool call was unparseable, ruling without tools: {error}"
+                )
+                usable = False
+                continue
+            budgets.append(call.report_dict)
+            if not (offer and call.result.tool_calls):
+                schemas = offer.schemas if offer else None
+                return _Draft(call, transcript, contents, compose, schemas, tool_log, budgets)
+            offer.shown.update(call.prompt.kept("kb_chunks"))
+            results = await asyncio.to_thread(
+                run_tools, offer, counter, call.result.tool_calls, call.report.n_ctx
+            )
+            rounds.append([(tool_call, result) for tool_call, result, _ in results])
+            tool_log += _logged(results, round_number)
+        raise AssertionError("unreachable: the last round offers no tools")
+
+    async def _fix(
+        self,
+        draft: _Draft,
+        text: str,
+        claims: Sequence[Claim],
+        shown: Mapping[str, Shown],
+        notes: list[str],
+    ) -> tuple[ModelCall, str, dict[str, Shown]] | None:
+        """One call to fix the draft's failed claims; None when it could not be made.
+
+        It reads on from the draft's own prompt (same sections and tools, then the draft and
+        the check), so a server with a prompt cache computes only the check. The check quotes
+        the nearest sentences of each failed claim's chunks as the judge was shown them.
+        """
+        problems = [
+            (c.text, c.reason, nearest_sentences(c, shown)) for c in claims if not c.supported
+        ]
+        problems = [p for p in problems if p[0].strip()]
+        turns: list[ChatMessage] = [
+            {"role": "assistant", "content": neutralise(text, list(shown))},
+            {"role": "user", "content": prompt.revision_turn(problems, list(shown))},
+        ]
+        try:
+            revised = await call_model(
+                self.ctx,
+                node=agents.JUDGE,
+                backend=self.backend,
+                contents=draft.contents,
+                compose=lambda sections: [*draft.compose(sections), *turns],
+                question=self.state["question"],
+                retrieval_profile=applied_profile(self.state),
+                tools=draft.tools,
+                tool_choice="none" if draft.tools else None,
+            )
+        except BudgetError as error:
+            notes.append(f"the judge's fix call did not fit its context, the draft stands: {error}")
+            return None
+        draft.budgets.append(revised.report_dict)
+        fixed_shown = {**shown, **self._shown(revised, draft.transcript, None)}
+        tool_output = [result for calls in draft.transcript.rounds for _, result in calls]
+        return revised, self._clean(revised.result.text, tool_output), fixed_shown
+
+
+def nearest_sentences(claim: Claim, shown: Mapping[str, Shown], most: int = 2) -> list[str]:
+    """The sentences of `claim`'s cited chunks (as shown) that share the most words with it."""
+    words = set(claim.text.lower().split())
+    sentences = [s for i in claim.cited if i in shown for s in shown[i].text.split(". ")]
+    ranked = sorted(sentences, key=lambda s: -len(words & set(s.lower().split())))
+    return [s[:300] for s in ranked[:most]]
+
+
+def _member_shown(member: Checked, chunks: Mapping[str, Chunk]) -> dict[str, Shown]:
+    return shown_chunks(chunks, ids=[i for c in member.claims for i in c.cited if i in chunks])
 
 
 def _logged(results: list[tuple[ToolCall, str, int]], round_number: int) -> list[dict[str, Any]]:
@@ -229,198 +442,3 @@ def _logged(results: list[tuple[ToolCall, str, int]], round_number: int) -> list
     return entries
 
 
-def _proposal_label(proposal: Proposal) -> str:
-    """A proposal's heading in the judge's prompt; a partial one says so."""
-    label = f"### {proposal['member']} ({proposal['model']})"
-    if proposal.get("partial"):
-        label += " [PARTIAL: the member ran out of time; its answer stops mid-way]"
-    return label
-
-
-@dataclass
-class _Draft:
-    """The judge's calls up to its draft verdict, and how the draft's prompt was made."""
-
-    call: ModelCall
-    """The last call: its answer is the draft verdict."""
-    transcript: ToolTranscript
-    compose: Callable[[Mapping[str, str]], list[ChatMessage]]
-    tools: list[dict[str, Any]] | None
-    """The tool schemas the draft's call offered."""
-    tool_log: list[dict[str, Any]]
-    budgets: list[dict[str, Any]]
-
-
-async def _tool_rounds(
-    state: CouncilState,
-    ctx: CouncilContext,
-    backend: Backend,
-    contents: list[SectionContent],
-    retrieval_profile: str,
-    tools: VerificationTools | None,
-    notes: list[str],
-) -> _Draft:
-    """The judge's calls up to its draft verdict: tool rounds while tools are offered.
-
-    A note is added for a tool call that could not be parsed.
-    """
-    counter = await backend.token_counter()
-    rounds: list[list[tuple[ToolCall, str]]] = []
-    tool_log: list[dict[str, Any]] = []
-    budgets: list[dict[str, Any]] = []
-    usable = tools is not None
-    for round_number in range(1, ctx.tool_rounds + 2):
-        # The last round offers no tools, so the loop always ends with a verdict.
-        offer = tools if usable and round_number <= ctx.tool_rounds else None
-        transcript = ToolTranscript(rounds, offer.schemas if offer else [])
-        compose = transcript.compose(
-            functools.partial(prompt.compose, verify=bool(offer) and not rounds)
-        )
-        try:
-            call = await call_model(
-                ctx,
-                node=agents.JUDGE,
-                backend=backend,
-                contents=[*contents, transcript.section()],
-                compose=compose,
-                question=state["question"],
-                retrieval_profile=retrieval_profile,
-                tools=offer.schemas if offer else None,
-                # The first round checks for sure where the backend can force a call: told
-                # to, the greedy 1.5B judge still ruled at once.
-                tool_choice="required" if offer and not rounds else None,
-            )
-        except InvalidResponse as error:
-            if not offer:
-                raise
-            # A model that cannot produce a parseable tool call still owes a verdict.
-            notes.append(f"the judge's tool call was unparseable, ruling without tools: {error}")
-            usable = False
-            continue
-        budgets.append(call.report_dict)
-        if not (offer and call.result.tool_calls):
-            schemas = offer.schemas if offer else None
-            return _Draft(call, transcript, compose, schemas, tool_log, budgets)
-        offer.shown.update(call.prompt.kept("kb_chunks", "evidence"))
-        results = await asyncio.to_thread(
-            run_tools, offer, counter, call.result.tool_calls, call.report.n_ctx
-        )
-        rounds.append([(tool_call, result) for tool_call, result, _ in results])
-        tool_log += _logged(results, round_number)
-    raise AssertionError("unreachable: the last round offers no tools")
-
-
-async def _rule(
-    state: CouncilState,
-    ctx: CouncilContext,
-    backend: Backend,
-    contents: list[SectionContent],
-    chunks: Mapping[str, Chunk],
-    retrieval_profile: str,
-    progress: NodeProgress,
-) -> dict[str, Any]:
-    """One judge backend's ruling: tool rounds, then the verdict with its citations checked."""
-    notes: list[str] = []
-    tools = None
-    if ctx.judge_tools and backend.supports_tools:
-        tools = VerificationTools(await asyncio.to_thread(open_knowledge, ctx), retrieval_profile)
-    elif ctx.judge_tools:
-        notes.append(f"the judge ran without tools: {backend.spec} has no native tool calling")
-    draft = await _tool_rounds(state, ctx, backend, contents, retrieval_profile, tools, notes)
-
-    def shown(call: ModelCall, transcript: ToolTranscript) -> dict[str, Chunk]:
-        # Only chunks the prompt really showed (kept after trimming, tag intact) resolve.
-        supplied = {i: chunks[i] for i in call.prompt.kept("kb_chunks", "evidence")}
-        if tools:
-            seen = shown_ids("\n".join(transcript.fitted), tools.fetched)
-            supplied.update((i, tools.fetched[i]) for i in seen)
-        return supplied
-
-    supplied = shown(draft.call, draft.transcript)
-    call, answer, supplied, claims, check = await _faithful_verdict(
-        state, ctx, backend, contents, retrieval_profile, draft, notes, supplied, shown
-    )
-    citations, unknown = check_citations(answer, supplied)
-    timings = progress.done(call)
-    return {
-        "answer": answer,
-        "citations": citations,
-        "unknown_citations": unknown,
-        "citation_support": support_share(claims),
-        "claim_check": check,
-        "budgets": draft.budgets,
-        "timings": timings,
-        "tool_calls": draft.tool_log,
-        "notes": [*notes, *call.result.warnings],
-    }
-
-
-async def _faithful_verdict(
-    state: CouncilState,
-    ctx: CouncilContext,
-    backend: Backend,
-    contents: list[SectionContent],
-    retrieval_profile: str,
-    draft: _Draft,
-    notes: list[str],
-    supplied: dict[str, Chunk],
-    shown: Callable[[ModelCall, ToolTranscript], dict[str, Chunk]],
-) -> tuple[ModelCall, str, dict[str, Chunk], list[Claim], dict[str, Any]]:
-    """Each cited claim of the draft checked against its chunks (issue 29).
-
-    Unsupported claims get one fix call, used only if it is not empty, not an echo of the check
-    and no less supported than the draft; what still lacks support is dropped. The fix call
-    reads on from the draft's own prompt (same messages and tools, then the draft and the
-    check), so a server with a prompt cache computes only the check. Appends the fix call's
-    report to the draft's budgets and what happened to `notes`.
-
-    Returns:
-        The call, verdict and supplied chunks that stand, the verdict's claims and the check.
-    """
-    call, answer = draft.call, draft.call.result.text.strip()
-    claims = cited_claims(answer, supplied)
-    check: dict[str, Any] = {"claims": len(claims), "draft_support": support_share(claims)}
-    if unsupported := [c for c in claims if not c.supported]:
-        problems = [(c.text, [format_chunk(supplied[i]) for i in c.cited], c.missing)
-                    for c in unsupported]  # fmt: skip
-        turns: list[ChatMessage] = [
-            {"role": "assistant", "content": neutralise(answer, supplied)},
-            {"role": "user", "content": prompt.revision_turn(problems, supplied)},
-        ]
-        revised = await call_model(
-            ctx,
-            node=agents.JUDGE,
-            backend=backend,
-            contents=[*contents, draft.transcript.section()],
-            compose=lambda sections: [*draft.compose(sections), *turns],
-            question=state["question"],
-            retrieval_profile=retrieval_profile,
-            tools=draft.tools,
-            tool_choice="none" if draft.tools else None,
-        )
-        draft.budgets.append(revised.report_dict)
-        text, seen = revised.result.text.strip(), shown(revised, draft.transcript)
-        # A small judge may echo the check instead of fixing the draft: keep the draft then.
-        if (
-            text
-            and not prompt.echoes_check(text)
-            and (support_share(cited_claims(text, seen)) or 0.0) >= (check["draft_support"] or 0.0)
-        ):
-            call, answer, supplied = revised, text, seen
-            check["revised"] = True
-        else:
-            check["revised"] = False
-            notes.append("the judge's fix of its unsupported claims was not used (empty, "
-                         "an echo of the check, or less supported than the draft)")  # fmt: skip
-        claims = cited_claims(answer, supplied)
-        if dropped := [c for c in claims if not c.supported]:
-            kept_answer = drop_claims(answer, dropped)
-            if kept_answer != answer:
-                notes.append(
-                    f"dropped {len(dropped)} cited claim(s) their chunks do not support: "
-                    + "; ".join(f"{c.text.strip()!r} ({', '.join(c.missing)})" for c in dropped)
-                )
-                check["dropped"] = [c.text.strip() for c in dropped]
-                answer = kept_answer
-                claims = cited_claims(answer, supplied)
-    return call, answer, supplied, claims, check

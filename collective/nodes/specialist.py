@@ -56,7 +56,7 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
         )
     except (BackendError, BudgetError, TimeoutError) as error:
         if isinstance(error, TimeoutError) and "".join(written).strip():
-            return _partial(member, backend.model, "".join(written).strip(), chunks, progress)
+            return _partial(member, backend.model, "".join(written).strip(), kb, progress)
         if isinstance(error, TimeoutError):
             error = BackendTimeout(
                 f"{member} ({backend.model}) gave no answer within {ctx.specialist_timeout_s:g} s; "
@@ -75,8 +75,20 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
             error=f"{type(error).__name__}: {error}",
         )
         return {"proposals": [failed], "timings": timings}
-    timings = progress.done(call)
     text = call.result.text.strip()
+    if not text:  # a member that stops at once gave no answer: it does not count to the quorum
+        why = f"{member} ({backend.model}) wrote nothing (finish_reason {call.result.finish_reason})"
+        timings = progress.done(call, status="failed", error=why)
+        failed = Proposal(
+            member=member,
+            model=backend.model,
+            text="",
+            citations=[],
+            unknown_citations=[],
+            error=f"EmptyAnswer: {why}",
+        )
+        return {"proposals": [failed], "budgets": [call.report_dict], "timings": timings}
+    timings = progress.done(call)
     # Only chunks the prompt really showed (kept after trimming, tag intact) can be cited.
     cited, unknown = split_citations(text, call.prompt.kept("kb_chunks"))
     proposal = Proposal(
@@ -124,10 +136,13 @@ def member_sections(
 
 
 def _partial(
-    member: str, model: str, text: str, chunks: list[Scored], progress: NodeProgress
+    member: str, model: str, text: str, kb: MemberEvidence, progress: NodeProgress
 ) -> dict[str, Any]:
-    """The proposal of a member that ran out of time: what it wrote, marked `partial`."""
-    cited, unknown = split_citations(text, [c.key for c in chunks])
+    """The proposal of a member that ran out of time: what it wrote, marked `partial`.
+
+    Its citations are checked against the chunks its own prompt held, not all candidates.
+    """
+    cited, unknown = split_citations(text, kb.kept)
     timings = progress.done(status="done", partial=True)
     proposal = Proposal(
         member=member,
@@ -137,5 +152,6 @@ def _partial(
         unknown_citations=unknown,
         error=None,
         partial=True,
+        evidence=kb.summary(kb.kept),
     )
     return {"proposals": [proposal], "timings": timings}

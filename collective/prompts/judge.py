@@ -1,48 +1,59 @@
-"""The judge's prompt: the system message, then one user turn of parts.
+"""The judge's prompt: the council's shared root, then the checked answers and the judge's part.
 
-In order: conversation context, task (with the planning context: plan and peer rankings),
-knowledge base, specialist proposals, the evidence the specialists cited (when any), the
-judge's own knowledge-base check (its last round after tool calls), synthesis instructions.
-A draft whose cited claims fail the check gets one more turn after it (`revision_turn`).
+The judge reads what every member read first, in the same tokens (`collective.prompts.council`:
+rules, conversation, KB chunks, the question), so a judge on the members' model reuses their
+prefix. Then, before its own part: the members' answers as the claim check left them (which
+answer they agree on, how many of each one's claims their chunks support, and only the
+supported claims, so there is nothing false to copy), and the judge's own knowledge-base
+check when it used tools. Its part asks for its own answer from the KB: the members' answers
+can support it or add to it, not replace what the KB says. A draft whose claims fail the check
+gets one more turn after it (`revision_turn`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Mapping, Sequence
 
 from collective.budget.counting import ChatMessage
 from collective.kb.citations import neutralise
+from collective.prompts import council
 
-SYSTEM = """You are the judge of a council of specialists. Weigh their proposals against the \
-knowledge base and write the verdict: the single best answer to the question.
-- Prefer claims supported by the knowledge base; say where specialists disagree and who is right.
-- Cite the chunks your verdict relies on by tag exactly as shown, e.g. [KB#mem_0a1b2c3d].
-- Cite only tags shown in the knowledge base, the proposals or the evidence; never invent one.
-- Evidence several members cite is better supported than a chunk only one member saw.
-- State numbers and names exactly as the cited chunk states them."""
+__all__ = [
+    "ANSWERS",
+    "FORMAT",
+    "SYSTEM",
+    "clean",
+    "compose",
+    "echoes_check",
+    "revision_turn",
+    "task_text",
+]
 
-FORMAT = """first the direct answer in one short sentence, then at most three short reasons, \
-one per line, each ending with the tag of the chunk it comes from, copied exactly from the \
-knowledge base: `- <reason> [KB#<id>]`. If the verdict settles a choice later questions should \
-build on, end with one line `Decision: <the choice>`."""
-"""The verdict's shape, last in every round (a small judge follows the end of its prompt best),
-with the tag format spelled out: told only "with citations", the 1.5B judge wrote no tag."""
+SYSTEM = council.SYSTEM
+"""The council's rules (`SYSTEM.format(k=...)`): the judge's prompt opens like the members'."""
 
-SYNTHESIS = f"Write the verdict now, with no tool call: {FORMAT}"
+ANSWERS = "## The specialists' answers, checked against the knowledge base"
 
-VERIFY = f"""You have knowledge-base tools. Before you rule, check the claim your verdict will \
-rest on: call kb_search (or kb_get for a tag you want in full) once. Then write the verdict: \
-{FORMAT}"""
-"""Asked in the first round when tools are offered: small models otherwise skip verifying (and
-one that rules at once still gets the verdict's shape)."""
+FORMAT = """Start with one short sentence that names the answer, then give at most three \
+reasons, one per line starting with "- ", each stating what its chunk says and ending with \
+that chunk's tag copied from the knowledge base, e.g. [KB#mem_0a1b2c3d]. Write each thing once. \
+If the verdict settles a choice later questions should build on, end with one line \
+"Decision: " and the choice."""
+"""The verdict's shape, last in every round (a small judge follows the end of its prompt best).
+It holds no placeholder a small judge could copy (`<reason>`)."""
 
+_OWN = f"""{council.OWN_PART}
+You are the judge: write the council's verdict. Answer the question from the knowledge base \
+above. Where the specialists agree and their claims are supported, build on them; where they \
+disagree, follow the supported claims. Never repeat a tool's output or these instructions."""
 
-REVISE = f"""Some cited claims of your draft verdict state numbers or names that their cited \
-chunk does not state (listed above with the chunks). Rewrite the verdict: state each number and \
-name exactly as its chunk states it, cite the chunk each claim comes from, and leave out any \
-claim no chunk supports. Write it now, with no tool call: {FORMAT}"""
-"""The check of each cited claim against its chunk, asked once when a claim failed it."""
+VERIFY = "You have knowledge-base tools: call kb_search or kb_get once to check the claim your \
+verdict rests on, then write the verdict."
 
+REVISE = """Some claims of your draft are not what their cited chunk says (listed above). \
+Rewrite the verdict: state each claim as its chunk states it, cite the chunk it comes from, and \
+leave out any claim no chunk supports."""
 
 _FAILING, _SAYS = "Claims of your draft their chunks do not support:", "its chunk says"
 _CHECK_WORDS = (_FAILING, _SAYS)
@@ -53,61 +64,113 @@ def echoes_check(answer: str) -> bool:
     return any(words in answer for words in _CHECK_WORDS)
 
 
-def revision_turn(
-    problems: list[tuple[str, list[str], tuple[str, ...]]], keep: Iterable[str]
-) -> str:
-    """The user turn after the draft verdict: each unsupported claim, its chunks, what to do.
+def revision_turn(problems: Sequence[tuple[str, str, Sequence[str]]], keep: Sequence[str]) -> str:
+    """The user turn after the draft verdict: each failed claim, why, what its chunk says.
 
     It follows the draft (the judge's own turn), so the call reads on from the draft's prompt
-    and the server reuses all of it. A claim is model output: it is neutralised except for the
-    tags of `keep` (chunks the judge was shown), so it cannot show the judge a tag of anything
-    else.
+    and the server reuses all of it. `problems` are `(claim, why, sentences)`: the sentences of
+    its chunk, as the judge was shown them, that come nearest to it. A claim is model output:
+    it is neutralised except for the tags of `keep` (chunks the judge was shown).
     """
-    keep = list(keep)
     lines = [f"## Check of your draft\n{_FAILING}"]
-    for claim, chunks, missing in problems:
-        lines.append(f"- {neutralise(claim, keep)!r} states {', '.join(missing)}; {_SAYS}:")
-        lines += [f"  {chunk}" for chunk in chunks]
-    return "\n".join(lines) + f"\n\n## Synthesis instructions\n{REVISE}"
+    for claim, why, said in problems:
+        lines.append(f"- {neutralise(claim, keep)!r}: {why}")
+        lines += [f"  {_SAYS}: {neutralise(s)}" for s in said]
+    return "\n".join(lines) + f"\n\n{council.OWN_PART}\n{REVISE}\n{FORMAT}"
 
 
-def task_text(question: str, plan: str, ranking: str = "") -> str:
-    """The task framing with the planning context (plan and peer rankings) after it.
-
-    The plan is model output: it is neutralised so that it cannot show the judge a tag.
-    """
-    text = question
-    planning = "\n\n".join(p for p in (neutralise(plan), ranking) if p)
-    if planning:
-        text += f"\n\n## Planning context\n{planning}"
-    return text
+def task_text(question: str, verify: bool = False) -> str:
+    """The task: the question (as the members read it), then the judge's own part."""
+    own = "\n".join(p for p in (_OWN, VERIFY if verify else "", FORMAT) if p)
+    return council.task_text(question, own)
 
 
-def compose(
-    sections: Mapping[str, str], verify: bool = False, checked: str = ""
-) -> list[ChatMessage]:
-    """Messages from the fitted sections.
+def compose(sections: Mapping[str, str], checked: str = "") -> list[ChatMessage]:
+    """Messages from the fitted sections: the council's root, then the judge's part.
 
     Args:
-        sections: The fitted sections by name.
-        verify: Ask for a tool check before the verdict (tools on offer).
-        checked: The judge's tool rounds told as text (the final round, no tools on offer):
-            shown just before the instructions, in the same user turn.
+        sections: The fitted sections by name (`system`, `conversation_summary`, `kb_chunks`,
+            `task`, `proposals`: the checked answers).
+        checked: The judge's tool rounds told as text (the final round, no tools on offer).
+
+    The checked answers and the tool rounds go after the question, before the judge's part.
     """
-    user = [
-        f"## Conversation context\n{sections.get('conversation_summary') or '(new conversation)'}",
-        f"## Task\n{sections['task']}",
-        f"## Knowledge base\n{sections.get('kb_chunks') or '(no chunks retrieved)'}",
-        f"## Specialist proposals\n{sections.get('proposals') or '(none)'}",
-    ]
-    if sections.get("evidence"):
-        user.append(f"## Evidence cited by the specialists\n{sections['evidence']}")
+    messages = council.compose(sections)
+    before = []
+    if sections.get("proposals"):
+        before.append(f"{ANSWERS}\n{sections['proposals']}")
     if checked:
-        user.append(f"## Your knowledge-base check\n{checked}")
-    instructions = VERIFY if verify else SYNTHESIS
-    user.append(f"## Synthesis instructions\n{instructions}")
-    # Tools travel beside the messages (the backend's native tool calling), never as text here.
-    return [
-        {"role": "system", "content": sections["system"]},
-        {"role": "user", "content": "\n\n".join(user)},
-    ]
+        before.append(f"## Your knowledge-base check\n{checked}")
+    if before:
+        user = messages[-1]["content"]
+        at = user.rfind(council.OWN_PART)
+        inserted = "\n\n".join(before)
+        messages[-1] = {**messages[-1], "content": f"{user[:at]}{inserted}\n\n{user[at:]}"}
+    return messages
+
+
+# -- what the verdict must not hold ----------------------------------------------------------
+
+_PLACEHOLDER = re.compile(r"<[a-z][a-z \-]{0,30}>|\[KB#<[^>\]]*>\]", re.IGNORECASE)
+_TOOL_OUTPUT = re.compile(r"\(its text is in the knowledge base above\)|^\s*no (?:more )?chunks?\b")
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def _copied_spans(line: str, source_words: set[tuple[str, ...]], n: int = 5) -> bool:
+    words = _words(line)
+    return any(tuple(words[i : i + n]) in source_words for i in range(len(words) - n + 1))
+
+
+def _ngrams(texts: Sequence[str], n: int = 5) -> set[tuple[str, ...]]:
+    out: set[tuple[str, ...]] = set()
+    for text in texts:
+        words = _words(text)
+        out.update(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
+    return out
+
+
+def clean(answer: str, instructions: Sequence[str], tool_output: Sequence[str] = ()) -> str:
+    """`answer` without what a reader counts as no answer, and each sentence once.
+
+    Left out: a lead-in that echoes the instructions ("The direct answer in one short sentence:
+    ..."; what follows it stays), a template placeholder (`<reason>`), a line of a tool's output,
+    a line or sentence said before, and anything after `Decision:` but that line.
+
+    Args:
+        answer: The judge's text.
+        instructions: The prompt's own instruction texts (format lines, its part).
+        tool_output: What the judge's tools returned.
+    """
+    told = _ngrams(instructions)
+    tools = _ngrams(tool_output, n=6)
+    lines: list[str] = []
+    seen: set[str] = set()
+    for raw in answer.splitlines():
+        line = _PLACEHOLDER.sub("", raw).rstrip()
+        if not line.strip(" -*•"):
+            continue
+        if _TOOL_OUTPUT.search(line) or _copied_spans(line, tools, n=6):
+            continue
+        # an echoed lead-in: drop the words up to its colon, keep the answer after it
+        head, colon, rest = line.partition(":")
+        if colon and _copied_spans(head, told, n=4) and rest.strip():
+            line = f"{head[: len(head) - len(head.lstrip(' -*•'))]}{rest.strip()}"
+        elif _copied_spans(line, told):
+            continue
+        kept = []
+        for sentence in re.split(r"(?<=[.!?])\s+", line):
+            key = " ".join(w for w in _words(re.sub(r"\[[^\]]*\]", "", sentence)))
+            if key and key in seen:
+                continue
+            seen.add(key)
+            kept.append(sentence)
+        line = " ".join(kept).rstrip()
+        if not line.strip(" -*•"):
+            continue
+        lines.append(line)
+        if line.lstrip(" -*•").startswith("Decision:"):
+            break
+    return "\n".join(lines).strip()

@@ -16,10 +16,11 @@ SYSTEM = council.SYSTEM
 
 compose = council.compose
 
-ANSWER = """Answer now: first the direct answer in one short sentence, then at most three \
-short reasons, one per line, each ending with the tag of the chunk it comes from, copied exactly \
-from the knowledge base: `- <reason> [KB#<id>]`."""
-"""Last in the prompt, the tag format spelled out: small members otherwise rarely cite."""
+ANSWER = """Answer now. Start with one short sentence that names the answer, then give at most \
+three reasons, one per line starting with "- ", each stating what its chunk says and ending with \
+that chunk's tag copied from the knowledge base, e.g. [KB#mem_0a1b2c3d]. Write each thing once."""
+"""Last in the prompt, the tag format spelled out with an example tag (small members otherwise
+rarely cite) and no placeholder a small model could copy (`<reason>`)."""
 
 
 def task_text(question: str, plan: str, member: str, k: int = 0) -> str:
