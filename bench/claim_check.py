@@ -122,19 +122,34 @@ def cases(chunks: dict[tuple[str, str], Chunk], seed: int = 7) -> list[Case]:
         add("false: entity swapped", False,
             f"For {other}, set the nozzle to {nozzle} °C and the bed to {bed} °C.",
             name, section)  # fmt: skip
-        add("false: number changed", False,
-            _bump(f"For {name}, set the nozzle to {nozzle} °C.", rng), name, section)
+        add(
+            "false: number changed",
+            False,
+            _bump(f"For {name}, set the nozzle to {nozzle} °C.", rng),
+            name,
+            section,
+        )
         add("false: °F for °C", False,
             f"{name} prints with a nozzle temperature of {nozzle} °F.", name, section)  # fmt: skip
         add("false: bed given the nozzle's range", False,
             f"{name} prints with the bed at {nozzle} °C.", name, section)  # fmt: skip
-        add("false: negated", False,
-            f"{name} does not print at a nozzle temperature of {nozzle} °C.", name, section)
+        add(
+            "false: negated",
+            False,
+            f"{name} does not print at a nozzle temperature of {nozzle} °C.",
+            name,
+            section,
+        )
         add("true", True, f"When drying {name}: {drying}.", name, "Drying")
         add("false: number from another section", False,
             f"Dry {name} at {nozzle} °C.", name, "Drying")  # fmt: skip
-        add("false: wrong chunk", False,
-            f"{name} prints at a nozzle temperature of {nozzle} °C.", name, "Drying")
+        add(
+            "false: wrong chunk",
+            False,
+            f"{name} prints at a nozzle temperature of {nozzle} °C.",
+            name,
+            "Drying",
+        )
         add("true", True, f"{name} parts come out {mech}.", name, "Mechanical behaviour")
         add("false: entity swapped", False,
             f"{other} parts come out {mech}.", name, "Mechanical behaviour")  # fmt: skip
@@ -145,8 +160,13 @@ def cases(chunks: dict[tuple[str, str], Chunk], seed: int = 7) -> list[Case]:
         add("true: kg/m3", True,
             f"{name} weighs about {round(float(density) * 1000):,} kg/m3, {density} g/cm3.",
             name, section)  # fmt: skip
-        add("false: number changed", False,
-            _bump(f"The density of {name} is about {density} g/cm3.", rng), name, section)
+        add(
+            "false: number changed",
+            False,
+            _bump(f"The density of {name} is about {density} g/cm3.", rng),
+            name,
+            section,
+        )
         add("false: entity swapped", False,
             f"The density of {swap(name, 'metal')} is about {density} g/cm3.",
             name, section)  # fmt: skip
@@ -160,7 +180,8 @@ def cases(chunks: dict[tuple[str, str], Chunk], seed: int = 7) -> list[Case]:
             f"{name} melts over {melting} °C.", name, "Strength")  # fmt: skip
     for row in tables["plastic"]:
         name, density, service, tensile = row[:4]
-        add("true", True, f"{name[0].upper() + name[1:]} can serve continuously up to {service} °C.",
+        upper = name[0].upper() + name[1:]
+        add("true", True, f"{upper} can serve continuously up to {service} °C.",
             name, "Service temperature")  # fmt: skip
         add("false: negated", False,
             f"{name[0].upper() + name[1:]} cannot serve continuously up to {service} °C.",

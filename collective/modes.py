@@ -33,8 +33,8 @@ from collective.agents import MODES, Mode
 from collective.graph.builder import build_answer_graph
 from collective.graph.context import CouncilContext, open_knowledge
 from collective.graph.state import Proposal
-from collective.kb.evidence import council_evidence
 from collective.kb.citations import split_citations
+from collective.kb.evidence import council_evidence
 from collective.kb.support import check_claims, shown_chunks, support_share
 from collective.models.refs import resolve_backend
 from collective.prompts import specialist

@@ -305,7 +305,9 @@ def timings_line(timings: Mapping[str, float]) -> str:
 
 
 CLAIM_MARKS = {"supported": "✓", "retagged": "↻", "fixed": "✎", "uncited": "?"}
-CLAIM_LEGEND = "✓ supported by its chunk  ↻ retagged to the chunk that states it  ✎ fixed  ? uncited"
+CLAIM_LEGEND = (
+    "✓ supported by its chunk  ↻ retagged to the chunk that states it  ✎ fixed  ? uncited"
+)
 
 
 def marked_lines(answer: str, claims: Sequence[Mapping[str, Any]]) -> list[str]:

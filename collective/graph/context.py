@@ -256,8 +256,11 @@ class CouncilContext:
     """Time limit of every other model call (planner, reviewers, judge, rewriter)."""
     review: bool = False
     """Run the anonymous peer-review round between specialists and judge."""
-    judge_tools: bool = True
-    """Let the judge verify claims with `kb_search` / `kb_get` where its backend has tools."""
+    judge_tools: bool = False
+    """Let the judge verify claims with `kb_search` / `kb_get` where its backend has tools (off
+    by default: the KB section already holds what the forced round fetched, it took a third of
+    the judge's time, and small judges pasted its output into the verdict; every claim is
+    checked against its chunk after the verdict instead)."""
     tool_rounds: Annotated[int, Field(ge=0, le=20)] = 3
     """Most rounds of judge tool calls before the verdict."""
     usage_log: str | None = None

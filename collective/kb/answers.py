@@ -38,6 +38,8 @@ class Checked:
     claims: tuple[Claim, ...]
     answer: Mapping[str, str]
     """The entities its first sentence names (key: as written): what it answers."""
+    note: str = ""
+    """Said of it beside its name (a partial answer)."""
 
     @property
     def supported(self) -> int:
@@ -57,15 +59,18 @@ def check_answer(
     entail: Entail | None = None,
     names: Iterable[str] = (),
     claims: Sequence[Claim] | None = None,
+    note: str = "",
 ) -> Checked:
-    """`text` checked against the chunks `shown` (`check_claims`, unless its `claims` are
-    given), with its claims retagged and dropped as the check found."""
+    """`text` checked against the chunks `shown`, its claims retagged and dropped as found.
+
+    Its `claims` are checked by `check_claims` unless given.
+    """
     names = list(names)
     if claims is None:
         claims = check_claims(text, shown, entail, names)
     revised = revise(text, claims)
     first = next((line for line in revised.splitlines() if line.strip(" -*•")), "")
-    return Checked(who, revised, tuple(claims), answer_entities(first, shown, names))
+    return Checked(who, revised, tuple(claims), answer_entities(first, shown, names), note)
 
 
 def _agreement(answers: Sequence[Checked]) -> dict[str, list[str]]:
@@ -98,7 +103,8 @@ def digest(members: Sequence[Checked]) -> str:
     for member in members:
         claims = [c for c in member.claims if c.supported]
         lines.append(
-            f"### {member.who}: {member.supported} of {len(member.claims)} claims supported"
+            f"### {member.who}{member.note}: {member.supported} of {len(member.claims)} claims "
+            "supported"
         )
         lines += [f"- {c.text.strip(' -*•')}" for c in claims] or ["(nothing supported)"]
     return "\n".join(lines)
@@ -129,4 +135,3 @@ def select(verdict: Checked, members: Sequence[Checked]) -> tuple[Checked, str]:
         Checked(verdict.who, NO_ANSWER, verdict.claims, {}),
         "no answer had a supported claim: the verdict says the knowledge base does not answer",
     )
-

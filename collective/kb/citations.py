@@ -37,6 +37,7 @@ import functools
 import re
 import unicodedata
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Protocol
 
 from collective.kb.store import Chunk
 
@@ -205,8 +206,13 @@ def resolve(
     return citations, unknown
 
 
+class _Sourced(Protocol):
+    @property
+    def source(self) -> str: ...
+
+
 def check_citations(
-    text: str, supplied: Mapping[str, Chunk]
+    text: str, supplied: Mapping[str, _Sourced]
 ) -> tuple[list[dict[str, str]], list[str]]:
     """Read the citations in a model's `text` and check them against the chunks it was shown.
 

@@ -114,11 +114,12 @@ def split(
         head.append(piece)
         room -= cost
     heads = {c.key for c in head}
-    # A chunk is dealt by its rank among all the candidates, the same for every member whatever
-    # its window (members on other backends fit heads of other sizes): each chunk has one owner,
-    # who sees it in its head or its slice, so none is lost between members.
+    # A chunk is dealt by its rank among all the candidates (after the best, every member's
+    # head), the same for every member whatever its window (members on other backends fit heads
+    # of other sizes): each chunk has one owner, who sees it in its head or its slice, so none
+    # is lost between members.
     k = max(k, 1)
-    mine = [c for n, c in enumerate(ranked) if c.key not in heads and n % k == index % k]
+    mine = [c for n, c in enumerate(ranked) if c.key not in heads and (n - 1) % k == index % k]
     own = [c for c in mine if c.key in kept] + [c for c in mine if c.key not in kept]
     offered = [*head, *own]
     # Ranked by position: the fitting keeps this order (head first, then the shared mode's

@@ -17,6 +17,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["Quantity", "quantities", "same_quantity"]
 
@@ -38,7 +39,9 @@ _NOT_UNITS = frozenset(
 )
 """Words a number is often followed by that pint would read as units (`in` inches, `a` year)."""
 _SYMBOLS = {"℃": "degC", "℉": "degF", "%": "percent"}
-_WORD = re.compile(r"(?<![\w.,/-])[\w.,]*[A-Za-z][\w.,]*(?:-[\w.,]+)*|(?<![\w.,-])[\w.,]+(?:-[\w.,]+)+")
+_WORD = re.compile(
+    r"(?<![\w.,/-])[\w.,]*[A-Za-z][\w.,]*(?:-[\w.,]+)*|(?<![\w.,-])[\w.,]+(?:-[\w.,]+)+"
+)
 _GLUED = re.compile(r"(\d+(?:[.,]\d+)?)([A-Za-zµμ]+)")
 
 
@@ -62,14 +65,14 @@ class Quantity:
 
 
 @functools.cache
-def _registry():  # type: ignore[no-untyped-def]
+def _registry() -> Any:
     import pint
 
     return pint.UnitRegistry(cache_folder=":auto:")
 
 
 @functools.lru_cache(maxsize=1024)
-def _registry_unit(name: str):  # type: ignore[no-untyped-def]
+def _registry_unit(name: str) -> Any:
     try:
         return _registry().parse_units(name)
     except Exception:  # noqa: BLE001 - pint raises several kinds for text it cannot read
@@ -85,7 +88,7 @@ def _number(text: str) -> float:
 
 @functools.lru_cache(maxsize=4096)
 def _unit(word: str | None) -> str | None:
-    """pint's name for a unit word, its letters if pint does not know it, None if not a unit."""
+    """Pint's name for a unit word, its letters if pint does not know it, None if not a unit."""
     if not word:
         return ""
     word = word.strip()

@@ -31,7 +31,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from collective.kb.citations import format_chunk, normalise, split_citations, tag
 from collective.kb.quantities import Quantity, quantities, same_quantity
@@ -41,6 +41,7 @@ __all__ = [
     "Claim",
     "Entail",
     "Shown",
+    "Similar",
     "Status",
     "answer_entities",
     "check_claims",
@@ -55,6 +56,9 @@ Status = Literal["supported", "retagged", "fixed", "dropped", "uncited"]
 
 Entail = Callable[[Sequence[tuple[str, str]]], Sequence[float]]
 """Scores `(claim, passage)` pairs: log-odds that the passage supports the claim."""
+
+Similar = Callable[[Sequence[str], Sequence[str]], Sequence[Sequence[float]]]
+"""Cosine similarities of claims (rows) to passages (columns): the KB's embedding model."""
 
 _TAGS = re.compile(r"\[[^\]]*\]")
 _BARE_TAG = re.compile(r"(?<![A-Za-z0-9])KB\s*#\s*\S+", re.IGNORECASE)
@@ -86,6 +90,7 @@ _STOP = frozenset(
     because since per many much less more get gets getting give gives window wide range span
     difference""".split()
 )
+_DECISION = re.compile(r"\s*Decision:", re.IGNORECASE)
 _MIN_WORD_SHARE = 0.5
 """Of a claim's content words, the share its chunk must hold."""
 
@@ -98,6 +103,7 @@ class Shown:
     heading: str
     text: str
     """The body as shown: a trimmed chunk only by what was kept."""
+    source: str = ""
 
     @property
     def whole(self) -> str:
@@ -169,7 +175,7 @@ def shown_chunks(
         heading = normalise(chunk.heading)
         if heading and shown.startswith(f"{heading}: "):
             shown = shown[len(heading) + 2 :]
-        out[i] = Shown(i, chunk.heading, shown.strip())
+        out[i] = Shown(i, chunk.heading, shown.strip(), chunk.source)
     return out
 
 
@@ -182,7 +188,7 @@ def _stem(word: str) -> str:
 
 
 @functools.cache
-def _stemmer():  # type: ignore[no-untyped-def]
+def _stemmer() -> Any:
     import snowballstemmer
 
     return snowballstemmer.stemmer("english")
@@ -335,8 +341,10 @@ def _distance(q: Quantity, start: int, end: int) -> int:
 
 
 def _ties(read: _Read) -> list[tuple[str, Quantity]]:
-    """Each content word of `read` with the quantity it belongs to: the nearest in its clause,
-    within `_TIE_CHARS`."""
+    """Each content word of `read` with the quantity it belongs to.
+
+    That is the nearest quantity in the word's clause, within `_TIE_CHARS`.
+    """
     out = []
     for word, start, end in read.words:
         a, b = _clause_of(read.text, start)
@@ -350,34 +358,7 @@ def _ties(read: _Read) -> list[tuple[str, Quantity]]:
 
 def _judge(claim: _Read, chunk: Shown, sentences: Sequence[_Read], heading: _Read) -> _Finding:
     """What `chunk` (read as `sentences`) says of `claim`: quantities, entities, words, negation."""
-    missing: list[str] = []
-    ties = [t for s in sentences for t in _ties(s)]
-
-    # Quantities: each stated by a sentence, tied there to what the claim ties it to.
-    anchors: set[int] = set()
-    claim_ties = _ties(claim)
-    for q in claim.quantities:
-        near = {w for w, t in claim_ties if t == q}
-        found = False
-        for n, sentence in enumerate(sentences):
-            for stated in sentence.quantities:
-                if not same_quantity(q, stated):
-                    continue
-                # a word the claim ties to q that the chunk ties only to other quantities of
-                # its kind
-                kind = [(word, t) for word, t in ties if t.unit == stated.unit]
-                elsewhere = any(
-                    any(w == word and not same_quantity(q, t) for word, t in kind)
-                    and not any(w == word and same_quantity(q, t) for word, t in kind)
-                    for w in near
-                )
-                if not elsewhere:
-                    anchors.add(n)
-                    found = True
-        if not found:
-            missing.append(claim.text[q.start : q.end])
-
-    # Words: the claim's content words the chunk holds.
+    anchors, missing = _quantities_stated(claim, sentences)
     words = [w for w, _, _ in claim.words]
     held = heading.stems.union(*(s.stems for s in sentences))
     share = sum(w in held for w in words) / len(words) if words else 1.0
@@ -389,32 +370,89 @@ def _judge(claim: _Read, chunk: Shown, sentences: Sequence[_Read], heading: _Rea
         overlap = [len(set(words) & s.stems) for s in sentences]
         if max(overlap, default=0) > 0:
             anchors = {n for n, v in enumerate(overlap) if v == max(overlap)}
-
-    # Entities: stated by the chunk, and what its supporting sentence is about.
-    stated = heading.named().union(*(s.named() for s in sentences))
-    in_body = set().union(*(s.named() for s in sentences))
-    required = claim.named(in_passing=False)
-    missing += [k for k in sorted(required) if k not in stated]
-    missing += [k for k in sorted(claim.named() - required) if k not in in_body]
-    parts = chunk.heading.split(">")
-    subject = (
-        heading_part(parts[-1], heading) or heading_part(parts[0], heading)
-        or (sentences[0].named(in_passing=False) if sentences else set())
-    )  # fmt: skip
-    about = set().union(*(sentences[n].named(in_passing=False) for n in anchors))
-    if words or claim.quantities:  # a claim that only names things: "Use ABS or ASA."
-        for key in sorted(required - set(missing)):
-            if about and key not in about:
-                missing.append(f"{key} (the chunk says it of {', '.join(sorted(about))})")
-            elif not about and key not in subject:
-                missing.append(f"{key} (the chunk names it only in passing)")
+    missing += _entities_unstated(claim, chunk, sentences, heading, anchors, set(missing))
     if missing:
         return _Finding("no", tuple(dict.fromkeys(missing)), share=share)
-
     if share < _MIN_WORD_SHARE:  # its numbers hold, but the words are not the chunk's
         return _Finding("unsure", why="its numbers are the chunk's, its words are not", share=share)
+    if _negation_differs(claim, sentences):
+        return _Finding("unsure", why="negation differs from the chunk's", share=share)
+    return _Finding("yes", share=share)
 
-    # Negation: each clause of the claim against the chunk's clauses most like it.
+
+def _quantities_stated(claim: _Read, sentences: Sequence[_Read]) -> tuple[set[int], list[str]]:
+    """The sentences that state the claim's quantities, and the quantities none states.
+
+    A quantity is stated by a sentence that holds it and does not tie a word the claim ties to
+    it only to another quantity of its kind (`the bed at 70-85 °C` does not state a bed at
+    230-250 °C, though the sentence holds 230-250 °C for the nozzle).
+    """
+    ties = [t for s in sentences for t in _ties(s)]
+    claim_ties = _ties(claim)
+    anchors: set[int] = set()
+    missing: list[str] = []
+    for q in claim.quantities:
+        near = {w for w, t in claim_ties if t == q}
+        found = False
+        for n, sentence in enumerate(sentences):
+            for given in sentence.quantities:
+                if not same_quantity(q, given):
+                    continue
+                kind = [(word, t) for word, t in ties if t.unit == given.unit]
+                elsewhere = any(
+                    any(w == word and not same_quantity(q, t) for word, t in kind)
+                    and not any(w == word and same_quantity(q, t) for word, t in kind)
+                    for w in near
+                )
+                if not elsewhere:
+                    anchors.add(n)
+                    found = True
+        if not found:
+            missing.append(claim.text[q.start : q.end])
+    return anchors, missing
+
+
+def _entities_unstated(
+    claim: _Read,
+    chunk: Shown,
+    sentences: Sequence[_Read],
+    heading: _Read,
+    anchors: set[int],
+    missing: set[str],
+) -> list[str]:
+    """The claim's entities the chunk does not state, or states of something else.
+
+    Every entity must be stated (one named in passing, in the body); and one the claim is about
+    must be what its supporting sentences are about, or, where they name nothing, the chunk's
+    subject (its heading).
+    """
+    stated = heading.named().union(*(s.named() for s in sentences))
+    in_body: set[str] = set().union(*(s.named() for s in sentences))
+    required = claim.named(in_passing=False)
+    out = [k for k in sorted(required) if k not in stated]
+    out += [k for k in sorted(claim.named() - required) if k not in in_body]
+    if not claim.words and not claim.quantities:  # it only names things: "Use ABS or ASA."
+        return out
+    parts = chunk.heading.split(">")
+    subject = (
+        heading_part(parts[-1], heading)
+        or heading_part(parts[0], heading)
+        or (sentences[0].named(in_passing=False) if sentences else set())
+    )
+    about: set[str] = set().union(*(sentences[n].named(in_passing=False) for n in anchors))
+    for key in sorted(required - set(out) - missing):
+        if about and key not in about:
+            out.append(f"{key} (the chunk says it of {', '.join(sorted(about))})")
+        elif not about and key not in subject:
+            out.append(f"{key} (the chunk names it only in passing)")
+    return out
+
+
+def _negation_differs(claim: _Read, sentences: Sequence[_Read]) -> bool:
+    """Whether a clause of the claim is negated where the chunk's most like it are not.
+
+    Or the other way round.
+    """
     theirs = [
         ({w for w, start, _ in s.words if a <= start < b}, _negated(s.text[a:b]))
         for s in sentences
@@ -427,8 +465,8 @@ def _judge(claim: _Read, chunk: Shown, sentences: Sequence[_Read], heading: _Rea
             continue
         alike = {neg for (_, neg), n in zip(theirs, overlap, strict=True) if n == max(overlap)}
         if _negated(claim.text[a:b]) not in alike:
-            return _Finding("unsure", why="negation differs from the chunk's", share=share)
-    return _Finding("yes", share=share)
+            return True
+    return False
 
 
 def heading_part(part: str, heading: _Read) -> set[str]:
@@ -455,6 +493,7 @@ def check_claims(
     shown: Mapping[str, Shown],
     entail: Entail | None = None,
     names: Iterable[str] = (),
+    similar: Similar | None = None,
 ) -> list[Claim]:
     """The claims of `answer`, each checked against the chunks `shown` (see the module doc).
 
@@ -465,6 +504,8 @@ def check_claims(
             numbers and names cannot as unsupported.
         names: Headings of more chunks (the KB's, retrieval's candidates): the entities they
             are about are entities in a claim too, though no shown chunk is about them.
+        similar: The KB's embedding model: of several chunks that state a claim, it is
+            retagged to the one nearest in meaning and words; None: nearest in words.
     """
     vocab = _vocabulary([*(c.heading for c in shown.values()), *names])
     chunks = {
@@ -477,12 +518,14 @@ def check_claims(
     }
     pending: list[tuple[str, tuple[str, ...], dict[str, _Finding]]] = []
     for sentence in _sentences(answer):
-        cited, _ = split_citations(sentence, list(shown))
+        if _DECISION.match(sentence):
+            continue  # the choice the answer made, restated for the memory
+        cited = tuple(split_citations(sentence, list(shown))[0])
         read = _read(sentence, vocab)
         if not cited and not (read.quantities or read.entities):
             continue
         findings = {i: _judge(read, shown[i], *chunks[i]) for i in shown}
-        pending.append((sentence, tuple(cited), findings))
+        pending.append((sentence, cited, findings))
     unsure = [
         (s, i) for s, _, findings in pending for i, f in findings.items() if f.verdict == "unsure"
     ]
@@ -490,13 +533,25 @@ def check_claims(
     if unsure and entail is not None:
         scores = entail([(plain(s), shown[i].whole) for s, i in unsure])
         settled = {pair: score > 0 for pair, score in zip(unsure, scores, strict=True)}
+    ids = list(shown)
+    near: dict[str, dict[str, float]] = {}
+    if similar is not None and pending:
+        rows = similar([plain(s) for s, _, _ in pending], [shown[i].whole for i in ids])
+        near = {
+            s: dict(zip(ids, row, strict=True))
+            for (s, _, _), row in zip(pending, rows, strict=True)
+        }
     claims = []
     for sentence, cited, findings in pending:
 
         def holds(i: str, sentence: str = sentence, findings: dict = findings) -> bool:
             return findings[i].verdict == "yes" or settled.get((sentence, i), False)
 
-        supporting = sorted((i for i in shown if holds(i)), key=lambda i: -findings[i].share)
+        closeness = near.get(sentence, {})
+        supporting = sorted(
+            (i for i in shown if holds(i)),
+            key=lambda i: -(findings[i].share + closeness.get(i, 0.0)),
+        )
         if cited and any(holds(i) for i in cited):
             claims.append(Claim(sentence, cited, "supported", _says(cited, findings, holds)))
         elif supporting:
@@ -524,7 +579,9 @@ def check_claims(
     return claims
 
 
-def _says(cited: Sequence[str], findings: Mapping[str, _Finding], holds: Callable[[str], bool]) -> str:
+def _says(
+    cited: Sequence[str], findings: Mapping[str, _Finding], holds: Callable[[str], bool]
+) -> str:
     ids = [i for i in cited if holds(i)]
     how = "by entailment" if any(findings[i].verdict == "unsure" for i in ids) else ""
     return f"{', '.join(ids)} states it" + (f" ({how})" if how else "")

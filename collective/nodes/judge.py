@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from langgraph.runtime import Runtime
 
 from collective import agents
@@ -28,12 +29,14 @@ from collective.graph.context import CouncilContext, open_knowledge
 from collective.graph.state import CouncilState, Proposal, answered, applied_profile
 from collective.kb.answers import Checked, check_answer, digest, select
 from collective.kb.citations import check_citations, neutralise, shown_ids
+from collective.kb.embeddings import embedder_for
 from collective.kb.entailment import entailment_for
 from collective.kb.evidence import council_evidence
 from collective.kb.store import Chunk
 from collective.kb.support import (
     Claim,
     Shown,
+    Similar,
     check_claims,
     mark_fixed,
     shown_chunks,
@@ -202,7 +205,12 @@ def _check_member(proposal: Proposal, chunks: Mapping[str, Chunk], headings: lis
     """A member's answer checked against the chunks its prompt showed (whole: as retrieved)."""
     seen = (proposal.get("evidence") or {}).get("seen") or list(chunks)
     shown = shown_chunks(chunks, ids=[i for i in seen if i in chunks])
-    return check_answer(proposal["member"], proposal["text"], shown, names=headings)
+    note = (
+        " [PARTIAL: it ran out of time; its answer stops mid-way]"
+        if proposal.get("partial")
+        else ""
+    )
+    return check_answer(proposal["member"], proposal["text"], shown, names=headings, note=note)
 
 
 @dataclass
@@ -248,7 +256,7 @@ class _Ruling:
         tool_output = [result for calls in draft.transcript.rounds for _, result in calls]
         text = self._clean(draft.call.result.text, tool_output)
         claims = await asyncio.to_thread(self._check, text, shown, entail)
-        check: dict[str, Any] = {"claims": len(claims), "draft_support": support_share(claims)}
+        check: dict[str, Any] = {"claims": len(claims), "draft_support": _share(claims)}
         call = draft.call
         if any(c.status == "dropped" for c in claims):
             fixed = await self._fix(draft, text, claims, shown, notes)
@@ -306,7 +314,7 @@ class _Ruling:
         return prompt.clean(text, instructions, tool_output)
 
     def _check(self, text: str, shown: Mapping[str, Shown], entail: Any) -> list[Claim]:
-        return check_claims(text, shown, entail, self.headings)
+        return check_claims(text, shown, entail, self.headings, _similarity(self.ctx))
 
     def _shown(
         self, call: ModelCall, transcript: ToolTranscript, tools: VerificationTools | None
@@ -414,6 +422,25 @@ class _Ruling:
         return revised, self._clean(revised.result.text, tool_output), fixed_shown
 
 
+def _similarity(ctx: CouncilContext) -> Similar | None:
+    """Cosine similarity by the KB's embedding model (None without one)."""
+    embedder = embedder_for(ctx.kb_embeddings)
+    if embedder is None:
+        return None
+
+    def similar(claims: Sequence[str], passages: Sequence[str]) -> list[list[float]]:
+        vectors = np.asarray(embedder.embed([*claims, *passages]), dtype=np.float64)
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return (vectors[: len(claims)] @ vectors[len(claims) :].T).tolist()
+
+    return similar
+
+
+def _share(claims: Sequence[Claim]) -> float | None:
+    """The share of all `claims` (the dropped ones too) that a chunk supports."""
+    return sum(c.supported for c in claims) / len(claims) if claims else None
+
+
 def nearest_sentences(claim: Claim, shown: Mapping[str, Shown], most: int = 2) -> list[str]:
     """The sentences of `claim`'s cited chunks (as shown) that share the most words with it."""
     words = set(claim.text.lower().split())
@@ -440,5 +467,3 @@ def _logged(results: list[tuple[ToolCall, str, int]], round_number: int) -> list
         emit({"type": "tool_call", "node": agents.JUDGE, **entry})
         entries.append(entry)
     return entries
-
-

@@ -77,7 +77,9 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
         return {"proposals": [failed], "timings": timings}
     text = call.result.text.strip()
     if not text:  # a member that stops at once gave no answer: it does not count to the quorum
-        why = f"{member} ({backend.model}) wrote nothing (finish_reason {call.result.finish_reason})"
+        why = (
+            f"{member} ({backend.model}) wrote nothing (finish_reason {call.result.finish_reason})"
+        )
         timings = progress.done(call, status="failed", error=why)
         failed = Proposal(
             member=member,

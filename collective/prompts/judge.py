@@ -111,6 +111,13 @@ def compose(sections: Mapping[str, str], checked: str = "") -> list[ChatMessage]
 
 # -- what the verdict must not hold ----------------------------------------------------------
 
+_META_LEAD_IN = re.compile(
+    r"^\W*(?:[\w ]{0,40}\b(?:answer|verdict|sentence|summary|conclusion|reasons?)\b"
+    r"[\w ]{0,40}):\s+",
+    re.IGNORECASE,
+)
+"""A first line's lead-in that talks about the answer rather than giving it ("The direct answer
+in one short sentence: ...", "Final verdict: ...")."""
 _PLACEHOLDER = re.compile(r"<[a-z][a-z \-]{0,30}>|\[KB#<[^>\]]*>\]", re.IGNORECASE)
 _TOOL_OUTPUT = re.compile(r"\(its text is in the knowledge base above\)|^\s*no (?:more )?chunks?\b")
 
@@ -144,19 +151,21 @@ def clean(answer: str, instructions: Sequence[str], tool_output: Sequence[str] =
         instructions: The prompt's own instruction texts (format lines, its part).
         tool_output: What the judge's tools returned.
     """
-    told = _ngrams(instructions)
+    told, lead_ins = _ngrams(instructions), _ngrams(instructions, n=4)
     tools = _ngrams(tool_output, n=6)
     lines: list[str] = []
     seen: set[str] = set()
     for raw in answer.splitlines():
         line = _PLACEHOLDER.sub("", raw).rstrip()
+        if not lines:
+            line = _META_LEAD_IN.sub("", line)
         if not line.strip(" -*•"):
             continue
         if _TOOL_OUTPUT.search(line) or _copied_spans(line, tools, n=6):
             continue
         # an echoed lead-in: drop the words up to its colon, keep the answer after it
         head, colon, rest = line.partition(":")
-        if colon and _copied_spans(head, told, n=4) and rest.strip():
+        if colon and _copied_spans(head, lead_ins, n=4) and rest.strip():
             line = f"{head[: len(head) - len(head.lstrip(' -*•'))]}{rest.strip()}"
         elif _copied_spans(line, told):
             continue

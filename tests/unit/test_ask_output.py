@@ -30,6 +30,7 @@ async def test_the_result_has_exactly_the_output_keys():
         "tool_calls",
         "evidence",
         "citation_support",
+        "claims",
         "claim_check",
         "notes",
         "thread_id",

@@ -93,9 +93,8 @@ def test_tool_templates_are_recognised_by_what_they_render():
 def test_the_judge_is_asked_to_verify_only_while_tools_are_offered():
     from collective.prompts import judge as prompt
 
-    sections = {"system": "s", "task": "q"}
-    assert "call kb_search" in prompt.compose(sections, verify=True)[-1]["content"]
-    assert "kb_search" not in prompt.compose(sections)[-1]["content"]
+    assert "call kb_search" in prompt.task_text("q", verify=True)
+    assert "kb_search" not in prompt.task_text("q")
 
 
 def test_a_deep_kb_allocation_never_takes_the_judges_tool_results():
@@ -133,14 +132,14 @@ def test_the_final_no_tool_round_tells_the_tool_rounds_as_text_before_the_instru
     from collective.prompts import judge as prompt
 
     rounds = [[(ToolCall("call_0", "kb_search", {"query": "PETG"}), "[KB#mem_1] PETG ...")]]
-    sections = {"system": "s", "task": "q", "kb_chunks": "[KB#mem_0] PLA ..."}
+    sections = {"system": "s", "task": prompt.task_text("q"), "kb_chunks": "[KB#mem_0] PLA ..."}
     offered = ToolTranscript(rounds, [{"type": "function"}]).compose(prompt.compose)(sections)
     assert offered[2]["tool_calls"] and offered[3]["role"] == "tool"
     final = ToolTranscript(rounds, []).compose(prompt.compose)(sections)
     assert [m["role"] for m in final] == ["system", "user"]
     user = final[1]["content"]
-    assert user.index("[KB#mem_0] PLA") < user.index("[KB#mem_1] PETG") < user.index("[KB#<id>]")
-    assert user.endswith(prompt.SYNTHESIS)
+    assert user.index("[KB#mem_0] PLA") < user.index("[KB#mem_1] PETG") < user.index(prompt.FORMAT)
+    assert user.endswith(prompt.FORMAT)
 
 
 def test_the_gemma_file_is_checked_against_collectives_own_sha256(tmp_path, monkeypatch):

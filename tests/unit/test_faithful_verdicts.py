@@ -1,4 +1,4 @@
-"""Faithful verdicts (issue 29): each cited claim is checked against its chunk before it stands.
+"""Faithful verdicts: each claim of the verdict is checked against its chunk before it stands.
 
 The judge is scripted here: a model that misstates a chunk's numbers on demand cannot be had
 for real. The council's own nodes, prompts and citation checks run as they do in a real run.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collective.graph import build_graph
 from collective.kb.store import Chunk
-from collective.kb.support import cited_claims, drop_claims, support_share
+from collective.kb.support import check_claims, revise, shown_chunks, support_share
 from collective.models.base import ToolCall
 from tests.fakes import ListStore, ScriptedBackend
 from tests.unit.test_graph_council import context
@@ -33,16 +33,16 @@ SUPPLIED = {c.id: c for c in (PETG, PP)}
 def test_claims_state_numbers_and_names_as_their_chunk_does() -> None:
     answer = (
         "PETG prints at 240-260 °C [KB#mem_petg]. Use PA6 nylon for the hinge [KB#mem_pp].\n"
-        "- The bed of PETG-like parts sits at 70-85 °C. [KB#mem_petg]\n"
+        "- The bed of PETG sits at 70-85 °C. [KB#mem_petg]\n"
         "- Polypropylene floats kb#mem_pp\n"
         "Decision: polypropylene"
     )
-    claims = cited_claims(answer, SUPPLIED)
-    assert [c.missing for c in claims] == [("240", "260"), ("PA6",), (), ()]
-    assert support_share(claims) == 0.5
-    kept = drop_claims(answer, [c for c in claims if not c.supported])
+    claims = check_claims(answer, shown_chunks(SUPPLIED))
+    assert [c.status for c in claims] == ["dropped", "dropped", "supported", "supported"]
+    assert claims[0].missing == ("240-260 °C",)
+    assert support_share(claims) == 1.0
+    kept = revise(answer, claims)
     assert "240" not in kept and "PA6" not in kept and "Decision: polypropylene" in kept
-    assert drop_claims("PETG: 240 °C [KB#mem_petg].", claims[:1]) == "PETG: 240 °C [KB#mem_petg]."
 
 
 def test_a_claim_about_one_entity_citing_a_look_alike_entitys_chunk_is_not_supported() -> None:
@@ -53,9 +53,10 @@ def test_a_claim_about_one_entity_citing_a_look_alike_entitys_chunk_is_not_suppo
         "filament/petg_cf.md",
         heading="PETG-CF > Print temperatures",
     )
-    (claim,) = cited_claims("PETG prints at 240-260 °C [KB#mem_cf].", {"mem_cf": petg_cf})
-    assert claim.missing == ("PETG",)
-    (claim,) = cited_claims("PETG-CF prints at 240-260 °C [KB#mem_cf].", {"mem_cf": petg_cf})
+    shown = shown_chunks({"mem_cf": petg_cf})
+    (claim,) = check_claims("PETG prints at 240-260 °C [KB#mem_cf].", shown)
+    assert claim.status == "dropped" and "petg" in claim.missing
+    (claim,) = check_claims("PETG-CF prints at 240-260 °C [KB#mem_cf].", shown)
     assert claim.supported
 
 
@@ -79,11 +80,12 @@ async def test_the_judge_fixes_a_misstated_number_before_the_verdict_is_final() 
     )
     ctx = context(judge=judge, knowledge=ListStore([PETG, PP]), judge_tools=False)
     out = await build_graph().ainvoke({"question": "What nozzle heat for PETG?"}, context=ctx)
-    assert out["answer"] == "PETG. It prints at 230-250 °C [KB#mem_petg]."
+    assert out["answer"] == "PETG [KB#mem_petg]. It prints at 230-250 °C [KB#mem_petg]."
     assert out["citation_support"] == 1.0
-    assert out["claim_check"] == {"claims": 1, "draft_support": 0.0, "revised": True}
+    assert out["claim_check"]["revised"] is True and out["claim_check"]["draft_support"] == 0.5
+    assert [c["status"] for c in out["claims"]] == ["supported", "fixed"]
     check = judge.prompts[1]  # type: ignore[attr-defined]
-    assert "states 240, 260; its chunk says" in check and "230-250 °C" in check
+    assert "240-260 °C" in check and "its chunk says" in check and "230-250 °C" in check
     assert [b["node"] for b in out["budgets"]][-2:] == ["judge", "judge"]
 
 
@@ -95,8 +97,8 @@ async def test_a_fix_that_echoes_the_check_is_not_used() -> None:
     )
     ctx = context(judge=judge, knowledge=ListStore([PETG, PP]), judge_tools=False)
     out = await build_graph().ainvoke({"question": "What nozzle heat for PETG?"}, context=ctx)
-    assert out["answer"] == "PETG.\n- It bonds well [KB#mem_petg]"  # the draft, claim dropped
-    assert out["claim_check"]["revised"] is False and out["citation_support"] == 1.0
+    assert out["answer"] == "PETG [KB#mem_petg]."  # the draft, its unsupported claim dropped
+    assert out["claim_check"]["revised"] is False
     assert any("was not used" in note for note in out["notes"])
 
 
@@ -113,7 +115,8 @@ async def test_a_claim_its_chunk_does_not_support_is_dropped_when_the_fix_fails(
     assert "PA6" not in out["answer"] and "folds as a hinge" in out["answer"]
     assert out["citation_support"] == 1.0
     assert out["claim_check"]["draft_support"] == 2 / 3
-    assert any("dropped 1 cited claim" in note for note in out["notes"])
+    assert any("dropped 1 claim" in note for note in out["notes"])
+    assert [c["status"] for c in out["claims"]] == ["supported", "supported", "dropped"]
 
 
 async def test_a_bare_tag_naming_a_supplied_chunk_counts_as_its_citation() -> None:
@@ -137,10 +140,10 @@ async def test_the_fix_call_reads_on_from_the_drafts_own_prompt() -> None:
                             supports_tools=True)  # fmt: skip
     ctx = context(judge=judge, knowledge=ListStore([PETG, PP]), judge_tools=True)
     out = await build_graph().ainvoke({"question": "What nozzle heat for PETG?"}, context=ctx)
-    assert out["answer"] == "PETG. It prints at 230-250 °C [KB#mem_petg]."
+    assert out["answer"] == "PETG [KB#mem_petg]. It prints at 230-250 °C [KB#mem_petg]."
     draft, fix = judge.calls[-2], judge.calls[-1]
     assert fix[: len(draft)] == draft
     assert fix[len(draft)] == {"role": "assistant", "content": replies[1]}
-    assert "states 240, 260; its chunk says" in fix[-1]["content"]
+    assert "240-260 °C" in fix[-1]["content"] and "its chunk says" in fix[-1]["content"]
     assert judge.kwargs[-1]["tools"] == judge.kwargs[-2]["tools"] is not None
     assert judge.kwargs[-1]["tool_choice"] == "none"

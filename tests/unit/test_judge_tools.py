@@ -35,6 +35,7 @@ def script(*steps):
 
 
 def context(judge, **kw):
+    kw.setdefault("judge_tools", True)  # off by default
     return CouncilContext(
         k=1,
         planner=ScriptedBackend("planner", "plan"),

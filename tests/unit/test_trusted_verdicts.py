@@ -1,0 +1,207 @@
+"""A verdict a reader can trust: no echo, no tool output, no repeat; selected by support.
+
+The judge and members are scripted (a model that echoes its format on demand cannot be had for
+real); the council's own nodes, prompts and checks run as in a real run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from collective.budget.counting import tiktoken_counter
+from collective.budget.trimming import Scored
+from collective.errors import QuorumError
+from collective.graph import build_graph
+from collective.kb.evidence import split
+from collective.kb.store import Chunk
+from collective.models.base import ChatDelta
+from collective.prompts import judge as judge_prompt
+from tests.fakes import ListStore, ScriptedBackend
+from tests.unit.test_graph_council import context
+
+ABS = Chunk(
+    "mem_abs",
+    "ABS is tough and handles heat to around 95-100 °C, so it suits automotive interior parts.",
+    "abs.md",
+    score=0.9,
+    heading="ABS and ASA > ABS properties",
+)
+NYLON = Chunk(
+    "mem_nylon",
+    "Nylon is tough, wear resistant and has low friction, which suits gears, hinges and "
+    "bushings. It is the most hygroscopic common filament.",
+    "nylon.md",
+    score=0.7,
+    heading="Nylon > Engineering",
+)
+PLA = Chunk(
+    "mem_pla",
+    "PLA softens near 55-60 °C, so parts sag in hot cars.",
+    "pla.md",
+    score=0.8,
+    heading="PLA > Heat",
+)
+KB = ListStore([ABS, NYLON, PLA])
+QUESTION = "Which filament should I use for a part that sits in a hot car, and why?"
+
+
+async def ask(judge: str | ScriptedBackend, member: str = "ABS [KB#mem_abs].", **kw):
+    judge = judge if isinstance(judge, ScriptedBackend) else ScriptedBackend("judge", judge)
+    ctx = context(
+        judge=judge,
+        specialists=[ScriptedBackend("spec", member)],
+        knowledge=KB,
+        judge_tools=False,
+        **kw,
+    )
+    return await build_graph().ainvoke({"question": QUESTION}, context=ctx)
+
+
+async def test_the_demos_nylon_paragraph_under_an_abs_tag_is_dropped_and_said_once() -> None:
+    # measured on `make demo`: the nylon chunk's sentences with "Nylon" made "ABS", cited to
+    # the ABS chunk, one of them twice; the old check passed both
+    verdict = (
+        "ABS handles heat to around 95-100 °C [KB#mem_abs].\n"
+        "- ABS is tough, wear resistant and has low friction, which suits gears [KB#mem_abs]\n"
+        "- PLA softens near 55-60 °C, so parts sag in hot cars [KB#mem_pla]\n"
+        "- ABS is the most hygroscopic common filament [KB#mem_abs]\n"
+        "- ABS is the most hygroscopic common filament [KB#mem_abs]"
+    )
+    out = await ask(verdict)
+    assert "hygroscopic" not in out["answer"] and "friction" not in out["answer"]
+    assert out["answer"].count("95-100") == 1
+    statuses = [c["status"] for c in out["claims"]]
+    assert statuses.count("dropped") == 2 and statuses.count("supported") == 2
+    assert out["citation_support"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [
+        "The direct answer in one short sentence: ABS handles heat to around 95-100 °C "
+        "[KB#mem_abs].",
+        "Start with one short sentence that names the answer: ABS handles heat to around "
+        "95-100 °C [KB#mem_abs].",
+        "ABS handles heat to around 95-100 °C [KB#mem_abs].\n- <reason> [KB#<id>]",
+        "ABS handles heat to around 95-100 °C [KB#mem_abs].\n"
+        "- Nylon > Engineering (its text is in the knowledge base above) [KB#mem_nylon]",
+        "ABS handles heat to around 95-100 °C [KB#mem_abs]. ABS handles heat to around "
+        "95-100 °C [KB#mem_abs].",
+    ],
+)
+async def test_a_verdict_never_echoes_its_format_a_placeholder_or_tool_output(echo: str) -> None:
+    out = await ask(echo)
+    assert out["answer"] == "ABS handles heat to around 95-100 °C [KB#mem_abs]."
+
+
+def test_clean_keeps_the_answer_after_an_echoed_lead_in() -> None:
+    told = [judge_prompt.task_text("Which filament for a hot car?")]
+    text = "Start with one short sentence that names the answer: ABS.\nDecision: ABS\nThanks!"
+    assert judge_prompt.clean(text, told) == "ABS.\nDecision: ABS"
+
+
+async def test_a_member_answer_stands_when_the_judge_has_nothing_supported() -> None:
+    out = await ask(
+        "PETG is best, it melts at 400 °C [KB#mem_abs].",
+        member="ABS handles heat to around 95-100 °C [KB#mem_abs].",
+    )
+    assert out["answer"] == "ABS handles heat to around 95-100 °C [KB#mem_abs]."
+    assert out["claim_check"]["selected"] == "specialist-1"
+    assert any("stands instead" in note for note in out["notes"])
+
+
+async def test_with_no_supported_claim_anywhere_the_verdict_says_the_kb_does_not_answer() -> None:
+    out = await ask("It melts at 400 °C [KB#mem_abs].", member="It melts at 500 °C [KB#mem_abs].")
+    assert out["answer"].startswith("The knowledge base does not answer this question")
+    assert out["citations"] == []
+
+
+async def test_the_judge_is_shown_agreement_and_only_supported_member_claims() -> None:
+    judge = ScriptedBackend("judge", "ABS handles heat to around 95-100 °C [KB#mem_abs].")
+    member = "ABS [KB#mem_abs].\n- ABS is the most hygroscopic common filament [KB#mem_abs]"
+    await ask(judge, member=member, k=2)
+    prompt = judge.calls[0][-1]["content"]
+    answers = prompt[prompt.index(judge_prompt.ANSWERS) : prompt.index("## Your part")]
+    assert "Agreement: specialist-1, specialist-2 name ABS." in answers
+    assert "hygroscopic" not in answers  # an unsupported member claim is not shown
+    # the judge's prompt opens as the members' do: rules, KB, then the question
+    assert prompt.index("## Knowledge base") < prompt.index(f"Question: {QUESTION}")
+
+
+async def test_a_fix_call_that_does_not_fit_leaves_the_draft_standing() -> None:
+    # measured: the fix call quoted each failed claim's chunk whole, outside every section; a
+    # chunk shown trimmed could not fit, BudgetError was raised, and with one judge the whole
+    # run failed although a draft verdict existed
+    huge = Chunk("mem_big", "ABS handles heat to around 95-100 °C. " * 600, "big.md", score=0.9,
+                 heading="ABS > Heat")  # fmt: skip
+    judge = ScriptedBackend("judge", "ABS handles heat to 400 °C [KB#mem_big].", n_ctx=4096)
+    ctx = context(
+        judge=judge,
+        specialists=[ScriptedBackend("spec", "ABS [KB#mem_big].")],
+        knowledge=ListStore([huge]),
+        judge_tools=False,
+    )
+    out = await build_graph().ainvoke({"question": QUESTION}, context=ctx)
+    assert "400" not in out["answer"]
+    for budget in out["budgets"]:
+        assert budget["prompt_tokens"] + budget["max_output_tokens"] <= budget["n_ctx"]
+
+
+async def test_a_partial_member_cites_only_chunks_its_own_prompt_held() -> None:
+    # split evidence: a member never sees the others' slices; out of time, its tag of a chunk
+    # it was not shown must not reach the judge as a citation
+    chunks = [
+        Chunk(
+            f"mem_{n}",
+            f"Filament {n} handles heat to around {50 + n} °C. " * 8,
+            f"{n}.md",
+            score=1 - n / 100,
+            heading=f"F{n} > Heat",
+        )  # fmt: skip
+        for n in range(12)
+    ]
+
+    class CitesOneItSawAndOneItDidNot(ScriptedBackend):
+        async def stream(self, messages, **kwargs):  # type: ignore[override]
+            seen = messages[-1]["content"]
+            shown = [c.id for c in chunks if f"[KB#{c.id}]" in seen]
+            unseen = next(c.id for c in chunks if c.id not in shown)
+            yield ChatDelta(f"F1 [KB#{shown[0]}] and [KB#{unseen}] ")
+            await asyncio.sleep(60)
+
+    ctx = context(
+        specialists=[CitesOneItSawAndOneItDidNot("spec")],
+        knowledge=ListStore(chunks),
+        evidence="split",
+        specialist_timeout_s=1.0,
+        judge_tools=False,
+        k=2,
+    )
+    out = await build_graph().ainvoke({"question": "Which filament handles heat?"}, context=ctx)
+    assert out["evidence"]["applied"] == "split"
+    for proposal in out["proposals"]:
+        seen = set(proposal["evidence"]["seen"])
+        assert proposal.get("partial") and proposal["citations"]
+        assert set(proposal["citations"]) <= seen and proposal["unknown_citations"]
+
+
+def test_split_evidence_deals_every_chunk_to_someone_whatever_the_members_windows() -> None:
+    counter = tiktoken_counter("cl100k_base")
+    chunks = [
+        Scored(f"c{n}", f"[KB#c{n}] chunk {n} " + "word " * 40, 1 - n / 100) for n in range(12)
+    ]
+    parts = [
+        split(counter, chunks, limit, 2, index, "split")
+        for index, limit in ((0, 900), (1, 300))  # members of different windows
+    ]
+    offered = {c.key for part in parts for c in part.offered}
+    assert offered == {c.key for c in chunks}
+
+
+async def test_empty_answers_do_not_count_toward_the_quorum() -> None:
+    ctx = context(specialists=[ScriptedBackend("spec", "")], knowledge=KB, judge_tools=False)
+    with pytest.raises(QuorumError) as raised:
+        await build_graph().ainvoke({"question": QUESTION}, context=ctx)
+    assert "wrote nothing" in str(raised.value)
