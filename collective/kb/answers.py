@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from collective.kb.citations import neutralise
 from collective.kb.support import (
     Claim,
     Entail,
@@ -106,7 +107,9 @@ def digest(members: Sequence[Checked]) -> str:
             f"### {member.who}{member.note}: {member.supported} of {len(member.claims)} claims "
             "supported"
         )
-        lines += [f"- {c.text.strip(' -*•')}" for c in claims] or ["(nothing supported)"]
+        # model text: only the tags of the chunks it was checked against stay tags
+        lines += [f"- {neutralise(c.text, c.cited).strip(' -*•')}" for c in claims]
+        lines += [] if claims else ["(nothing supported)"]
     return "\n".join(lines)
 
 
@@ -114,7 +117,8 @@ def select(verdict: Checked, members: Sequence[Checked]) -> tuple[Checked, str]:
     """The answer that stands, and why.
 
     The judge's verdict stands while a claim of it is supported. Otherwise the member answer
-    most agreed on, then best supported, stands; with none supported, `NO_ANSWER`.
+    most agreed on, then best supported, stands; with none supported, the verdict stands while
+    anything of it is left, else `NO_ANSWER`.
     """
     if verdict.supported:
         return verdict, ""
@@ -131,6 +135,8 @@ def select(verdict: Checked, members: Sequence[Checked]) -> tuple[Checked, str]:
             f"the judge's verdict had no supported claim; {best.who}'s answer "
             f"({best.supported} supported) stands instead"
         )
+    if verdict.text.strip():
+        return verdict, ""
     return (
         Checked(verdict.who, NO_ANSWER, verdict.claims, {}),
         "no answer had a supported claim: the verdict says the knowledge base does not answer",

@@ -65,7 +65,8 @@ def entailment_for(backend: Any) -> Entail | None:
         return None
     if "<|im_start|>" not in (gguf_vocab_counter(str(backend.path)).chat.template or ""):
         return None
-    return _scorer(str(backend.path)).pairs
+    path = str(backend.path)
+    return lambda pairs: _scorer(path).pairs(pairs)  # its context is made when first asked
 
 
 def embedded_entailment() -> Entail:

@@ -93,6 +93,8 @@ _STOP = frozenset(
 _DECISION = re.compile(r"\s*Decision:", re.IGNORECASE)
 _MIN_WORD_SHARE = 0.5
 """Of a claim's content words, the share its chunk must hold."""
+_RETAG_WORD_SHARE = 2 / 3
+"""The share a chunk the claim did not cite must hold for the claim to be retagged to it."""
 
 
 @dataclass(frozen=True)
@@ -422,15 +424,13 @@ def _entities_unstated(
 ) -> list[str]:
     """The claim's entities the chunk does not state, or states of something else.
 
-    Every entity must be stated (one named in passing, in the body); and one the claim is about
-    must be what its supporting sentences are about, or, where they name nothing, the chunk's
-    subject (its heading).
+    Every entity the claim is about must be stated, and be what its supporting sentences are
+    about, or, where they name nothing, the chunk's subject (its heading). One it names in
+    passing ("unlike PLA") need not be.
     """
     stated = heading.named().union(*(s.named() for s in sentences))
-    in_body: set[str] = set().union(*(s.named() for s in sentences))
     required = claim.named(in_passing=False)
     out = [k for k in sorted(required) if k not in stated]
-    out += [k for k in sorted(claim.named() - required) if k not in in_body]
     if not claim.words and not claim.quantities:  # it only names things: "Use ABS or ASA."
         return out
     parts = chunk.heading.split(">")
@@ -507,28 +507,8 @@ def check_claims(
         similar: The KB's embedding model: of several chunks that state a claim, it is
             retagged to the one nearest in meaning and words; None: nearest in words.
     """
-    vocab = _vocabulary([*(c.heading for c in shown.values()), *names])
-    chunks = {
-        i: (
-            [_read(s, vocab) for s in re.split(r"(?<=[.!?;])\s+", plain(c.text)) if s.strip()]
-            or [_read(c.text, vocab)],
-            _read(c.heading, vocab),
-        )
-        for i, c in shown.items()
-    }
-    pending: list[tuple[str, tuple[str, ...], dict[str, _Finding]]] = []
-    for sentence in _sentences(answer):
-        if _DECISION.match(sentence):
-            continue  # the choice the answer made, restated for the memory
-        cited = tuple(split_citations(sentence, list(shown))[0])
-        read = _read(sentence, vocab)
-        if not cited and not (read.quantities or read.entities):
-            continue
-        findings = {i: _judge(read, shown[i], *chunks[i]) for i in shown}
-        pending.append((sentence, cited, findings))
-    unsure = [
-        (s, i) for s, _, findings in pending for i, f in findings.items() if f.verdict == "unsure"
-    ]
+    pending = _findings(answer, shown, _vocabulary([*(c.heading for c in shown.values()), *names]))
+    unsure = [(s, i) for s, _, found in pending for i, f in found.items() if f.verdict == "unsure"]
     settled: dict[tuple[str, str], bool] = {}
     if unsure and entail is not None:
         scores = entail([(plain(s), shown[i].whole) for s, i in unsure])
@@ -538,45 +518,78 @@ def check_claims(
     if similar is not None and pending:
         rows = similar([plain(s) for s, _, _ in pending], [shown[i].whole for i in ids])
         near = {
-            s: dict(zip(ids, row, strict=True))
-            for (s, _, _), row in zip(pending, rows, strict=True)
+            s: dict(zip(ids, r, strict=True)) for (s, _, _), r in zip(pending, rows, strict=True)
         }
-    claims = []
-    for sentence, cited, findings in pending:
+    return [
+        _verdict(sentence, cited, found, settled, near.get(sentence, {}), entail is not None)
+        for sentence, cited, found in pending
+    ]
 
-        def holds(i: str, sentence: str = sentence, findings: dict = findings) -> bool:
-            return findings[i].verdict == "yes" or settled.get((sentence, i), False)
 
-        closeness = near.get(sentence, {})
-        supporting = sorted(
-            (i for i in shown if holds(i)),
-            key=lambda i: -(findings[i].share + closeness.get(i, 0.0)),
+_Pending = tuple[str, tuple[str, ...], dict[str, _Finding]]
+
+
+def _findings(answer: str, shown: Mapping[str, Shown], vocab: _Vocabulary) -> list[_Pending]:
+    """Each claim of `answer` with what it cites and what every shown chunk says of it."""
+    chunks = {
+        i: (
+            [_read(s, vocab) for s in re.split(r"(?<=[.!?;])\s+", plain(c.text)) if s.strip()]
+            or [_read(c.text, vocab)],
+            _read(c.heading, vocab),
         )
-        if cited and any(holds(i) for i in cited):
-            claims.append(Claim(sentence, cited, "supported", _says(cited, findings, holds)))
-        elif supporting:
-            new = supporting[0]
-            was = f"cited {', '.join(cited)}, which does not state it" if cited else "was uncited"
-            claims.append(
-                Claim(
-                    _retagged(sentence, [new]),
-                    (new,),
-                    "retagged",
-                    f"{was}; {new} states it",
-                    _missing(cited, findings),
-                    written=sentence,
-                )
+        for i, c in shown.items()
+    }
+    pending = []
+    for sentence in _sentences(answer):
+        if _DECISION.match(sentence):
+            continue  # the choice the answer made, restated for the memory
+        cited = tuple(split_citations(sentence, list(shown))[0])
+        read = _read(sentence, vocab)
+        if cited or read.quantities or read.entities:
+            pending.append(
+                (sentence, cited, {i: _judge(read, shown[i], *chunks[i]) for i in shown})
             )
-        elif cited or quantities(plain(sentence)):
-            why = _missing(cited, findings) if cited else ("no shown chunk states its numbers",)
-            unsure_why = {findings[i].why for i in cited if findings[i].verdict == "unsure"}
-            reason = "; ".join([*why, *sorted(unsure_why)]) or "no shown chunk supports it"
-            if unsure_why and entail is None:
-                reason += " (no entailment check for this judge: kept out)"
-            claims.append(Claim(sentence, cited, "dropped", reason, tuple(why)))
-        else:
-            claims.append(Claim(sentence, (), "uncited", "names an entity; no chunk cited"))
-    return claims
+    return pending
+
+
+def _verdict(
+    sentence: str,
+    cited: tuple[str, ...],
+    found: Mapping[str, _Finding],
+    settled: Mapping[tuple[str, str], bool],
+    closeness: Mapping[str, float],
+    entailed: bool,
+) -> Claim:
+    """One claim's status from what the chunks say of it (`settled`: by entailment)."""
+
+    def holds(i: str) -> bool:
+        return found[i].verdict == "yes" or settled.get((sentence, i), False)
+
+    if cited and any(holds(i) for i in cited):
+        return Claim(sentence, cited, "supported", _says(cited, found, holds))
+    supporting = sorted(
+        (i for i in found if holds(i) and found[i].share >= _RETAG_WORD_SHARE),
+        key=lambda i: -(found[i].share + closeness.get(i, 0.0)),
+    )
+    if supporting:
+        new = supporting[0]
+        was = f"cited {', '.join(cited)}, which does not state it" if cited else "was uncited"
+        return Claim(
+            _retagged(sentence, [new]),
+            (new,),
+            "retagged",
+            f"{was}; {new} states it",
+            _missing(cited, found),
+            written=sentence,
+        )
+    if cited or quantities(plain(sentence)):
+        why = _missing(cited, found) if cited else ("no shown chunk states its numbers",)
+        unsure = {found[i].why for i in cited if found[i].verdict == "unsure"}
+        reason = "; ".join([*why, *sorted(unsure)]) or "no shown chunk supports it"
+        if unsure and not entailed:
+            reason += " (no entailment check for this judge: kept out)"
+        return Claim(sentence, cited, "dropped", reason, tuple(why))
+    return Claim(sentence, (), "uncited", "names an entity; no chunk cited")
 
 
 def _says(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -203,7 +204,8 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
 
 def _check_member(proposal: Proposal, chunks: Mapping[str, Chunk], headings: list[str]) -> Checked:
     """A member's answer checked against the chunks its prompt showed (whole: as retrieved)."""
-    seen = (proposal.get("evidence") or {}).get("seen") or list(chunks)
+    seen = (proposal.get("evidence") or {}).get("seen")
+    seen = list(chunks) if seen is None else seen  # a proposal from before evidence was kept
     shown = shown_chunks(chunks, ids=[i for i in seen if i in chunks])
     note = (
         " [PARTIAL: it ran out of time; its answer stops mid-way]"
@@ -255,16 +257,20 @@ class _Ruling:
         shown = self._shown(draft.call, draft.transcript, tools)
         tool_output = [result for calls in draft.transcript.rounds for _, result in calls]
         text = self._clean(draft.call.result.text, tool_output)
+        started = time.perf_counter()
         claims = await asyncio.to_thread(self._check, text, shown, entail)
         check: dict[str, Any] = {"claims": len(claims), "draft_support": _share(claims)}
+        check["check_ms"] = (time.perf_counter() - started) * 1000
         call = draft.call
         if any(c.status == "dropped" for c in claims):
             fixed = await self._fix(draft, text, claims, shown, notes)
             if fixed is not None:
                 fixed_call, fixed_text, fixed_shown = fixed
+                started = time.perf_counter()
                 fixed_claims = mark_fixed(
                     await asyncio.to_thread(self._check, fixed_text, fixed_shown, entail), claims
                 )
+                check["check_ms"] += (time.perf_counter() - started) * 1000
                 better = sum(c.supported for c in fixed_claims) >= sum(c.supported for c in claims)
                 if fixed_text and not prompt.echoes_check(fixed_text) and better:
                     call, text, shown, claims = fixed_call, fixed_text, fixed_shown, fixed_claims

@@ -25,6 +25,7 @@ from collective.kb.citations import (
     tag,
 )
 from collective.kb.store import Chunk
+from collective.prompts import judge as judge_prompt_module
 from collective.prompts import specialist as specialist_prompt
 from tests.fakes import ListStore, ScriptedBackend
 from tests.unit.test_graph_council import context
@@ -93,7 +94,7 @@ async def test_specialist_citations_resolve_only_against_chunks_kept() -> None:
     }
     # Only what the specialist was shown becomes the judge's evidence.
     judge_prompt = judge.calls[0][-1]["content"]
-    evidence = judge_prompt.split("## Evidence cited by the specialists", 1)[1]
+    evidence = judge_prompt.split(judge_prompt_module.ANSWERS, 1)[1]
     assert set(re.findall(r"\[KB#(mem_\w+)\]", evidence)) == set(shown)
 
 

@@ -28,7 +28,9 @@ async def test_deep_retrieval_uses_the_configured_rewriter(tmp_path):
 
 async def test_memory_compression_uses_the_configured_summarizer(tmp_path):
     summarizer = ScriptedBackend("summarizer", "A short model-written summary.")
-    long_verdict = "ASA keeps its shape in a hot car. " * 900  # past 80% of L0 in one turn
+    # past 80% of L0 in one turn; each sentence its own (a verdict says nothing twice)
+    cases = (a + b + c for a in "abcdefghij" for b in "abcdefghij" for c in "abcdefghij")
+    long_verdict = " ".join(f"The resin keeps its shape in case {w}." for w in cases)
     out = await build_graph().ainvoke(
         {"question": "What survives a hot car?"},
         context=context(

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from collective.graph import build_graph
 from collective.kb.citations import neutralise, parse_citations
 from collective.kb.store import Chunk
+from collective.prompts import judge as judge_prompt_module
 from tests.fakes import ListStore, ScriptedBackend
 from tests.unit.test_graph_council import context
 
@@ -52,7 +53,7 @@ def test_only_kept_ids_parse_after_neutralising(parts: list[str], keep: set[str]
 def carry_forward(messages) -> str:
     """A judge that cites exactly the tags it finds among the proposals."""
     user = messages[-1]["content"]
-    proposals = user.split("## Specialist proposals", 1)[1].split("\n## ", 1)[0]
+    proposals = user.split(judge_prompt_module.ANSWERS, 1)[1].split("\n## ", 1)[0]
     return "ASA. " + " ".join(re.findall(r"\[KB#\w+\]", proposals))
 
 
