@@ -116,11 +116,11 @@ def digest(members: Sequence[Checked]) -> str:
 def select(verdict: Checked, members: Sequence[Checked]) -> tuple[Checked, str]:
     """The answer that stands, and why.
 
-    The judge's verdict stands while a claim of it is supported. Otherwise the member answer
-    most agreed on, then best supported, stands; with none supported, the verdict stands while
-    anything of it is left, else `NO_ANSWER`.
+    The judge's verdict stands while a claim of it is supported (or it makes none). Otherwise
+    the member answer most agreed on, then best supported, stands; with none supported, the
+    verdict stands while a claim of it does (uncited), else `NO_ANSWER`: every claim dropped.
     """
-    if verdict.supported:
+    if verdict.supported or not verdict.claims:
         return verdict, ""
     agree = _agreement(members)
     backers = {who for who_list in agree.values() for who in who_list}
@@ -135,7 +135,7 @@ def select(verdict: Checked, members: Sequence[Checked]) -> tuple[Checked, str]:
             f"the judge's verdict had no supported claim; {best.who}'s answer "
             f"({best.supported} supported) stands instead"
         )
-    if verdict.text.strip():
+    if verdict.standing:  # uncited claims, no false ones
         return verdict, ""
     return (
         Checked(verdict.who, NO_ANSWER, verdict.claims, {}),

@@ -149,16 +149,16 @@ def plain(text: str) -> str:
 
 
 def shown_chunks(
-    supplied: Mapping[str, Chunk], sections: Iterable[str] = (), ids: Iterable[str] = ()
+    supplied: Mapping[str, Chunk], sections: Iterable[str] = (), ids: Iterable[str] | None = None
 ) -> dict[str, Shown]:
-    """Each chunk of `ids` as the fitted `sections` texts showed it (whole where not found).
+    """Each chunk of `ids` (all supplied: None) as the fitted `sections` showed it (else whole).
 
     A chunk is shown as `[KB#id] [Score: 0.85] heading: body` (`format_chunk`); its shown body
     ends where the next shown chunk begins, or at a trim marker.
     """
     texts = list(sections)
     out: dict[str, Shown] = {}
-    for i in dict.fromkeys(ids or supplied):
+    for i in dict.fromkeys(supplied if ids is None else ids):
         chunk = supplied.get(i)
         if chunk is None:
             continue

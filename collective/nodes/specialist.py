@@ -17,7 +17,7 @@ from collective.kb.citations import split_citations
 from collective.kb.evidence import MemberEvidence
 from collective.models.refs import resolve_backend
 from collective.nodes.chunks import chunks_from_state, scored_chunks
-from collective.nodes.model_call import NodeProgress, call_model
+from collective.nodes.model_call import ModelCall, NodeProgress, call_model
 from collective.nodes.retry import TRANSIENT_RETRY, is_transient
 from collective.prompts import specialist as prompt
 
@@ -33,9 +33,7 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
     member = task["member"]
     backend = resolve_backend(ctx.member_backend(task["index"]))
     chunks = scored_chunks(chunks_from_state(task["chunks"]), ctx.hidden_tags)
-    # -- evidence: shared, or a shared head plus this member's own slice --
-    kb = MemberEvidence(chunks, ctx.k, task["index"], ctx.evidence)
-    # -- end evidence --
+    kb = MemberEvidence(chunks, ctx.k, task["index"], ctx.evidence)  # shared, or head + slice
     progress = NodeProgress(member, backend.model)
     written: list[str] = []  # what the member has streamed, kept if it runs out of time
     try:
@@ -65,31 +63,13 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
         attempt = runtime.execution_info.node_attempt if runtime.execution_info else 1
         if is_transient(error) and attempt < TRANSIENT_RETRY.max_attempts:
             raise error from None
-        timings = progress.done(status="failed", error=str(error))
-        failed = Proposal(
-            member=member,
-            model=backend.model,
-            text="",
-            citations=[],
-            unknown_citations=[],
-            error=f"{type(error).__name__}: {error}",
-        )
-        return {"proposals": [failed], "timings": timings}
+        return _failed(member, backend.model, f"{type(error).__name__}: {error}", progress)
     text = call.result.text.strip()
     if not text:  # a member that stops at once gave no answer: it does not count to the quorum
         why = (
             f"{member} ({backend.model}) wrote nothing (finish_reason {call.result.finish_reason})"
         )
-        timings = progress.done(call, status="failed", error=why)
-        failed = Proposal(
-            member=member,
-            model=backend.model,
-            text="",
-            citations=[],
-            unknown_citations=[],
-            error=f"EmptyAnswer: {why}",
-        )
-        return {"proposals": [failed], "budgets": [call.report_dict], "timings": timings}
+        return _failed(member, backend.model, f"EmptyAnswer: {why}", progress, call)
     timings = progress.done(call)
     # Only chunks the prompt really showed (kept after trimming, tag intact) can be cited.
     cited, unknown = split_citations(text, call.prompt.kept("kb_chunks"))
@@ -135,6 +115,20 @@ def member_sections(
             alike=[prompt.task_text(question, plan, m, k) for m in agents.members(k)],
         ),
     ]
+
+
+def _failed(
+    member: str, model: str, error: str, progress: NodeProgress, call: ModelCall | None = None
+) -> dict[str, Any]:
+    """The proposal of a member that gave no answer: its error, and its call's report if any."""
+    timings = progress.done(call, status="failed", error=error.partition(": ")[2] or error)
+    failed = Proposal(
+        member=member, model=model, text="", citations=[], unknown_citations=[], error=error
+    )
+    out: dict[str, Any] = {"proposals": [failed], "timings": timings}
+    if call is not None:
+        out["budgets"] = [call.report_dict]
+    return out
 
 
 def _partial(

@@ -37,7 +37,7 @@ ANSWERS = "## The specialists' answers, checked against the knowledge base"
 
 FORMAT = """Start with one short sentence that names the answer, then give at most three \
 reasons, one per line starting with "- ", each stating what its chunk says and ending with \
-that chunk's tag copied from the knowledge base, e.g. [KB#mem_0a1b2c3d]. Write each thing once. \
+that chunk's tag copied exactly from the knowledge base. Write each thing once. \
 If the verdict settles a choice later questions should build on, end with one line \
 "Decision: " and the choice."""
 """The verdict's shape, last in every round (a small judge follows the end of its prompt best).

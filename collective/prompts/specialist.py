@@ -18,9 +18,9 @@ compose = council.compose
 
 ANSWER = """Answer now. Start with one short sentence that names the answer, then give at most \
 three reasons, one per line starting with "- ", each stating what its chunk says and ending with \
-that chunk's tag copied from the knowledge base, e.g. [KB#mem_0a1b2c3d]. Write each thing once."""
-"""Last in the prompt, the tag format spelled out with an example tag (small members otherwise
-rarely cite) and no placeholder a small model could copy (`<reason>`)."""
+that chunk's tag copied exactly from the knowledge base. Write each thing once."""
+"""Last in the prompt, the tag format spelled out (small members otherwise rarely cite; the
+system prompt shows an example tag) and no placeholder a small model could copy (`<reason>`)."""
 
 
 def task_text(question: str, plan: str, member: str, k: int = 0) -> str:

@@ -83,7 +83,7 @@ async def test_the_judge_fixes_a_misstated_number_before_the_verdict_is_final() 
     assert out["answer"] == "PETG [KB#mem_petg]. It prints at 230-250 °C [KB#mem_petg]."
     assert out["citation_support"] == 1.0
     assert out["claim_check"]["revised"] is True and out["claim_check"]["draft_support"] == 0.5
-    assert [c["status"] for c in out["claims"]] == ["supported", "fixed"]
+    assert [c["status"] for c in out["claims"]] == ["retagged", "fixed"]  # "PETG." gets its tag
     check = judge.prompts[1]  # type: ignore[attr-defined]
     assert "240-260 °C" in check and "its chunk says" in check and "230-250 °C" in check
     assert [b["node"] for b in out["budgets"]][-2:] == ["judge", "judge"]
