@@ -48,28 +48,33 @@ def _arms(value: str) -> list[str]:
     return list(dict.fromkeys(arms))
 
 
+QuestionsArgument = Annotated[
+    Path, typer.Argument(help="The question file (JSONL).", dir_okay=False, show_default=False)
+]
+OutOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        "-o",
+        help="Rows file (JSONL), a line appended per finished question; run again with the "
+        "same file to continue (default: eval-<QUESTIONS name>.jsonl).",
+        dir_okay=False,
+    ),
+]
+ArmsOption = Annotated[
+    str,
+    typer.Option(
+        "--arms",
+        help="Comma-separated answer modes to compare: single, self-consistency, self-moa, "
+        "council, council-review, council-split.",
+    ),
+]
+
+
 def evaluate(
-    questions: Annotated[
-        Path, typer.Argument(help="The question file (JSONL).", dir_okay=False, show_default=False)
-    ],
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Rows file (JSONL), a line appended per finished question; run again with the "
-            "same file to continue (default: eval-<QUESTIONS name>.jsonl).",
-            dir_okay=False,
-        ),
-    ] = None,
-    arms: Annotated[
-        str,
-        typer.Option(
-            "--arms",
-            help="Comma-separated answer modes to compare: single, self-consistency, self-moa, "
-            "council, council-review, council-split.",
-        ),
-    ] = "single,self-consistency,self-moa,council,council-split",
+    questions: QuestionsArgument,
+    out: OutOption = None,
+    arms: ArmsOption = "single,self-consistency,self-moa,council,council-split",
     k: Annotated[
         int | None, typer.Option("--k", min=1, max=64, help="Number of specialists (K).")
     ] = None,
@@ -97,23 +102,9 @@ def evaluate(
         if no_kb := missing_kb(kb):
             raise ConfigError(no_kb)
         rows = out or Path(f"eval-{questions.stem}.jsonl")
-        overrides: dict[str, Any] = {
-            "k": k,
-            "retrieval": retrieval,
-            "kb": str(kb) if kb else None,
-            "evidence": evidence,
-        }
-        effective = load_settings(config, overrides)
-
-        def progress(p: EvalProgress) -> None:
-            if quiet:
-                return
-            marks = " ".join(
-                f"{arm} {'ok' if row['correct'] else 'wrong'}" for arm, row in p.row["arms"].items()
-            )
-            eta = "" if p.eta_s is None else f", about {_duration(p.eta_s)} left"
-            sys.stderr.write(f"[{p.done}/{p.total}] {p.question.id}: {marks}{eta}\n")
-            sys.stderr.flush()
+        overrides = {"k": k, "retrieval": retrieval, "evidence": evidence}
+        effective = load_settings(config, {**overrides, "kb": str(kb) if kb else None})
+        progress = None if quiet else _progress
 
         async def main() -> dict[str, Any]:
             from rich.console import Console
@@ -134,6 +125,16 @@ def evaluate(
 
     print(table(result))
     print(f"rows: {result['rows_file']}")
+
+
+def _progress(p: EvalProgress) -> None:
+    """One line on stderr per finished question: each arm right or wrong, and the time left."""
+    marks = " ".join(
+        f"{arm} {'ok' if row['correct'] else 'wrong'}" for arm, row in p.row["arms"].items()
+    )
+    eta = "" if p.eta_s is None else f", about {_duration(p.eta_s)} left"
+    sys.stderr.write(f"[{p.done}/{p.total}] {p.question.id}: {marks}{eta}\n")
+    sys.stderr.flush()
 
 
 evaluate.__doc__ = f"{evaluate.__doc__}\n\n    {_FORMAT}"

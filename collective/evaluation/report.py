@@ -1,5 +1,7 @@
-"""The eval's table: per arm, accuracy and evidence recall with paired-bootstrap 95% CIs of the
-difference to one call (`single`, else the first arm), citations, and cost.
+"""The eval's table: per arm, accuracy, evidence recall, citations and cost.
+
+Accuracy and evidence recall come with paired-bootstrap 95% CIs of the difference to one call
+(`single`, else the first arm).
 
 Answers are scored again from the rows (`scoring.score`): a rows file stays readable when the
 scoring improves. Cost per question is what the arm costs alone; `spent` is what the run made,
@@ -71,18 +73,22 @@ def summarise(
         scored[q.id] = {}
         for arm in arms:
             row = dict(rows[q.id]["arms"][arm])
-            row["correct"] = score(q, row["answer"]) and not row.get("error")
+            row["correct"] = bool(score(q, row["answer"]) and not row.get("error"))
             row["parrot"] = is_parrot(row["answer"])
             scored[q.id][arm] = row
     base = baseline(arms)
     kinds = list(dict.fromkeys(q.kind for q in finished))
     groups = {"all": finished}
     if len(kinds) > 1:
-        groups.update({kind or "(no kind)": [q for q in finished if q.kind == kind] for kind in kinds})
+        groups.update(
+            {kind or "(no kind)": [q for q in finished if q.kind == kind] for kind in kinds}
+        )
     out_groups = {}
     for name, group in groups.items():
         base_rows = [scored[q.id][base] for q in group]
-        out_groups[name] = {arm: _arm([scored[q.id][arm] for q in group], base_rows) for arm in arms}
+        out_groups[name] = {
+            arm: _arm([scored[q.id][arm] for q in group], base_rows) for arm in arms
+        }
     lines = [s for q in finished for s in rows[q.id].get("spent", [])]
     spent = {key: sum(s.get(key, 0) for s in lines)
              for key in ("calls", "prompt_tokens", "output_tokens", "wall_s")}  # fmt: skip

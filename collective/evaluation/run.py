@@ -67,9 +67,11 @@ def arm_row(question: EvalQuestion, result: ModeResult, gold: Sequence[str]) -> 
 
 
 def _failed(error: QuorumError) -> dict[str, Any]:
+    """The row of an arm whose council fell below quorum: wrong, at no cost counted."""
+    empty = dict.fromkeys(("precision", "recall", "gold_seen", "support"))
+    costs = dict.fromkeys(("unknown", "calls", "prompt_tokens", "output_tokens"), 0)
     return {"answer": "", "correct": False, "parrot": False, "error": str(error), "cited": [],
-            "precision": None, "recall": None, "gold_seen": None, "support": None,
-            "unknown": 0, "calls": 0, "prompt_tokens": 0, "output_tokens": 0, "wall_s": 0.0}  # fmt: skip
+            **empty, **costs, "wall_s": 0.0}  # fmt: skip
 
 
 async def _ask(question: EvalQuestion, arms: Sequence[Mode], ctx: CouncilContext) -> ArmsRun:
@@ -128,7 +130,9 @@ async def run_eval(
             "question": question.question,
             "kind": question.kind,
             "arms": {
-                arm: _failed(r) if isinstance(r, QuorumError) else arm_row(question, r, gold[question.id])
+                arm: _failed(r)
+                if isinstance(r, QuorumError)
+                else arm_row(question, r, gold[question.id])
                 for arm, r in run.results.items()
             },
             "spent": {
@@ -152,7 +156,13 @@ async def run_eval(
     return rows
 
 
-DEFAULT_ARMS: tuple[Mode, ...] = ("single", "self-consistency", "self-moa", "council", "council-split")
+DEFAULT_ARMS: tuple[Mode, ...] = (
+    "single",
+    "self-consistency",
+    "self-moa",
+    "council",
+    "council-split",
+)
 """The arms `collective eval` runs unless told (council-review costs 2K+1 calls: on request)."""
 
 

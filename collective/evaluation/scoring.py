@@ -43,8 +43,11 @@ def aliases(name: str) -> list[str]:
 
 
 def _first_named(answer: str, entities: Sequence[str]) -> str | None:
-    """The entity an answer names first; a restated list (three or more of the names in the
-    question's order, joined by commas, "or", "and") names none."""
+    """The entity an answer names first.
+
+    A restated list (three or more of the names in the question's order, joined by commas,
+    "or", "and") names none.
+    """
     low = answer.lower()
     forms = sorted(((a, e) for e in entities for a in aliases(e)), key=lambda t: -len(t[0]))
     entity = dict(forms)

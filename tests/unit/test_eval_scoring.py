@@ -66,7 +66,9 @@ def test_scoring_needs_every_number_and_refuses_parrots():
 
 
 def test_comparisons_need_the_winner_named_first():
-    q = EvalQuestion("c", "denser?", entity="C110 copper", entities=("O1 tool steel", "C110 copper"))
+    q = EvalQuestion(
+        "c", "denser?", entity="C110 copper", entities=("O1 tool steel", "C110 copper")
+    )
     assert score(q, "C110 copper is denser than O1 tool steel.")
     assert score(q, "c110 copper (8.96 g/cm3).")
     assert not score(q, "O1 tool steel is lighter than C110 copper... ")
