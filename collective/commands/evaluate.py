@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["evaluate"]
 
 _FORMAT = (
+    "Prints accuracy and evidence recall with paired-bootstrap 95% CIs against `single`, "
+    "citation precision, claims supported, and per arm its calls, tokens and wall time.\n\n"
     "QUESTIONS is a JSONL file, one question a line: "
     '{"id": "density-c110", "question": "What is the density of C110 copper?", '
     '"numbers": [8.96], "gold_chunks": ["metal/c110_copper.md#Density and melting range"]}; '
@@ -49,7 +51,10 @@ def _arms(value: str) -> list[str]:
 
 
 QuestionsArgument = Annotated[
-    Path, typer.Argument(help="The question file (JSONL).", dir_okay=False, show_default=False)
+    Path,
+    typer.Argument(
+        help="The question file (JSONL).", metavar="QUESTIONS", dir_okay=False, show_default=False
+    ),
 ]
 OutOption = Annotated[
     Path | None,
@@ -87,11 +92,7 @@ def evaluate(
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
 ) -> None:
-    """Ask QUESTIONS in several answer modes on your models and KB; compare them with one call.
-
-    Prints accuracy and evidence recall with paired-bootstrap 95% CIs against `single`,
-    citation precision, claims supported, and per arm its calls, tokens and wall time.
-    """
+    """Ask QUESTIONS in several answer modes on your models and KB; compare them with one call."""
     import asyncio
 
     from collective.errors import ConfigError
