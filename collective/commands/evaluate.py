@@ -121,11 +121,12 @@ def evaluate(
         import json
 
         sys.stdout.write(json.dumps(result) + "\n")
+        sys.stdout.flush()
         return
     from collective.evaluation import table
 
-    print(table(result))
-    print(f"rows: {result['rows_file']}")
+    sys.stdout.write(f"{table(result)}\nrows: {result['rows_file']}\n")
+    sys.stdout.flush()
 
 
 def _progress(p: EvalProgress) -> None:

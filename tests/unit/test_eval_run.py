@@ -168,3 +168,24 @@ def test_an_unknown_arm_and_an_empty_file_are_usage_errors(clean_cwd, tmp_path):
     assert code == 2 and "councill" in one_error_line(err)
     code, _, err = run(["eval", str(path), "--json"])
     assert code == 2 and "holds no question" in one_error_line(err)
+
+
+def test_a_finished_rows_file_prints_the_table_without_asking_again(clean_cwd, tmp_path):
+    questions = _write(tmp_path / "q.jsonl", [QUESTIONS[0], QUESTIONS[2]])
+    rows = tmp_path / "rows.jsonl"
+    row = {"answer": "PLA at 190-220 °C", "correct": True, "recall": None, "precision": None,
+           "support": 1.0, "unknown": 0, "parrot": False, "calls": 1, "prompt_tokens": 9,
+           "output_tokens": 3, "wall_s": 1.0}  # fmt: skip
+    lines = [{"id": q["id"], "question": q["question"], "arms": {"single": row},
+              "spent": {"calls": 1, "prompt_tokens": 9, "output_tokens": 3, "wall_s": 1.0}}
+             for q in (QUESTIONS[0], QUESTIONS[2])]  # fmt: skip
+    _write(rows, lines)
+    before = rows.read_text()
+    code, out, err = run(["eval", str(questions), "--out", str(rows), "--arms", "single", "--json"])
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["questions"] == 2 and summary["spent"]["calls"] == 2
+    assert summary["groups"]["all"]["single"]["accuracy"] == 1.0  # both answers scored again
+    assert rows.read_text() == before
+    code, out, err = run(["eval", str(questions), "--out", str(rows), "--arms", "single"])
+    assert code == 0 and "| single | 2 | 1.00 |" in out and "2 calls" in out
