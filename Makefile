@@ -55,11 +55,16 @@ bench: $(STAMP)
 real-council: $(STAMP)
 	COLLECTIVE_REAL_COUNCIL=1 $(BIN)/pytest -q tests/integration/test_embedded_council.py
 
-# Council vs one model on the 113-question KB-grounded QA set (28 wide questions), arms single,
-# self-consistency, self-moa, council, council-split (bench/README.md has the measured time).
-# A subset: make eval EVAL_ARGS="--questions 12"; only the wide ones: EVAL_ARGS="--kinds wide".
+# Is the council worth it? `collective eval` on the bundled 113-question KB-grounded set (28 wide
+# questions; tests/data/eval_questions.jsonl) with the embedded default at the evaluated windows
+# (bench/eval.toml): arms single, self-consistency, self-moa, council, council-split. Rows go to
+# bench/eval_rows.jsonl as each question finishes; run it again to continue (bench/README.md has
+# the measured time). Other arms: make eval EVAL_ARGS="--arms single,council".
+EVAL_KB := .collective/eval_kb.sqlite
 eval: $(STAMP)
-	$(BIN)/python bench/council_eval.py --out bench/council_eval.json $(EVAL_ARGS)
+	$(BIN)/collective kb add tests/data/eval_kb --kb $(EVAL_KB) >/dev/null
+	$(BIN)/collective eval tests/data/eval_questions.jsonl --config bench/eval.toml \
+		--kb $(EVAL_KB) --out bench/eval_rows.jsonl $(EVAL_ARGS)
 
 # The council on a self-hosted Agent Server (README "Scaling out"): Aegra 0.11 in its own
 # Python 3.12 environment (.agent-server/venv, ops/agent-server/setup.sh), two instances on one

@@ -1,4 +1,6 @@
-"""The `collective` command: ask, chat, smoke, config show, kb, recall, models, budget, threads.
+"""The `collective` command and its subcommands (ask, chat, smoke, eval, kb, models, ...).
+
+Its subcommands: ask, chat, smoke, eval, config show, kb, recall, models, budget, threads.
 
 Start-up is measured (bench/startup.py): this module imports only typer; every command imports
 LangGraph, the backends, rich and OpenTelemetry inside its function. `main()` runs the app
@@ -15,7 +17,18 @@ from typing import Annotated, Any
 
 import typer
 
-from collective.commands import ask, budget, chat, config_show, kb, models, recall, smoke, threads
+from collective.commands import (
+    ask,
+    budget,
+    chat,
+    config_show,
+    evaluate,
+    kb,
+    models,
+    recall,
+    smoke,
+    threads,
+)
 
 __all__ = ["app", "main"]
 
@@ -69,6 +82,7 @@ _no_flag_metavar()
 app.command("ask")(ask.ask)
 app.command("chat")(chat.chat)
 app.command("smoke")(smoke.smoke)
+app.command("eval")(evaluate.evaluate)
 app.add_typer(config_show.app, name="config")
 app.add_typer(kb.app, name="kb")
 app.command("recall")(recall.recall)

@@ -17,18 +17,20 @@ Every mode runs a small graph of the council's own nodes (`graph.builder.build_a
 `retrieve`, N `specialist`s, then `quorum`, `review` and `judge` where the mode has a judge),
 without planner and memory, so the prompts, budgets and citation checks are the council's. The
 judge runs without KB tools here, so that modes compare at equal model calls (K+1 for all but
-`single` and `council-review`). `bench/council_eval.py` measures them; `collective ask --mode`
-runs them.
+`single` and `council-review`). `run_arms` answers in several modes at once, each shared call
+made once (one retrieval; the best model's samples; council members that read alike): what
+`collective eval` measures. `collective ask --mode` runs one.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import re
 import time
+from collections.abc import Sequence
 from typing import Any
 
+from collective import agents
 from collective.agents import MODES, Mode
 from collective.graph.builder import build_answer_graph
 from collective.graph.context import CouncilContext, open_knowledge
@@ -36,11 +38,10 @@ from collective.graph.state import Proposal
 from collective.kb.citations import split_citations
 from collective.kb.evidence import council_evidence
 from collective.kb.support import check_claims, shown_chunks, support_share
-from collective.models.refs import resolve_backend
 from collective.prompts import specialist
 from collective.prompts.judge import clean
 
-__all__ = ["MODES", "Mode", "ModeResult", "run_mode"]
+__all__ = ["MODES", "ArmsRun", "Mode", "ModeResult", "run_arms", "run_mode"]
 
 
 @dataclasses.dataclass
@@ -99,25 +100,124 @@ def mode_context(ctx: CouncilContext, mode: Mode) -> tuple[CouncilContext, int, 
     return best if mode == Mode.self_moa else base, ctx.k, True
 
 
-async def run_mode(question: str, mode: Mode, ctx: CouncilContext) -> ModeResult:
-    """Answer `question` in `mode` under `ctx` (its judge is the best model; k is K).
+@dataclasses.dataclass
+class ArmsRun:
+    """Several modes on one question, sharing their work (`run_arms`)."""
+
+    results: dict[str, ModeResult]
+    """Per mode, its answer and what the mode costs alone (`calls`, tokens, `wall_s`)."""
+    calls: int
+    """Model calls the shared run made (each shared call once)."""
+    prompt_tokens: int
+    output_tokens: int
+    wall_s: float
+
+
+@dataclasses.dataclass
+class _Stage:
+    """One part of a shared run: its output state, its calls' reports and its wall time."""
+
+    out: dict[str, Any]
+    budgets: list[dict[str, Any]]
+    wall_s: float
+
+
+_SHARED = ("question", "conversation", "chunks", "retrieval", "notes", "started_at", "tool_calls")
+"""The keys of retrieval's output every later stage starts from."""
+
+
+def _member_order(proposals: list[Proposal]) -> list[Proposal]:
+    """Proposals by member index (the reducer keeps them in the order they finished)."""
+    return sorted(proposals, key=lambda p: agents.member_index(p["member"]))
+
+
+async def _stage(graph: Any, state: dict[str, Any], settings: CouncilContext) -> _Stage:
+    started = time.perf_counter()
+    out = await graph.ainvoke(state, context=settings)
+    return _Stage(dict(out), list(out.get("budgets") or []), time.perf_counter() - started)
+
+
+async def run_arms(question: str, modes: Sequence[Mode], ctx: CouncilContext) -> ArmsRun:
+    """Answer `question` in each of `modes`; a call two modes would make alike is made once.
+
+    One retrieval serves every mode. The best model's samples serve `single` (the first),
+    `self-consistency` (all K+1) and `self-moa` (the first K, then its judge). Council modes
+    that read the chunks alike share their specialists (`council-review` reviews the council's
+    proposals). Each result reports what its mode costs alone: the calls it reads, their tokens,
+    and the wall time of retrieval plus its own stages (a shared sampling stage counts whole).
 
     Raises:
-        BackendError: A model failed where the mode cannot go on without it (the judge).
+        BackendError: A model failed where a mode cannot go on without it (the judge).
         QuorumError: Too few specialists answered for the judge to rule.
     """
     started = time.perf_counter()
-    mode = Mode(mode)  # a plain string from a script: its member, or ValueError
-    settings, members, judged = mode_context(ctx, mode)
-    graph = build_answer_graph(members, judge=judged, name=f"collective-{mode}")
-    out = await graph.ainvoke({"question": question}, context=settings)
+    retrieval = await _stage(build_answer_graph(0, judge=False), {"question": question}, ctx)
+    state = {key: retrieval.out[key] for key in _SHARED if key in retrieval.out}
+    members: dict[tuple[str, str], _Stage] = {}
+    spent: list[_Stage] = [retrieval]
+
+    # the best model's samples: as many as the most that one requested mode reads
+    samples = max((mode_context(ctx, m)[1] for m in modes if m in _BEST), default=0)
+
+    async def sampled(mode: Mode, needed: int) -> tuple[_Stage, CouncilContext]:
+        settings, _, _ = mode_context(ctx, mode)
+        key = ("best" if mode in _BEST else "council", settings.evidence)
+        if key not in members:
+            count = samples if key[0] == "best" else needed
+            graph = build_answer_graph(count, judge=False, retrieved=True)
+            members[key] = await _stage(graph, state, settings)
+            spent.append(members[key])
+        return members[key], settings
+
+    results: dict[str, ModeResult] = {}
+    for mode in sorted(dict.fromkeys(modes), key=MODES.index):
+        _, count, judged = mode_context(ctx, mode)
+        stage, settings = await sampled(mode, count)
+        proposals = _member_order(stage.out["proposals"])[:count]
+        used = {p["member"] for p in proposals}
+        calls = [b for b in stage.budgets if b["node"] in used]
+        wall = retrieval.wall_s + stage.wall_s
+        if count < len(stage.out["proposals"]):  # a part of the samples: their own time
+            timings = stage.out.get("timings", {})
+            wall = retrieval.wall_s + max(timings.get(f"{m}_ms", 0.0) for m in used) / 1000
+        if judged:
+            graph = build_answer_graph(0, judge=True, retrieved=True)
+            verdict = await _stage(graph, {**state, "proposals": proposals}, settings)
+            spent.append(verdict)
+            calls += verdict.budgets
+            wall += verdict.wall_s
+            out = verdict.out
+        else:
+            out = {**stage.out, "proposals": proposals}
+        results[mode] = _result(mode, out, settings, judged, calls, wall)
+    made = [b for stage in spent for b in stage.budgets]
+    return ArmsRun(
+        results=results,
+        calls=len(made),
+        prompt_tokens=sum(b["prompt_tokens"] for b in made),
+        output_tokens=sum(b.get("output_tokens") or 0 for b in made),
+        wall_s=time.perf_counter() - started,
+    )
+
+
+_BEST: tuple[Mode, ...] = (Mode.single, Mode.self_consistency, Mode.self_moa)
+"""The modes that sample the best model (the judge's) as every specialist."""
+
+
+def _result(
+    mode: Mode,
+    out: dict[str, Any],
+    settings: CouncilContext,
+    judged: bool,
+    calls: list[dict[str, Any]],
+    wall_s: float,
+) -> ModeResult:
+    """A mode's result from its stages' output, with the calls it made alone."""
     proposals: list[Proposal] = out["proposals"]
-    texts = [p["text"] for p in proposals]
     if judged:
         answer, unknown = out["answer"], list(out["unknown_citations"])
         cited = [c["id"] for c in out["citations"]]
         support, evidence = out["citation_support"], out["evidence"]
-        texts.append(answer)
     else:
         chosen = most_consistent(proposals)
         store = open_knowledge(settings)
@@ -128,8 +228,6 @@ async def run_mode(question: str, mode: Mode, ctx: CouncilContext) -> ModeResult
         support = support_share(check_claims(answer, shown_chunks(supplied)))
         evidence = council_evidence(settings.evidence, proposals)
     sources = {c["id"]: c.get("source", "") for c in out["retrieval"]["chunks"]}
-    counter = await resolve_backend(ctx.judges[0]).token_counter()
-    output = sum(await asyncio.to_thread(lambda: [counter.count(t) for t in texts]))
     return ModeResult(
         mode=mode,
         answer=answer,
@@ -142,8 +240,19 @@ async def run_mode(question: str, mode: Mode, ctx: CouncilContext) -> ModeResult
         evidence=evidence,
         citation_support=support,
         proposals=proposals,
-        calls=len(out["budgets"]),
-        prompt_tokens=sum(b["prompt_tokens"] for b in out["budgets"]),
-        output_tokens=output,
-        wall_s=time.perf_counter() - started,
+        calls=len(calls),
+        prompt_tokens=sum(b["prompt_tokens"] for b in calls),
+        output_tokens=sum(b.get("output_tokens") or 0 for b in calls),
+        wall_s=wall_s,
     )
+
+
+async def run_mode(question: str, mode: Mode, ctx: CouncilContext) -> ModeResult:
+    """Answer `question` in `mode` under `ctx` (its judge is the best model; k is K).
+
+    Raises:
+        BackendError: A model failed where the mode cannot go on without it (the judge).
+        QuorumError: Too few specialists answered for the judge to rule.
+    """
+    mode = Mode(mode)  # a plain string from a script: its member, or ValueError
+    return (await run_arms(question, [mode], ctx)).results[mode]

@@ -135,7 +135,9 @@ def build_graph(checkpointer: Any = None, store: Any = None, *, name: str = "col
     return builder.compile(checkpointer=checkpointer, store=store, name=name)
 
 
-def build_answer_graph(members: int, *, judge: bool, name: str = "collective-answer") -> Any:
+def build_answer_graph(
+    members: int, *, judge: bool, name: str = "collective-answer", retrieved: bool = False
+) -> Any:
     """Compile the council's nodes without planner and memory, for `collective.modes`.
 
     retrieve -> `members` specialists (Send), then with `judge` the council's quorum,
@@ -143,36 +145,51 @@ def build_answer_graph(members: int, *, judge: bool, name: str = "collective-ans
 
     Args:
         members: How many specialists answer (members may exceed the context's `k`: each sees
-            the prompt of a council of `k`).
+            the prompt of a council of `k`). 0: none, the graph ends after retrieval (or with
+            `retrieved` and `judge`, the judge rules on the `proposals` given).
         judge: Whether the judge rules on the proposals.
         name: The compiled graph's name.
+        retrieved: The input already holds retrieval's output (`chunks`, `retrieval`,
+            `conversation`): the graph starts after it, so that answer modes share one
+            retrieval (`collective.modes.run_arms`). The input and output are the whole state.
     """
 
     def route(state: CouncilState, runtime: Runtime[CouncilContext]) -> list[Send]:
         return [Send(agents.SPECIALIST, specialist_task(state, i)) for i in range(members)]
 
-    builder = _builder()
-    verdict = (agents.QUORUM, agents.REVIEW, agents.JUDGE) if judge else ()
-    for node in (agents.RETRIEVE, agents.SPECIALIST, *verdict):
+    builder = _builder(whole=retrieved or not members)
+    stages = (agents.SPECIALIST,) if members else ()
+    if not retrieved:
+        stages = (agents.RETRIEVE, *stages)
+    for node in (*stages, *((agents.QUORUM, agents.REVIEW, agents.JUDGE) if judge else ())):
         _add(builder, node)
-    builder.add_edge(START, agents.RETRIEVE)
-    builder.add_conditional_edges(
-        agents.RETRIEVE, _with_council_context(route), [agents.SPECIALIST]
-    )
+    first = agents.RETRIEVE if not retrieved else START
+    if members:
+        builder.add_conditional_edges(first, _with_council_context(route), [agents.SPECIALIST])
+    if not retrieved:
+        builder.add_edge(START, agents.RETRIEVE)
+    last = agents.SPECIALIST if members else first
     if judge:
-        _verdict_edges(builder, then=END)
-    else:
-        builder.add_edge(agents.SPECIALIST, END)
+        if members:
+            _verdict_edges(builder, then=END)
+        else:
+            builder.add_edge(START, agents.QUORUM)
+            _verdict_edges(builder, then=END, after=None)
+    elif last != START:
+        builder.add_edge(last, END)
     return builder.compile(name=name)
 
 
-def _builder() -> StateGraph[Any, Any, Any, Any]:
-    """A graph builder with the council's state, input, output and context schemas."""
+def _builder(whole: bool = False) -> StateGraph[Any, Any, Any, Any]:
+    """A graph builder with the council's state, input, output and context schemas.
+
+    `whole`: the input and output are the whole state (a graph that continues another's run).
+    """
     return StateGraph(
         CouncilState,
         context_schema=CouncilContext,
-        input_schema=CouncilInput,
-        output_schema=CouncilOutput,
+        input_schema=CouncilState if whole else CouncilInput,
+        output_schema=CouncilState if whole else CouncilOutput,
     )
 
 
@@ -197,9 +214,12 @@ def _add(builder: StateGraph[Any, Any, Any, Any], node: str) -> None:
     builder.add_node(node, _with_council_context(function), **options)
 
 
-def _verdict_edges(builder: StateGraph[Any, Any, Any, Any], then: str) -> None:
-    """Specialist -> quorum -> [review] -> judge -> `then`."""
-    builder.add_edge(agents.SPECIALIST, agents.QUORUM)
+def _verdict_edges(
+    builder: StateGraph[Any, Any, Any, Any], then: str, after: str | None = agents.SPECIALIST
+) -> None:
+    """`after` -> quorum -> [review] -> judge -> `then` (None: quorum's entry is set already)."""
+    if after is not None:
+        builder.add_edge(after, agents.QUORUM)
     builder.add_conditional_edges(
         agents.QUORUM, _with_council_context(route_review), [agents.REVIEW, agents.JUDGE]
     )

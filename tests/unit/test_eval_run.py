@@ -1,0 +1,191 @@
+"""`collective eval`'s run on scripted backends: arms share their calls, a stopped run resumes
+without asking again, and a malformed question file is one error line naming the line."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from collective.evaluation import load_questions, run_eval
+from collective.graph import CouncilContext
+from collective.kb.store import Chunk
+from collective.modes import run_arms
+from tests.cli import one_error_line, run
+from tests.fakes import ListStore, ScriptedBackend
+
+ARMS = ["single", "self-consistency", "self-moa", "council", "council-split"]
+
+
+class CountingStore(ListStore):
+    def __init__(self, chunks):
+        super().__init__(chunks)
+        self.searches = 0
+
+    def search(self, query, k):
+        self.searches += 1
+        return super().search(query, k)
+
+
+def _member(messages) -> str:
+    """Who answers, without a number the claim check would look for: `specialist A`."""
+    found = re.search(r"You are specialist-(\d+)", str(messages))
+    return f"specialist {chr(64 + int(found.group(1)))}" if found else "the judge"
+
+
+def _context(store):
+    def reply(messages):
+        return f"PLA prints at 190-220 °C [KB#mem_a] ({_member(messages)})."
+
+    best = ScriptedBackend("best", reply)
+    members = [ScriptedBackend(f"s{i}", reply) for i in range(3)]
+    ctx = CouncilContext(
+        k=3, specialists=members, judge=best, knowledge=store, retrieval="lean", usage_log=None
+    )
+    return ctx, best, members
+
+
+CHUNKS = [Chunk("mem_a", "PLA prints at 190-220 °C.", "a.md", score=0.9)]
+
+
+async def test_arms_share_retrieval_and_samples_and_report_what_each_costs_alone():
+    store = CountingStore(CHUNKS)
+    ctx, best, members = _context(store)
+    run_ = await run_arms("What nozzle temperature does PLA print at?", ARMS, ctx)
+    # one retrieval for five arms; the best model: K+1 samples, then self-moa's judge and the
+    # two council judges (alone: 1 + 4 + (3 + 1) + 1 + 1 = 11 calls)
+    assert store.searches == 1
+    sampled = [c for c in best.calls if c[0]["content"].startswith("You are on a council")]
+    assert len(sampled) == 4 and len(best.calls) == 7
+    assert [len(m.calls) for m in members] == [2, 2, 2]  # council and council-split
+    results = run_.results
+    first = results["self-consistency"].proposals[0]
+    assert first["member"] == "specialist-1" and results["single"].answer == first["text"]
+    assert [p["member"] for p in results["self-moa"].proposals] == [
+        "specialist-1", "specialist-2", "specialist-3"
+    ]  # fmt: skip
+    assert results["self-moa"].proposals == results["self-consistency"].proposals[:3]
+    alone = {arm: r.calls for arm, r in results.items()}
+    assert alone == {"single": 1, "self-consistency": 4, "self-moa": 4, "council": 4,
+                     "council-split": 4}  # fmt: skip
+    assert run_.calls == 13 == len(best.calls) + sum(len(m.calls) for m in members)
+    assert run_.prompt_tokens < sum(r.prompt_tokens for r in results.values())
+    assert all(r.output_tokens > 0 and r.prompt_tokens > 0 for r in results.values())
+
+
+async def test_one_arm_alone_makes_only_its_own_calls():
+    store = CountingStore(CHUNKS)
+    ctx, best, members = _context(store)
+    results = (await run_arms("PLA nozzle?", ["single"], ctx)).results
+    assert len(best.calls) == 1 and not any(m.calls for m in members)
+    assert results["single"].calls == 1
+
+
+QUESTIONS = [
+    {"id": "q1", "question": "What nozzle temperature does PLA print at?", "numbers": [190, 220]},
+    {"id": "q2", "question": "PLA nozzle range?", "numbers": [190, 220], "gold_chunks": ["mem_a"]},
+    {"id": "q3", "question": "Which is it, PLA?", "entity": "PLA"},
+]
+
+
+def _write(path, lines):
+    path.write_text("".join(json.dumps(q) + "\n" for q in lines), encoding="utf-8")
+    return path
+
+
+async def test_a_run_stopped_after_the_first_question_resumes_without_asking_it_again(tmp_path):
+    questions = load_questions(_write(tmp_path / "q.jsonl", QUESTIONS))
+    gold = {"q1": [], "q2": ["mem_a"], "q3": []}
+    rows = tmp_path / "rows.jsonl"
+    ctx, best, _ = _context(CountingStore(CHUNKS))
+
+    def stop(progress):
+        raise KeyboardInterrupt  # Ctrl-C just after the first question was written
+
+    with pytest.raises(KeyboardInterrupt):
+        await run_eval(questions, ["single", "council"], ctx, rows, gold, stop)
+    first = rows.read_text()
+    assert [json.loads(line)["id"] for line in first.splitlines()] == ["q1"]
+    with rows.open("a") as f:  # a line being written when the process died
+        f.write('{"id": "q2", "quest')
+    ctx, best, _ = _context(CountingStore(CHUNKS))
+    seen = []
+    out = await run_eval(questions, ["single", "council"], ctx, rows, gold, seen.append)
+    assert [p.question.id for p in seen] == ["q2", "q3"] and [p.done for p in seen] == [2, 3]
+    assert not any("What nozzle temperature" in str(c) for c in best.calls)
+    assert any("PLA nozzle range" in str(c) for c in best.calls)
+    text = rows.read_text()
+    assert text.startswith(first) and [json.loads(x)["id"] for x in text.splitlines()] == [
+        "q1", "q2", "q3"
+    ]  # fmt: skip
+    assert set(out) == {"q1", "q2", "q3"} and out["q2"]["arms"]["single"]["recall"] == 1.0
+    # a third run with one more arm asks only that arm
+    ctx, best, members = _context(CountingStore(CHUNKS))
+    await run_eval(questions, ["single", "council", "self-consistency"], ctx, rows, gold)
+    assert len(best.calls) == 3 * 4 and not any(m.calls for m in members)
+
+
+async def test_rows_of_other_questions_are_refused(tmp_path):
+    questions = load_questions(_write(tmp_path / "q.jsonl", QUESTIONS))
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"id": "q1", "question": "Another text", "arms": {}}) + "\n")
+    ctx, _, _ = _context(CountingStore(CHUNKS))
+    with pytest.raises(Exception, match="rows.jsonl:1: question 'q1' reads differently"):
+        await run_eval(questions, ["single"], ctx, rows, {"q1": [], "q2": [], "q3": []})
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ('{"question": "Density of tin?", "numbers": [7.3]', "Expecting ','"),
+        ('["Density of tin?"]', "a line must be a JSON object"),
+        ('{"numbers": [7.3]}', "no `question`"),
+        ('{"question": "Density of tin?"}', "no gold answer"),
+        ('{"question": "Density of tin?", "numbers": ["7.3"]}', "`numbers` must be a list"),
+        ('{"question": "Which?", "entity": "tin", "entities": ["lead", "zinc"]}', "not among"),
+        ('{"question": "Density?", "numbers": [7], "gold": ["x"]}', "unknown key(s) ['gold']"),
+        ('{"id": "q1", "question": "Again?", "numbers": [1]}', "also on line 1"),
+    ],
+)
+def test_a_malformed_question_file_is_one_error_line_naming_the_line(
+    clean_cwd, tmp_path, line, why
+):
+    path = tmp_path / "questions.jsonl"
+    path.write_text(json.dumps(QUESTIONS[0]) + "\n\n" + line + "\n")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("")
+    code, out, err = run(["eval", str(path), "--out", str(rows)])
+    assert code == 2, err
+    message = one_error_line(err)
+    assert f"{path}:3: " in message and why in message, message
+    assert rows.read_text() == ""  # nothing written
+
+
+def test_an_unknown_arm_and_an_empty_file_are_usage_errors(clean_cwd, tmp_path):
+    path = _write(tmp_path / "q.jsonl", [])
+    code, _, err = run(["eval", str(path), "--arms", "single,councill"])
+    assert code == 2 and "councill" in one_error_line(err)
+    code, _, err = run(["eval", str(path), "--json"])
+    assert code == 2 and "holds no question" in one_error_line(err)
+
+
+def test_a_finished_rows_file_prints_the_table_without_asking_again(clean_cwd, tmp_path):
+    questions = _write(tmp_path / "q.jsonl", [QUESTIONS[0], QUESTIONS[2]])
+    rows = tmp_path / "rows.jsonl"
+    row = {"answer": "PLA at 190-220 °C", "correct": True, "recall": None, "precision": None,
+           "support": 1.0, "unknown": 0, "parrot": False, "calls": 1, "prompt_tokens": 9,
+           "output_tokens": 3, "wall_s": 1.0}  # fmt: skip
+    lines = [{"id": q["id"], "question": q["question"], "arms": {"single": row},
+              "spent": {"calls": 1, "prompt_tokens": 9, "output_tokens": 3, "wall_s": 1.0}}
+             for q in (QUESTIONS[0], QUESTIONS[2])]  # fmt: skip
+    _write(rows, lines)
+    before = rows.read_text()
+    code, out, err = run(["eval", str(questions), "--out", str(rows), "--arms", "single", "--json"])
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["questions"] == 2 and summary["spent"]["calls"] == 2
+    assert summary["groups"]["all"]["single"]["accuracy"] == 1.0  # both answers scored again
+    assert rows.read_text() == before
+    code, out, err = run(["eval", str(questions), "--out", str(rows), "--arms", "single"])
+    assert code == 0 and "| single | 2 | 1.00 |" in out and "2 calls" in out
