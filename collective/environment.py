@@ -17,6 +17,7 @@ __all__ = [
     "COMPLEXITY_SIGNALS_ENV",
     "DEFAULT_CONFIG_FILE",
     "EMBEDDED_MODEL_ENV",
+    "ENTAILMENT_ENV",
     "KB_EMBEDDINGS_ENV",
     "KB_EXPANSION_ENV",
     "KB_PATH",
@@ -29,6 +30,7 @@ __all__ = [
     "config_file",
     "debug",
     "embedded_model_override",
+    "entailment",
     "kb_expansion",
     "kb_path",
     "ollama_host",
@@ -59,6 +61,10 @@ COMPLEXITY_SIGNALS_ENV = "COLLECTIVE_COMPLEXITY_SIGNALS"
 """Names a TOML file of complexity signals that replaces `data/complexity_signals.toml`."""
 EMBEDDED_MODEL_ENV = "COLLECTIVE_EMBEDDED_MODEL"
 """Runs every `embedded` spec on this one embedded model (the tests use the small gemma)."""
+ENTAILMENT_ENV = "COLLECTIVE_ENTAILMENT"
+"""The claim check's entailment: `none` (default: a claim numbers and names cannot settle is
+dropped) or `judge` (the judge's own model, in process, decides it; measured worse with the
+1.5B, bench/README.md#claim-check)."""
 RERANK_ENV = "COLLECTIVE_RERANK"
 """Deep retrieval's reranker: `embedded` (default: the embedded judge model) or `none`."""
 KB_EXPANSION_ENV = "COLLECTIVE_KB_EXPANSION"
@@ -109,6 +115,11 @@ def complexity_signals_file() -> str:
 def embedded_model_override() -> str:
     """`$COLLECTIVE_EMBEDDED_MODEL`: the one embedded model every `embedded` spec runs ("")."""
     return _get(EMBEDDED_MODEL_ENV)
+
+
+def entailment() -> str:
+    """`$COLLECTIVE_ENTAILMENT`: the claim check's entailment ("": the default, `none`)."""
+    return _get(ENTAILMENT_ENV)
 
 
 def rerank() -> str:

@@ -183,7 +183,7 @@ async def evaluate(
         BackendError: A model failed where the run cannot go on (the judge).
     """
     from collective.models.registry import close_all
-    from collective.nodes.retrieve import open_knowledge
+    from collective.graph.context import open_knowledge
 
     questions = load_questions(questions_path)
     ctx = config.council_context()

@@ -16,9 +16,10 @@ chunk only by what was kept), and against every other chunk shown:
   passing and need not be.
 - **Words**: at least half of the claim's content words are the chunk's (light stemming), so a
   paragraph about nylon under an ABS tag does not pass because it names ABS.
-- **Negation** that differs between the claim and its supporting sentence cannot be settled by
-  numbers and names: it goes to `entail`, the judge's own model asked whether the passage
-  supports the claim (yes/no log-odds, `collective.kb.entailment`); without one it fails.
+- **Negation** that differs between the claim and its supporting sentence, or numbers that hold
+  in other words, cannot be settled by numbers and names: it goes to `entail`, the judge's own
+  model asked whether the passage supports the claim (yes/no log-odds,
+  `collective.kb.entailment`); without one (the default) the claim fails.
 
 A cited claim its chunk does not support but another shown chunk does is *retagged* to that
 chunk; an uncited claim a shown chunk supports gets its tag; what nothing supports is
@@ -587,7 +588,7 @@ def _verdict(
         unsure = {found[i].why for i in cited if found[i].verdict == "unsure"}
         reason = "; ".join([*why, *sorted(unsure)]) or "no shown chunk supports it"
         if unsure and not entailed:
-            reason += " (no entailment check for this judge: kept out)"
+            reason += " (no entailment check: kept out)"
         return Claim(sentence, cited, "dropped", reason, tuple(why))
     return Claim(sentence, (), "uncited", "names an entity; no chunk cited")
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from langgraph.runtime import Runtime
 
-from collective import agents
+from collective import agents, environment
 from collective.budget.assembly import SectionContent, chunks_section, text_section
 from collective.budget.counting import ChatMessage, TokenCounter
 from collective.budget.trimming import Fitted, share_fairly
@@ -253,7 +253,9 @@ class _Ruling:
                 f"the judge ran without tools: {self.backend.spec} has no native tool calling"
             )
         draft = await self._tool_rounds(tools, notes)
-        entail = await asyncio.to_thread(entailment_for, self.backend)
+        entail = None
+        if environment.entailment() == "judge":
+            entail = await asyncio.to_thread(entailment_for, self.backend)
         shown = self._shown(draft.call, draft.transcript, tools)
         tool_output = [result for calls in draft.transcript.rounds for _, result in calls]
         text = self._clean(draft.call.result.text, tool_output)
@@ -294,8 +296,9 @@ class _Ruling:
             )
         if entail is None and any("entailment" in c.reason for c in claims):
             notes.append(
-                f"the claim check had no entailment model for {self.backend.spec}: claims "
-                "that numbers and names could not settle were dropped"
+                "claims that numbers and names could not settle were dropped (no entailment: "
+                f"{environment.ENTAILMENT_ENV}=judge asks the judge's model where it runs in "
+                "process)"
             )
         check["retagged"] = sum(c.status == "retagged" for c in claims)
         check["selected"] = stands.who

@@ -32,6 +32,7 @@ def ctx(tmp_path, monkeypatch):
         kb=str(tmp_path / "kb.sqlite"),
         output_caps={"planner": 48, "specialist": 128, "judge": 192},
         review=True,
+        judge_tools=True,
         tool_rounds=1,
         temperature=0.0,  # greedy: the same tool call every run
         usage_log=None,

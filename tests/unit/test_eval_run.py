@@ -56,7 +56,8 @@ async def test_arms_share_retrieval_and_samples_and_report_what_each_costs_alone
     # one retrieval for five arms; the best model: K+1 samples, then self-moa's judge and the
     # two council judges (alone: 1 + 4 + (3 + 1) + 1 + 1 = 11 calls)
     assert store.searches == 1
-    sampled = [c for c in best.calls if c[0]["content"].startswith("You are on a council")]
+    # the judge's prompt opens as the members' do: its own part tells them apart
+    sampled = [c for c in best.calls if "You are the judge" not in c[-1]["content"]]
     assert len(sampled) == 4 and len(best.calls) == 7
     assert [len(m.calls) for m in members] == [2, 2, 2]  # council and council-split
     results = run_.results
