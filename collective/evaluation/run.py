@@ -182,8 +182,8 @@ async def evaluate(
         EvalFileError: A malformed question file, a gold ref not in the KB, a foreign rows file.
         BackendError: A model failed where the run cannot go on (the judge).
     """
-    from collective.models.registry import close_all
     from collective.graph.context import open_knowledge
+    from collective.models.registry import close_all
 
     questions = load_questions(questions_path)
     ctx = config.council_context()
