@@ -118,6 +118,13 @@ _META_LEAD_IN = re.compile(
 )
 """A first line's lead-in that talks about the answer rather than giving it ("The direct answer
 in one short sentence: ...", "Final verdict: ...")."""
+_LABEL = re.compile(
+    r"^(?P<bullet>\s*(?:[-*•]\s+)?)(?:\*\*|__)?(?:(?:final |direct |short )?answer|verdict|"
+    r"reasons?(?: \d+)?|summary|conclusion)(?:\*\*|__)?\s*:(?:\*\*|__)?\s*",
+    re.IGNORECASE,
+)
+"""A label a small model puts before a line of its answer ("**Answer:**", "- Reason 1:"), or a
+line that is only one ("Reasons:")."""
 _PLACEHOLDER = re.compile(r"<[a-z][a-z \-]{0,30}>|\[KB#<[^>\]]*>\]", re.IGNORECASE)
 _TOOL_OUTPUT = re.compile(r"\(its text is in the knowledge base above\)|^\s*no (?:more )?chunks?\b")
 
@@ -157,6 +164,7 @@ def clean(answer: str, instructions: Sequence[str], tool_output: Sequence[str] =
     seen: set[str] = set()
     for raw in answer.splitlines():
         line = _PLACEHOLDER.sub("", raw).rstrip()
+        line = _LABEL.sub(lambda m: m.group("bullet"), line)
         if not lines:
             line = _META_LEAD_IN.sub("", line)
         if not line.strip(" -*•"):
