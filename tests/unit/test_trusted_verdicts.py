@@ -99,7 +99,9 @@ async def test_a_verdict_never_echoes_its_format_a_placeholder_or_tool_output(ec
 def test_clean_drops_the_labels_a_small_model_puts_on_its_lines() -> None:
     # measured on `make demo`: "Reason 1:" made a claim of the number 1, which no chunk states
     told = [judge_prompt.task_text("Which filament for a hot car?")]
-    text = "- **Answer:** ABS.\nReasons:\n- **Reason 1:** It handles heat.\n- Reason 2: It is tough."
+    text = (
+        "- **Answer:** ABS.\nReasons:\n- **Reason 1:** It handles heat.\n- Reason 2: It is tough."
+    )
     assert judge_prompt.clean(text, told) == "- ABS.\n- It handles heat.\n- It is tough."
 
 
