@@ -54,7 +54,26 @@ _SEQS = 16
 """Candidates decoded in one batch (one KV sequence each, plus the question's)."""
 
 
-class LlmReranker:
+class _Remembered:
+    """A reranker's scores kept per (question, passage): asking again costs nothing."""
+
+    _known: dict[tuple[str, str], float]
+
+    def scores(self, query: str, passages: Sequence[str]) -> list[float]:
+        raise NotImplementedError
+
+    def rerank(self, query: str, chunks: Sequence[Chunk]) -> list[float]:
+        """`scores` of the chunks, each shown as `heading: text` (known ones from memory)."""
+        passages = [f"{c.heading}: {c.text}" if c.heading else c.text for c in chunks]
+        todo = [p for p in dict.fromkeys(passages) if (query, p) not in self._known]
+        if todo:
+            if len(self._known) > 20_000:
+                self._known.clear()
+            self._known.update(zip(((query, p) for p in todo), self.scores(query, todo)))
+        return [self._known[(query, p)] for p in passages]
+
+
+class LlmReranker(_Remembered):
     """Yes/no log-odds of a GGUF chat model, for a question and its candidates.
 
     Args:
@@ -186,18 +205,8 @@ class LlmReranker:
                 start += len(group)
         return out
 
-    def rerank(self, query: str, chunks: Sequence[Chunk]) -> list[float]:
-        """`scores` of the chunks, each shown as `heading: text` (known ones from memory)."""
-        passages = [f"{c.heading}: {c.text}" if c.heading else c.text for c in chunks]
-        todo = [p for p in dict.fromkeys(passages) if (query, p) not in self._known]
-        if todo:
-            if len(self._known) > 20_000:
-                self._known.clear()
-            self._known.update(zip(((query, p) for p in todo), self.scores(query, todo)))
-        return [self._known[(query, p)] for p in passages]
 
-
-class EngineReranker:
+class EngineReranker(_Remembered):
     """Yes/no log-odds as score requests on a loaded model's batch engine (the judge's).
 
     Each candidate is one request (`GenerationRequest.score`) of the same prompt as
@@ -238,16 +247,6 @@ class EngineReranker:
             for p in passages
         ]
         return [float(g.score or 0.0) for g in engine.generate_all(requests)]
-
-    def rerank(self, query: str, chunks: Sequence[Chunk]) -> list[float]:
-        """`scores` of the chunks, each shown as `heading: text` (known ones from memory)."""
-        passages = [f"{c.heading}: {c.text}" if c.heading else c.text for c in chunks]
-        todo = [p for p in dict.fromkeys(passages) if (query, p) not in self._known]
-        if todo:
-            if len(self._known) > 20_000:
-                self._known.clear()
-            self._known.update(zip(((query, p) for p in todo), self.scores(query, todo)))
-        return [self._known[(query, p)] for p in passages]
 
 
 def _logsumexp(values: np.ndarray) -> float:
