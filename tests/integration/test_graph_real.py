@@ -50,7 +50,7 @@ async def test_a_real_council_answers_with_exact_budgets(ctx, tmp_path):
     supplied = {c["id"] for c in out["retrieval"]["chunks"]}
     assert {c["id"] for c in out["citations"]} <= supplied
     # one usage-log line per model call
-    assert len((tmp_path / "usage.jsonl").read_text().splitlines()) == 4
+    assert len((tmp_path / "usage.jsonl").read_text().splitlines()) == 4 + len(fix)
 
     second = await graph.ainvoke({"question": "And what about PETG?"}, config, context=ctx)
     assert second["answer"].strip()
