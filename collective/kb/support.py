@@ -34,7 +34,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from collective.kb.citations import format_chunk, normalise, split_citations, tag
+from collective.kb.chunking import MAX_CHUNK_CHARS
+from collective.kb.citations import neutralise, normalise, split_citations, tag
 from collective.kb.quantities import Quantity, quantities, same_quantity
 from collective.kb.store import Chunk
 
@@ -152,10 +153,11 @@ def plain(text: str) -> str:
 def shown_chunks(
     supplied: Mapping[str, Chunk], sections: Iterable[str] = (), ids: Iterable[str] | None = None
 ) -> dict[str, Shown]:
-    """Each chunk of `ids` (all supplied: None) as the fitted `sections` showed it (else whole).
+    """Each chunk of `ids` (all supplied: None) as the fitted `sections` showed it.
 
     A chunk is shown as `[KB#id] [Score: 0.85] heading: body` (`format_chunk`); its shown body
-    ends where the next shown chunk begins, or at a trim marker.
+    ends where the next shown chunk begins, or at a trim marker. One no section holds is taken
+    as a prompt could show it: its first `MAX_CHUNK_CHARS` (an old KB's chunk can be 20 MB).
     """
     texts = list(sections)
     out: dict[str, Shown] = {}
@@ -163,9 +165,7 @@ def shown_chunks(
         chunk = supplied.get(i)
         if chunk is None:
             continue
-        whole = format_chunk(chunk)
-        body = whole[len(tag(i)) :]
-        shown = body
+        shown = neutralise(chunk.text[:MAX_CHUNK_CHARS])
         for text in texts:
             at = text.find(tag(i))
             if at < 0:
