@@ -120,7 +120,7 @@ def select(verdict: Checked, members: Sequence[Checked]) -> tuple[Checked, str]:
     the member answer most agreed on, then best supported, stands; with none supported, the
     verdict stands while a claim of it does (uncited), else `NO_ANSWER`: every claim dropped.
     """
-    if verdict.supported or not verdict.claims:
+    if verdict.supported or (not verdict.claims and verdict.text.strip()):
         return verdict, ""
     agree = _agreement(members)
     backers = {who for who_list in agree.values() for who in who_list}
@@ -135,7 +135,7 @@ def select(verdict: Checked, members: Sequence[Checked]) -> tuple[Checked, str]:
             f"the judge's verdict had no supported claim; {best.who}'s answer "
             f"({best.supported} supported) stands instead"
         )
-    if verdict.standing:  # uncited claims, no false ones
+    if verdict.standing and verdict.text.strip():  # uncited claims, no false ones
         return verdict, ""
     return (
         Checked(verdict.who, NO_ANSWER, verdict.claims, {}),
