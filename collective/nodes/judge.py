@@ -68,13 +68,18 @@ class ToolTranscript:
         self.schema_text = json.dumps(schemas) if schemas else ""
         self.fitted = [result for calls in rounds for _, result in calls]
 
+    @property
+    def results(self) -> list[str]:
+        """Every tool result, round by round, as the tools returned it."""
+        return [result for calls in self.rounds for _, result in calls]
+
     def section(self) -> SectionContent:
         """The `tools` section content."""
         return SectionContent("tools", self._fit)
 
     def _fit(self, counter: TokenCounter, limit: int) -> Fitted:
         schema = counter.count(self.schema_text)
-        results = [result for calls in self.rounds for _, result in calls]
+        results = self.results
         parts = share_fairly(counter, results, max(0, limit - schema), keep="start")
         self.fitted = [p.text for p in parts]
         used = schema + sum(p.tokens for p in parts)
@@ -257,8 +262,7 @@ class _Ruling:
         if environment.entailment() == "judge":
             entail = await asyncio.to_thread(entailment_for, self.backend)
         shown = self._shown(draft.call, draft.transcript, tools)
-        tool_output = [result for calls in draft.transcript.rounds for _, result in calls]
-        text = self._clean(draft.call.result.text, tool_output)
+        text = self._clean(draft.call.result.text, draft.transcript.results)
         started = time.perf_counter()
         claims = await asyncio.to_thread(self._check, text, shown, entail)
         check: dict[str, Any] = {"claims": len(claims), "draft_support": _share(claims)}
@@ -427,8 +431,7 @@ class _Ruling:
             return None
         draft.budgets.append(revised.report_dict)
         fixed_shown = {**shown, **self._shown(revised, draft.transcript, None)}
-        tool_output = [result for calls in draft.transcript.rounds for _, result in calls]
-        return revised, self._clean(revised.result.text, tool_output), fixed_shown
+        return revised, self._clean(revised.result.text, draft.transcript.results), fixed_shown
 
 
 def _similarity(ctx: CouncilContext) -> Similar | None:
