@@ -1,11 +1,12 @@
 """Ways to answer one question from the same retrieval with the same prompts and nodes.
 
-* `single`: the best model (the judge's), one call, answering as a specialist;
-* `self-consistency`: K+1 samples of the best model (member temperatures), and the sample that
-  agrees most with the others (word overlap; no extra call);
-* `self-moa`: K samples of the best model, then the judge (Self-MoA, "Rethinking
-  Mixture-of-Agents", 2025);
-* `council`: the configured specialists (across models), then the judge;
+* `single`: the judge alone: its own answer from the KB, one call of the best model (the
+  judge's), checked (a fix call where a claim fails);
+* `self-consistency`: that answer and K samples of the best model (member temperatures), and
+  the one that agrees most with the others (word overlap; no extra call);
+* `self-moa`: the judge's answer weighed against K samples of the best model (Self-MoA,
+  "Rethinking Mixture-of-Agents", 2025);
+* `council`: the judge's answer weighed against the configured specialists' (across models);
 * `council-review`: the council with the anonymous peer-review round before the judge;
 * `council-split`: the council with split evidence (each member reads the shared head and its
   own slice of the candidates, `collective.kb.evidence`).
@@ -16,10 +17,10 @@ modes that sample the best model give every sample the same chunks (shared evide
 Every mode runs a small graph of the council's own nodes (`graph.builder.build_answer_graph`:
 `retrieve`, N `specialist`s, then `quorum`, `review` and `judge` where the mode has a judge),
 without planner and memory, so the prompts, budgets and citation checks are the council's. The
-judge runs without KB tools here, so that modes compare at equal model calls (K+1 for all but
-`single` and `council-review`). `run_arms` answers in several modes at once, each shared call
-made once (one retrieval; the best model's samples; council members that read alike): what
-`collective eval` measures. `collective ask --mode` runs one.
+judge runs without KB tools here. `run_arms` answers in several modes at once, each shared call
+made once (one retrieval; the judge's own answer, which every mode starts from; the best
+model's samples; council members that read alike): what `collective eval` measures.
+`collective ask --mode` runs one.
 """
 
 from __future__ import annotations
@@ -83,21 +84,25 @@ def most_consistent(proposals: list[Proposal]) -> Proposal:
 
 
 def mode_context(ctx: CouncilContext, mode: Mode) -> tuple[CouncilContext, int, bool]:
-    """The settings a mode runs under, how many specialists answer, and whether a judge rules.
+    """The settings a mode's members run under, how many answer, and whether a judge rules.
 
-    The judge's (first) backend is the best model: `single`, `self-consistency` and `self-moa`
-    sample it as every specialist. No judge tools; peer review only in `council-review`.
+    The judge's (first) backend is the best model: `self-consistency` and `self-moa` sample it
+    as every specialist; `single` is the judge alone. No judge tools; peer review only in
+    `council-review`.
     """
     reading = "split" if mode == Mode.council_split else ctx.evidence
-    if mode not in (Mode.council, Mode.council_review, Mode.council_split):
+    if mode not in _COUNCILS:
         reading = "shared"  # samples of one model: the same chunks each
     base = dataclasses.replace(
         ctx, judge_tools=False, review=mode == Mode.council_review, evidence=reading
     )
+    if mode == Mode.single:
+        return base, 0, True
     best = dataclasses.replace(base, specialists=(ctx.judges[0],))
-    if mode in (Mode.single, Mode.self_consistency):
-        return best, 1 if mode == Mode.single else ctx.k + 1, False
-    return best if mode == Mode.self_moa else base, ctx.k, True
+    return (base if mode in _COUNCILS else best), ctx.k, mode != Mode.self_consistency
+
+
+_COUNCILS = (Mode.council, Mode.council_review, Mode.council_split)
 
 
 @dataclasses.dataclass
@@ -140,11 +145,11 @@ async def _stage(graph: Any, state: dict[str, Any], settings: CouncilContext) ->
 async def run_arms(question: str, modes: Sequence[Mode], ctx: CouncilContext) -> ArmsRun:
     """Answer `question` in each of `modes`; a call two modes would make alike is made once.
 
-    One retrieval serves every mode. The best model's samples serve `single` (the first),
-    `self-consistency` (all K+1) and `self-moa` (the first K, then its judge). Council modes
-    that read the chunks alike share their specialists (`council-review` reviews the council's
-    proposals). Each result reports what its mode costs alone: the calls it reads, their tokens,
-    and the wall time of retrieval plus its own stages (a shared sampling stage counts whole).
+    One retrieval serves every mode, and one judge's own answer (`single`'s answer): every
+    other mode starts from it. The best model's K samples serve `self-consistency` and
+    `self-moa`. Council modes that read the chunks alike share their specialists
+    (`council-review` reviews the council's proposals). Each result reports what its mode costs
+    alone: the calls it reads, their tokens, and the wall time of retrieval plus its own stages.
 
     Raises:
         BackendError: A model failed where a mode cannot go on without it (the judge).
@@ -153,33 +158,31 @@ async def run_arms(question: str, modes: Sequence[Mode], ctx: CouncilContext) ->
     started = time.perf_counter()
     retrieval = await _stage(build_answer_graph(0, judge=False), {"question": question}, ctx)
     state = {key: retrieval.out[key] for key in _SHARED if key in retrieval.out}
-    members: dict[tuple[str, str], _Stage] = {}
-    spent: list[_Stage] = [retrieval]
+    alone = build_answer_graph(0, judge=True, retrieved=True, quorum=False)
+    own = await _stage(alone, {**state, "proposals": []}, mode_context(ctx, Mode.single)[0])
+    state["own"] = own.out["own"]
+    members: dict[tuple[bool, str], _Stage] = {}
+    spent: list[_Stage] = [retrieval, own]
 
-    # the best model's samples: as many as the most that one requested mode reads
-    samples = max((mode_context(ctx, m)[1] for m in modes if m in _BEST), default=0)
-
-    async def sampled(mode: Mode, needed: int) -> tuple[_Stage, CouncilContext]:
-        settings, _, _ = mode_context(ctx, mode)
-        key = ("best" if mode in _BEST else "council", settings.evidence)
+    async def sampled(mode: Mode, settings: CouncilContext) -> _Stage:
+        key = (mode in _COUNCILS, settings.evidence)
         if key not in members:
-            count = samples if key[0] == "best" else needed
-            graph = build_answer_graph(count, judge=False, retrieved=True)
+            graph = build_answer_graph(ctx.k, judge=False, retrieved=True)
             members[key] = await _stage(graph, state, settings)
             spent.append(members[key])
-        return members[key], settings
+        return members[key]
 
     results: dict[str, ModeResult] = {}
     for mode in sorted(dict.fromkeys(modes), key=MODES.index):
-        _, count, judged = mode_context(ctx, mode)
-        stage, settings = await sampled(mode, count)
-        proposals = _member_order(stage.out["proposals"])[:count]
-        used = {p["member"] for p in proposals}
-        calls = [b for b in stage.budgets if b["node"] in used]
-        wall = retrieval.wall_s + stage.wall_s
-        if count < len(stage.out["proposals"]):  # a part of the samples: their own time
-            timings = stage.out.get("timings", {})
-            wall = retrieval.wall_s + max(timings.get(f"{m}_ms", 0.0) for m in used) / 1000
+        settings, count, judged = mode_context(ctx, mode)
+        calls, wall = list(own.budgets), retrieval.wall_s + own.wall_s
+        if not count:
+            results[mode] = _result(mode, own.out, settings, True, calls, wall)
+            continue
+        stage = await sampled(mode, settings)
+        proposals = _member_order(stage.out["proposals"])
+        calls += stage.budgets
+        wall += stage.wall_s
         if judged:
             graph = build_answer_graph(0, judge=True, retrieved=True)
             verdict = await _stage(graph, {**state, "proposals": proposals}, settings)
@@ -187,8 +190,12 @@ async def run_arms(question: str, modes: Sequence[Mode], ctx: CouncilContext) ->
             calls += verdict.budgets
             wall += verdict.wall_s
             out = verdict.out
-        else:
-            out = {**stage.out, "proposals": proposals}
+        else:  # the judge's answer is the first of the candidates
+            first = Proposal(member=agents.JUDGE, model=own.out["own"]["judge"],
+                             text=own.out["answer"],
+                             citations=[], unknown_citations=[], error=None,
+                             evidence={"seen": list(own.out["own"]["shown"])})  # fmt: skip
+            out = {**stage.out, "proposals": [first, *proposals]}
         results[mode] = _result(mode, out, settings, judged, calls, wall)
     made = [b for stage in spent for b in stage.budgets]
     return ArmsRun(
@@ -198,10 +205,6 @@ async def run_arms(question: str, modes: Sequence[Mode], ctx: CouncilContext) ->
         output_tokens=sum(b.get("output_tokens") or 0 for b in made),
         wall_s=time.perf_counter() - started,
     )
-
-
-_BEST: tuple[Mode, ...] = (Mode.single, Mode.self_consistency, Mode.self_moa)
-"""The modes that sample the best model (the judge's) as every specialist."""
 
 
 def _result(
@@ -223,7 +226,9 @@ def _result(
         store = open_knowledge(settings)
         seen_by = (chosen.get("evidence") or {}).get("seen", [])
         supplied = {i: c for i in seen_by if (c := store.get(i)) is not None}
-        answer = clean(chosen["text"], [specialist.ANSWER])
+        answer = clean(
+            chosen["text"], [specialist.ANSWER], (), [c.heading for c in supplied.values()]
+        )
         cited, unknown = split_citations(answer, list(supplied))
         support = support_share(check_claims(answer, shown_chunks(supplied)))
         evidence = council_evidence(settings.evidence, proposals)
@@ -235,8 +240,13 @@ def _result(
         unknown_citations=list(unknown),
         supplied=list(sources),
         seen=list(
-            dict.fromkeys(i for p in proposals for i in (p.get("evidence") or {}).get("seen", []))
-        ),
+            dict.fromkeys(
+                [
+                    *(out.get("own") or {}).get("shown", {}),
+                    *(i for p in proposals for i in (p.get("evidence") or {}).get("seen", [])),
+                ]
+            )
+        ),  # fmt: skip
         evidence=evidence,
         citation_support=support,
         proposals=proposals,

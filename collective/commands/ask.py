@@ -85,7 +85,8 @@ def ask(
         typer.Option(
             "--mode",
             help="council (the graph; council-review/-split: --review, --evidence split) or "
-            "the judge's model alone: single, self-consistency (K+1 samples), self-moa.",
+            "the judge's model alone: single (its own answer), self-consistency (that and K "
+            "samples, the most consistent), self-moa (that weighed against K samples).",
         ),
     ] = Mode.council,
 ) -> None:

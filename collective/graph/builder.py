@@ -136,7 +136,12 @@ def build_graph(checkpointer: Any = None, store: Any = None, *, name: str = "col
 
 
 def build_answer_graph(
-    members: int, *, judge: bool, name: str = "collective-answer", retrieved: bool = False
+    members: int,
+    *,
+    judge: bool,
+    name: str = "collective-answer",
+    retrieved: bool = False,
+    quorum: bool = True,
 ) -> Any:
     """Compile the council's nodes without planner and memory, for `collective.modes`.
 
@@ -152,6 +157,8 @@ def build_answer_graph(
         retrieved: The input already holds retrieval's output (`chunks`, `retrieval`,
             `conversation`): the graph starts after it, so that answer modes share one
             retrieval (`collective.modes.run_arms`). The input and output are the whole state.
+        quorum: With no `members` and `judge`: whether the judge rules on the proposals given
+            (through the quorum and review), or alone: its own answer (`single`).
     """
 
     def route(state: CouncilState, runtime: Runtime[CouncilContext]) -> list[Send]:
@@ -161,7 +168,8 @@ def build_answer_graph(
     stages = (agents.SPECIALIST,) if members else ()
     if not retrieved:
         stages = (agents.RETRIEVE, *stages)
-    for node in (*stages, *((agents.QUORUM, agents.REVIEW, agents.JUDGE) if judge else ())):
+    ruling = (agents.QUORUM, agents.REVIEW, agents.JUDGE) if members or quorum else (agents.JUDGE,)
+    for node in (*stages, *(ruling if judge else ())):
         _add(builder, node)
     first = agents.RETRIEVE if not retrieved else START
     if members:
@@ -172,9 +180,12 @@ def build_answer_graph(
     if judge:
         if members:
             _verdict_edges(builder, then=END)
-        else:
+        elif quorum:
             builder.add_edge(START, agents.QUORUM)
             _verdict_edges(builder, then=END, after=None)
+        else:
+            builder.add_edge(START, agents.JUDGE)
+            builder.add_edge(agents.JUDGE, END)
     elif last != START:
         builder.add_edge(last, END)
     return builder.compile(name=name)

@@ -111,6 +111,8 @@ class CouncilState(CouncilOutput, total=False):
     budgets: Annotated[list[dict[str, Any]], operator.add]
     timings: Annotated[dict[str, float], merge]
     rankings: Annotated[list[dict[str, Any]], operator.add]
+    own: dict[str, Any] | None
+    """The judge's own answer to this question, checked (`nodes.judge.OwnAnswer.to_state`)."""
     memory: dict[str, Any]
     """The tiered memory (`TieredMemory.to_dict()`), carried between turns of a thread."""
     started_at: float

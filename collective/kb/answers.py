@@ -1,11 +1,12 @@
 """Answers read against the KB: each one's claims checked, what they agree on, which stands.
 
 A small judge aggregates badly (discussion lowered small models' accuracy; selecting the
-best-supported answer won: SLM-MUX, arXiv 2510.05077). So the judge is shown the members'
-answers as the claim check left them, only their supported claims and which answer they agree
-on (`digest`), and writes its own answer from the KB; then `select` keeps the judge's verdict
-unless it has nothing supported left and a member's answer has: the members can support or add
-to the judge's answer, never displace a better-supported one.
+best-supported answer won: SLM-MUX, arXiv 2510.05077). So the judge writes its own answer from
+the KB, as one call of its model would, and `select` rules between it and the members' answers
+by the claim check: the judge's answer stands while a claim of it is supported; otherwise the
+supported answer the most members agree on. The members can back the judge's answer or stand in
+for an unsupported one, never displace a supported one: the verdict is never worse than the
+judge's model alone.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from collective.kb.citations import neutralise
 from collective.kb.support import (
     Claim,
     Entail,
@@ -23,7 +23,7 @@ from collective.kb.support import (
     revise,
 )
 
-__all__ = ["Checked", "check_answer", "digest", "select"]
+__all__ = ["NO_ANSWER", "Checked", "agreement", "check_answer", "select"]
 
 NO_ANSWER = "The knowledge base does not answer this question: no chunk shown to the council \
 supports the claims it made."
@@ -39,8 +39,6 @@ class Checked:
     claims: tuple[Claim, ...]
     answer: Mapping[str, str]
     """The entities its first sentence names (key: as written): what it answers."""
-    note: str = ""
-    """Said of it beside its name (a partial answer)."""
 
     @property
     def supported(self) -> int:
@@ -60,7 +58,6 @@ def check_answer(
     entail: Entail | None = None,
     names: Iterable[str] = (),
     claims: Sequence[Claim] | None = None,
-    note: str = "",
 ) -> Checked:
     """`text` checked against the chunks `shown`, its claims retagged and dropped as found.
 
@@ -71,10 +68,10 @@ def check_answer(
         claims = check_claims(text, shown, entail, names)
     revised = revise(text, claims)
     first = next((line for line in revised.splitlines() if line.strip(" -*•")), "")
-    return Checked(who, revised, tuple(claims), answer_entities(first, shown, names), note)
+    return Checked(who, revised, tuple(claims), answer_entities(first, shown, names))
 
 
-def _agreement(answers: Sequence[Checked]) -> dict[str, list[str]]:
+def agreement(answers: Sequence[Checked]) -> dict[str, list[str]]:
     """Per entity an answer names, who names it (those named by two or more first)."""
     named: dict[str, list[str]] = {}
     for answer in answers:
@@ -84,55 +81,30 @@ def _agreement(answers: Sequence[Checked]) -> dict[str, list[str]]:
     return dict(sorted(named.items(), key=lambda item: -len(item[1])))
 
 
-def digest(members: Sequence[Checked]) -> str:
-    """The members' answers for the judge: agreement, then each one's supported claims."""
-    if not members:
-        return ""
-    spelled = {k: v for m in members for k, v in m.answer.items()}
-    agree = _agreement(members)
-    shared = [(k, who) for k, who in agree.items() if len(who) > 1]
-    if shared:
-        lines = [
-            "Agreement: "
-            + "; ".join(f"{', '.join(who)} name {spelled[k]}" for k, who in shared)
-            + "."
-        ]
-    elif agree:
-        lines = ["Agreement: none; each names another answer."]
-    else:
-        lines = ["Agreement: no answer has a supported claim."]
-    for member in members:
-        claims = [c for c in member.claims if c.supported]
-        lines.append(
-            f"### {member.who}{member.note}: {member.supported} of {len(member.claims)} claims "
-            "supported"
-        )
-        # model text: only the tags of the chunks it was checked against stay tags
-        lines += [f"- {neutralise(c.text, c.cited).strip(' -*•')}" for c in claims]
-        lines += [] if claims else ["(nothing supported)"]
-    return "\n".join(lines)
-
-
-def select(verdict: Checked, members: Sequence[Checked]) -> tuple[Checked, str]:
+def select(
+    verdict: Checked, members: Sequence[Checked], ranks: Mapping[str, float] | None = None
+) -> tuple[Checked, str]:
     """The answer that stands, and why.
 
     The judge's verdict stands while a claim of it is supported (or it makes none). Otherwise
-    the member answer most agreed on, then best supported, stands; with none supported, the
-    verdict stands while a claim of it does (uncited), else `NO_ANSWER`: every claim dropped.
+    the member answer most agreed on, then best supported, then best ranked by the peer review
+    (`ranks`: mean rank, lower is better) stands; with none supported, the verdict stands while
+    a claim of it does (uncited), else `NO_ANSWER`: every claim dropped.
     """
     if verdict.supported or (not verdict.claims and verdict.text.strip()):
         return verdict, ""
-    agree = _agreement(members)
+    agree = agreement(members)
     backers = {who for who_list in agree.values() for who in who_list}
+    ranks = ranks or {}
 
-    def rank(member: Checked) -> tuple[int, int, int]:
+    def rank(member: Checked) -> tuple[int, int, int, float]:
         agreed = max((len(w) for k, w in agree.items() if k in member.answer), default=0)
-        return (agreed, member.supported, -len(member.claims))
+        return (agreed, member.supported, -len(member.claims), -ranks.get(member.who, 0.0))
 
     best = max((m for m in members if m.supported and m.who in backers), key=rank, default=None)
     if best is not None:
         return best, (
-            f"the judge's verdict had no supported claim; {best.who}'s answer "
+            f"the judge's own answer had no supported claim; {best.who}'s answer "
             f"({best.supported} supported) stands instead"
         )
     if verdict.standing and verdict.text.strip():  # uncited claims, no false ones

@@ -1,17 +1,22 @@
-"""judge: the council's verdict, written from the KB and the checked answers, then checked.
+"""judge: the verdict: the judge's own answer from the KB, checked, weighed with the members'.
 
-The judge reads the council's shared root (rules, conversation, KB, question) and the members'
-answers as the claim check left them: which answer they agree on, and only their supported
-claims (`collective.kb.answers.digest`). It writes its own answer from the KB (with tool rounds
-where `judge_tools` is on). The draft is cleaned of echoes (`prompts.judge.clean`), and each of
-its claims is checked against the chunks as the judge was shown them (`collective.kb.support`);
-failed claims get one fix call, then are retagged or dropped. The verdict stands unless nothing
-of it is supported and a member's answer is (`collective.kb.answers.select`).
+The judge reads the council's shared root (rules, conversation, KB, question) and writes its own
+answer from the KB, as one call of its model would (with tool rounds where `judge_tools` is on).
+It is not shown the members' answers: a small judge merging them made the answer worse than its
+own model alone. The draft is cleaned of echoes (`prompts.judge.clean`), and each of its claims
+is checked against the chunks as the judge was shown them (`collective.kb.support`); failed
+claims get one fix call, then are retagged or dropped. Then the members' answers, checked
+against the chunks their own prompts showed, are weighed against it
+(`collective.kb.answers.select`): the judge's answer stands while a claim of it is supported.
+
+The judge's own answer is kept in the state (`own`): `collective.modes.run_arms` makes it once
+and hands it to every mode that rules on it (it is also `single`'s answer).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,7 +33,7 @@ from collective.budget.trimming import Fitted, share_fairly
 from collective.errors import BackendError, BackendUnavailable, BudgetError, InvalidResponse
 from collective.graph.context import CouncilContext, open_knowledge
 from collective.graph.state import CouncilState, Proposal, answered, applied_profile
-from collective.kb.answers import Checked, check_answer, digest, select
+from collective.kb.answers import Checked, agreement, check_answer, select
 from collective.kb.citations import check_citations, neutralise, shown_ids
 from collective.kb.embeddings import embedder_for
 from collective.kb.entailment import entailment_for
@@ -163,12 +168,6 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
     chunks = {c.id: c for c in retrieved}
     headings = [c.heading for c in retrieved]
     checked = [_check_member(p, chunks, headings) for p in members]
-    answers = digest(checked)
-    if aggregate:
-        answers += "\n" + "\n".join(
-            f"Peer review: {row['member']} mean rank {row['mean_rank']:.2f} ({row['votes']} votes)"
-            for row in aggregate
-        )
 
     def contents(verify: bool) -> list[SectionContent]:
         return [
@@ -176,7 +175,6 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
             text_section("conversation_summary", state.get("conversation", ""), keep="end"),
             chunks_section("kb_chunks", scored_chunks(retrieved)),
             text_section("task", prompt.task_text(state["question"], verify=verify)),
-            text_section("proposals", answers),
         ]
 
     refs = ctx.judges
@@ -185,7 +183,8 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
         backend = resolve_backend(ref)
         progress = NodeProgress(agents.JUDGE, backend.model)
         try:
-            out = await _Ruling(state, ctx, backend, contents, chunks, headings, checked).rule()
+            ruling = _Ruling(state, ctx, backend, contents, chunks, headings, checked, aggregate)
+            out = await ruling.rule()
         except (BackendError, BudgetError) as error:
             if len(refs) == 1:
                 raise
@@ -212,12 +211,51 @@ def _check_member(proposal: Proposal, chunks: Mapping[str, Chunk], headings: lis
     seen = (proposal.get("evidence") or {}).get("seen")
     seen = list(chunks) if seen is None else seen  # a proposal from before evidence was kept
     shown = shown_chunks(chunks, ids=[i for i in seen if i in chunks])
-    note = (
-        " [PARTIAL: it ran out of time; its answer stops mid-way]"
-        if proposal.get("partial")
-        else ""
-    )
-    return check_answer(proposal["member"], proposal["text"], shown, names=headings, note=note)
+    return check_answer(proposal["member"], proposal["text"], shown, names=headings)
+
+
+@dataclass
+class OwnAnswer:
+    """The judge's own answer from the KB, checked (and fixed), before it is weighed."""
+
+    judge: str
+    """The backend that wrote it (its spec)."""
+    question: str
+    text: str
+    """The cleaned (or fixed) draft, as the check read it."""
+    claims: list[Claim]
+    shown: dict[str, Shown]
+    """The chunks as its prompt showed them."""
+    check: dict[str, Any]
+    """The claim check's figures (`claim_check` in the output)."""
+    notes: list[str]
+    budgets: list[dict[str, Any]]
+    """The budget reports of its calls."""
+    tool_calls: list[dict[str, Any]]
+    call: ModelCall | None = None
+    """Its last call (None once read back from the state)."""
+
+    def to_state(self) -> dict[str, Any]:
+        """Plain data for the graph's state (`own`): everything but the call."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "call"}
+        out["claims"] = [dataclasses.asdict(c) for c in self.claims]
+        out["shown"] = {i: dataclasses.asdict(chunk) for i, chunk in self.shown.items()}
+        return out
+
+    @classmethod
+    def from_state(
+        cls, data: Mapping[str, Any] | None, judge: str, state: Mapping[str, Any]
+    ) -> OwnAnswer | None:
+        """The own answer the state holds if `judge` wrote it for this question, else None."""
+        if not data or data.get("judge") != judge or data.get("question") != state["question"]:
+            return None
+        claims = [
+            Claim(**{**c, "cited": tuple(c["cited"]), "missing": tuple(c["missing"])})
+            for c in data["claims"]
+        ]
+        shown = {i: Shown(**chunk) for i, chunk in data["shown"].items()}
+        fields = {k: v for k, v in data.items() if k not in ("claims", "shown")}
+        return cls(**fields, claims=claims, shown=shown)
 
 
 @dataclass
@@ -237,7 +275,7 @@ class _Draft:
 
 @dataclass
 class _Ruling:
-    """One judge backend's ruling: tool rounds, the draft, its check and fix, the selection."""
+    """One judge backend's ruling: its own answer (tools, draft, check, fix), then the selection."""
 
     state: CouncilState
     ctx: CouncilContext
@@ -246,8 +284,46 @@ class _Ruling:
     chunks: Mapping[str, Chunk]
     headings: list[str]
     members: list[Checked]
+    ranking: list[dict[str, Any]]
+    """The peer review's mean ranks (`aggregate_rankings`), empty without a review round."""
 
     async def rule(self) -> dict[str, Any]:
+        own = OwnAnswer.from_state(self.state.get("own"), self.backend.spec, self.state)
+        made = own is None
+        if own is None:
+            own = await self.own_answer()
+        notes = list(own.notes)
+        verdict = check_answer(agents.JUDGE, own.text, own.shown, names=self.headings,
+                               claims=own.claims)  # fmt: skip
+        ranks = {row["member"]: row["mean_rank"] for row in self.ranking}
+        stands, why = select(verdict, self.members, ranks)
+        if why:
+            notes.append(why)
+        check = {
+            **own.check,
+            "agreement": agreement([verdict, *self.members]),
+            "selected": stands.who,
+        }
+        final = list(stands.claims) if stands is not verdict else own.claims
+        supplied = own.shown if stands is verdict else _member_shown(stands, self.chunks)
+        citations, unknown = check_citations(stands.text, supplied)
+        return {
+            # a tag no shown chunk backs stays reported, but never reads as a citation
+            "answer": neutralise(stands.text, list(supplied)),
+            "citations": citations,
+            "unknown_citations": unknown,
+            "citation_support": support_share(final),
+            "claims": [c.to_dict() for c in final],
+            "claim_check": check,
+            "budgets": own.budgets if made else [],
+            "tool_calls": own.tool_calls,
+            "notes": notes,
+            "own": own.to_state(),
+            "call": own.call if made else None,
+        }
+
+    async def own_answer(self) -> OwnAnswer:
+        """The judge's own answer from the KB: its calls, cleaned, checked and fixed."""
         notes: list[str] = []
         tools = None
         if self.ctx.judge_tools and self.backend.supports_tools:
@@ -287,10 +363,6 @@ class _Ruling:
                         "the judge's fix of its unsupported claims was not used (empty, an echo "
                         "of the check, or less supported than the draft)"
                     )
-        verdict = check_answer(agents.JUDGE, text, shown, names=self.headings, claims=claims)
-        stands, why = select(verdict, self.members)
-        if why:
-            notes.append(why)
         dropped = [c for c in claims if c.status == "dropped"]
         if dropped:
             check["dropped"] = [c.text.strip() for c in dropped]
@@ -305,26 +377,22 @@ class _Ruling:
                 "process)"
             )
         check["retagged"] = sum(c.status == "retagged" for c in claims)
-        check["selected"] = stands.who
-        final = list(stands.claims) if stands is not verdict else claims
-        supplied = shown if stands is verdict else {**shown, **_member_shown(stands, self.chunks)}
-        citations, unknown = check_citations(stands.text, supplied)
-        return {
-            "answer": stands.text,
-            "citations": citations,
-            "unknown_citations": unknown,
-            "citation_support": support_share(final),
-            "claims": [c.to_dict() for c in final],
-            "claim_check": check,
-            "budgets": draft.budgets,
-            "tool_calls": draft.tool_log,
-            "notes": [*notes, *call.result.warnings],
-            "call": call,
-        }
+        return OwnAnswer(
+            judge=self.backend.spec,
+            question=self.state["question"],
+            text=text,
+            claims=claims,
+            shown=shown,
+            check=check,
+            notes=[*notes, *call.result.warnings],
+            budgets=draft.budgets,
+            tool_calls=draft.tool_log,
+            call=call,
+        )
 
     def _clean(self, text: str, tool_output: Sequence[str]) -> str:
         instructions = [prompt.task_text(self.state["question"], verify=True), prompt.REVISE]
-        return prompt.clean(text, instructions, tool_output)
+        return prompt.clean(text, instructions, tool_output, self.headings)
 
     def _check(self, text: str, shown: Mapping[str, Shown], entail: Any) -> list[Claim]:
         return check_claims(text, shown, entail, self.headings, _similarity(self.ctx))

@@ -76,6 +76,7 @@ async def retrieve(state: CouncilState, runtime: Runtime[CouncilContext]) -> dic
         "proposals": Overwrite([]),
         "budgets": Overwrite([]),
         "rankings": Overwrite([]),
+        "own": None,
         "timings": Overwrite(timings),
         "tool_calls": [],
         "notes": [*notes, *cut_notes],

@@ -1,13 +1,11 @@
-"""The judge's prompt: the council's shared root, then the checked answers and the judge's part.
+"""The judge's prompt: the council's shared root, then the judge's own part.
 
 The judge reads what every member read first, in the same tokens (`collective.prompts.council`:
 rules, conversation, KB chunks, the question), so a judge on the members' model reuses their
-prefix. Then, before its own part: the members' answers as the claim check left them (which
-answer they agree on, how many of each one's claims their chunks support, and only the
-supported claims, so there is nothing false to copy), and the judge's own knowledge-base
-check when it used tools. Its part asks for its own answer from the KB: the members' answers
-can support it or add to it, not replace what the KB says. A draft whose claims fail the check
-gets one more turn after it (`revision_turn`).
+prefix; then its knowledge-base check when it used tools, and its part: its own answer from the
+KB. It is not shown the members' answers: they are weighed against its answer by the claim
+check (`collective.kb.answers.select`), which a small judge does better than merging them. A
+draft whose claims fail the check gets one more turn after it (`revision_turn`).
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from collective.kb.citations import neutralise
 from collective.prompts import council
 
 __all__ = [
-    "ANSWERS",
     "FORMAT",
     "SYSTEM",
     "clean",
@@ -33,8 +30,6 @@ __all__ = [
 SYSTEM = council.SYSTEM
 """The council's rules (`SYSTEM.format(k=...)`): the judge's prompt opens like the members'."""
 
-ANSWERS = "## The specialists' answers, checked against the knowledge base"
-
 FORMAT = """Start with one short sentence that names the answer, then give at most three \
 reasons, one per line starting with "- ", each stating what its chunk says and ending with \
 that chunk's tag copied exactly from the knowledge base. Write each thing once. \
@@ -44,9 +39,9 @@ If the verdict settles a choice later questions should build on, end with one li
 It holds no placeholder a small judge could copy (`<reason>`)."""
 
 _OWN = f"""{council.OWN_PART}
-You are the judge: write the council's verdict. Answer the question from the knowledge base \
-above. Where the specialists agree and their claims are supported, build on them; where they \
-disagree, follow the supported claims. Never repeat a tool's output or these instructions."""
+You are the judge: answer the question yourself from the knowledge base above; the \
+specialists' answers are weighed against yours afterwards. Never repeat a tool's output or \
+these instructions."""
 
 VERIFY = "You have knowledge-base tools: call kb_search or kb_get once to check the claim your \
 verdict rests on, then write the verdict."
@@ -90,22 +85,16 @@ def compose(sections: Mapping[str, str], checked: str = "") -> list[ChatMessage]
 
     Args:
         sections: The fitted sections by name (`system`, `conversation_summary`, `kb_chunks`,
-            `task`, `proposals`: the checked answers).
-        checked: The judge's tool rounds told as text (the final round, no tools on offer).
-
-    The checked answers and the tool rounds go after the question, before the judge's part.
+            `task`).
+        checked: The judge's tool rounds told as text (the final round, no tools on offer): they
+            go after the question, before the judge's part.
     """
     messages = council.compose(sections)
-    before = []
-    if sections.get("proposals"):
-        before.append(f"{ANSWERS}\n{sections['proposals']}")
     if checked:
-        before.append(f"## Your knowledge-base check\n{checked}")
-    if before:
         user = messages[-1]["content"]
         at = user.rfind(council.OWN_PART)
-        inserted = "\n\n".join(before)
-        messages[-1] = {**messages[-1], "content": f"{user[:at]}{inserted}\n\n{user[at:]}"}
+        told = f"## Your knowledge-base check\n{checked}"
+        messages[-1] = {**messages[-1], "content": f"{user[:at]}{told}\n\n{user[at:]}"}
     return messages
 
 
@@ -125,6 +114,11 @@ _LABEL = re.compile(
 )
 """A label a small model puts before a line of its answer ("**Answer:**", "- Reason 1:"), or a
 line that is only one ("Reasons:")."""
+_COPIED_CHUNK = re.compile(
+    r"^(?P<bullet>\s*(?:[-*•]\s+)?)(?P<tags>(?:\[KB#[^\]\s]+\]\s*)+)(?:\[Score: [0-9.]+\]\s*)?"
+    r"(?:[-–—:]\s*)?(?P<rest>\S.*)$"
+)
+"""A line written the way the prompt shows a chunk (`[KB#id] [Score: 0.85] heading: text`)."""
 _PLACEHOLDER = re.compile(r"<[a-z][a-z \-]{0,30}>|\[KB#<[^>\]]*>\]", re.IGNORECASE)
 _TOOL_OUTPUT = re.compile(r"\(its text is in the knowledge base above\)|^\s*no (?:more )?chunks?\b")
 
@@ -146,24 +140,47 @@ def _ngrams(texts: Sequence[str], n: int = 5) -> set[tuple[str, ...]]:
     return out
 
 
-def clean(answer: str, instructions: Sequence[str], tool_output: Sequence[str] = ()) -> str:
+def _as_claim(line: str, headings: Sequence[str]) -> str:
+    """A line copied in a chunk's shown form (tag, score, heading first) as text, then tags."""
+    found = _COPIED_CHUNK.match(line)
+    if not found:
+        return line
+    rest = found["rest"].strip()
+    for heading in sorted({p.strip() for h in headings for p in (h, *h.split(">"))}, key=len,
+                          reverse=True):  # fmt: skip
+        if heading and rest.lower().startswith(f"{heading.lower()}:"):
+            rest = rest[len(heading) + 1 :].strip()
+            break
+    end = "." if rest.endswith(".") else ""
+    return f"{found['bullet']}{rest.removesuffix('.')} {found['tags'].strip()}{end}"
+
+
+def clean(
+    answer: str,
+    instructions: Sequence[str],
+    tool_output: Sequence[str] = (),
+    headings: Sequence[str] = (),
+) -> str:
     """`answer` without what a reader counts as no answer, and each sentence once.
 
     Left out: a lead-in that echoes the instructions ("The direct answer in one short sentence:
     ..."; what follows it stays), a template placeholder (`<reason>`), a line of a tool's output,
-    a line or sentence said before, and anything after `Decision:` but that line.
+    a line or sentence said before, and anything after `Decision:` but that line. A line copied
+    in the form the prompt shows a chunk (`[KB#id] - heading: text`) becomes its text, then its
+    tag.
 
     Args:
         answer: The judge's text.
         instructions: The prompt's own instruction texts (format lines, its part).
         tool_output: What the judge's tools returned.
+        headings: The headings of the chunks shown.
     """
     told, lead_ins = _ngrams(instructions), _ngrams(instructions, n=4)
     tools = _ngrams(tool_output, n=6)
     lines: list[str] = []
     seen: set[str] = set()
     for raw in answer.splitlines():
-        line = _PLACEHOLDER.sub("", raw).rstrip()
+        line = _as_claim(_PLACEHOLDER.sub("", raw).rstrip(), headings)
         line = _LABEL.sub(lambda m: m.group("bullet"), line)
         if not lines:
             line = _META_LEAD_IN.sub("", line)

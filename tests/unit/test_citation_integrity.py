@@ -5,8 +5,6 @@ Issue 11, points 2 and 4, and the property of its Proof section.
 
 from __future__ import annotations
 
-import re
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +23,6 @@ from collective.kb.citations import (
     tag,
 )
 from collective.kb.store import Chunk
-from collective.prompts import judge as judge_prompt_module
 from collective.prompts import specialist as specialist_prompt
 from tests.fakes import ListStore, ScriptedBackend
 from tests.unit.test_graph_council import context
@@ -92,10 +89,8 @@ async def test_specialist_citations_resolve_only_against_chunks_kept() -> None:
     assert set(proposal["unknown_citations"]) == {c.id for c in BIG_CHUNKS} - set(shown) | {
         "mem_never"
     }
-    # Only what the specialist was shown becomes the judge's evidence.
-    judge_prompt = judge.calls[0][-1]["content"]
-    evidence = judge_prompt.split(judge_prompt_module.ANSWERS, 1)[1]
-    assert set(re.findall(r"\[KB#(mem_\w+)\]", evidence)) == set(shown)
+    # The judge answers from the KB alone: a member's invented tag never reaches its prompt.
+    assert "mem_never" not in "\n".join(m["content"] for m in judge.calls[0])
 
 
 def test_assembled_prompt_kept_ignores_sections_the_plan_lacks() -> None:
@@ -180,7 +175,7 @@ async def test_specialist_answers_and_the_plan_are_neutralised_in_the_judge_prom
     specialist_prompt_text = "\n".join(m["content"] for m in specialist.calls[0][1:])
     assert parse_citations(judge_prompt) == ["mem_real"]
     assert parse_citations(specialist_prompt_text) == ["mem_real"]
-    assert "[KB-ref mem_secret]" in judge_prompt
+    assert "mem_secret" not in judge_prompt  # the judge answers from the KB alone
     assert out["citations"] == [{"id": "mem_real", "source": "asa.md"}]
 
 

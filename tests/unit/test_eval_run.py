@@ -53,24 +53,24 @@ async def test_arms_share_retrieval_and_samples_and_report_what_each_costs_alone
     store = CountingStore(CHUNKS)
     ctx, best, members = _context(store)
     run_ = await run_arms("What nozzle temperature does PLA print at?", ARMS, ctx)
-    # one retrieval for five arms; the best model: K+1 samples, then self-moa's judge and the
-    # two council judges (alone: 1 + 4 + (3 + 1) + 1 + 1 = 11 calls)
+    # one retrieval for five arms; the best model: the judge's own answer once (single's, and
+    # the one every judged arm weighs), then K samples
     assert store.searches == 1
     # the judge's prompt opens as the members' do: its own part tells them apart
     sampled = [c for c in best.calls if "You are the judge" not in c[-1]["content"]]
-    assert len(sampled) == 4 and len(best.calls) == 7
+    assert len(sampled) == 3 and len(best.calls) == 4
     assert [len(m.calls) for m in members] == [2, 2, 2]  # council and council-split
     results = run_.results
     first = results["self-consistency"].proposals[0]
-    assert first["member"] == "specialist-1" and results["single"].answer == first["text"]
+    assert first["member"] == "judge" and results["single"].answer == first["text"]
     assert [p["member"] for p in results["self-moa"].proposals] == [
         "specialist-1", "specialist-2", "specialist-3"
     ]  # fmt: skip
-    assert results["self-moa"].proposals == results["self-consistency"].proposals[:3]
+    assert results["self-moa"].proposals == results["self-consistency"].proposals[1:]
     alone = {arm: r.calls for arm, r in results.items()}
     assert alone == {"single": 1, "self-consistency": 4, "self-moa": 4, "council": 4,
                      "council-split": 4}  # fmt: skip
-    assert run_.calls == 13 == len(best.calls) + sum(len(m.calls) for m in members)
+    assert run_.calls == 10 == len(best.calls) + sum(len(m.calls) for m in members)
     assert run_.prompt_tokens < sum(r.prompt_tokens for r in results.values())
     assert all(r.output_tokens > 0 and r.prompt_tokens > 0 for r in results.values())
 

@@ -14,7 +14,6 @@ from langgraph.graph import END, START, StateGraph
 from collective.errors import BackendUnavailable, InvalidResponse, QuorumError
 from collective.graph import CouncilContext, build_graph
 from collective.kb.store import Chunk
-from collective.prompts import judge as judge_prompt_module
 from tests.fakes import ListStore, ScriptedBackend
 
 CHUNKS = [
@@ -77,7 +76,7 @@ async def test_chunk_text_cannot_forge_a_tag_and_meta_chunks_reach_only_the_judg
     assert "[KB#mem_note]" not in specialist_prompt
     assert "[KB#mem_note]" in judge_prompt
     # the council's root (KB, then the question), the checked answers, then the judge's part
-    headings = ["## Knowledge base", "## Task", judge_prompt_module.ANSWERS, "## Your part"]
+    headings = ["## Knowledge base", "## Task", "## Your part"]
     at = [judge_prompt.index(h) for h in headings]
     assert at == sorted(at)
 

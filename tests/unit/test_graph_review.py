@@ -31,7 +31,7 @@ def context(review=True, **kw):
     )
 
 
-async def test_review_round_ranks_anonymised_peers_and_feeds_the_judge():
+async def test_review_round_ranks_anonymised_peers():
     judge = ScriptedBackend("judge", "verdict [KB#mem_asa]")
     ctx = context(judge=judge)
     out = await build_graph().ainvoke({"question": "Which filament?"}, context=ctx)
@@ -55,7 +55,6 @@ async def test_review_round_ranks_anonymised_peers_and_feeds_the_judge():
     assert "specialist-2" not in prompt[-1]["content"]  # anonymised
     assert ctx.specialists[0].kwargs[-1]["json_schema"]["properties"]["ranking"]
 
-    assert "Peer review: specialist-3 mean rank 1.00" in judge.calls[0][-1]["content"]
     review_budgets = [b for b in out["budgets"] if b["node"].startswith("review-")]
     assert len(review_budgets) == 3
     assert all(b["max_output_tokens"] <= 256 for b in review_budgets)

@@ -7,15 +7,12 @@ copy. Every other tag-like text stays neutralised (issue 11).
 
 from __future__ import annotations
 
-import re
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collective.graph import build_graph
 from collective.kb.citations import neutralise, parse_citations
 from collective.kb.store import Chunk
-from collective.prompts import judge as judge_prompt_module
 from tests.fakes import ListStore, ScriptedBackend
 from tests.unit.test_graph_council import context
 
@@ -50,22 +47,16 @@ def test_only_kept_ids_parse_after_neutralising(parts: list[str], keep: set[str]
     assert set(parse_citations(neutralise("".join(parts), keep=keep))) <= keep
 
 
-def carry_forward(messages) -> str:
-    """A judge that cites exactly the tags it finds among the proposals."""
-    user = messages[-1]["content"]
-    proposals = user.split(judge_prompt_module.ANSWERS, 1)[1].split("\n## ", 1)[0]
-    return "ASA. " + " ".join(re.findall(r"\[KB#\w+\]", proposals))
-
-
-async def test_the_judge_can_carry_a_specialists_verified_citation_forward() -> None:
+async def test_a_member_answer_that_stands_carries_only_its_verified_citation() -> None:
     chunks = [Chunk("mem_real", "ASA resists UV.", "asa.md", score=0.9)]
     specialist = ScriptedBackend("spec", "- ASA resists UV [KB#mem_real]; see [KB#mem_secret].")
-    judge = ScriptedBackend("judge", carry_forward)
+    judge = ScriptedBackend("judge", "ASA melts at 999 °C [KB#mem_real].")  # unsupported
     ctx = context(
         k=1, specialists=[specialist], judge=judge, knowledge=ListStore(chunks), judge_tools=False
     )
     out = await build_graph().ainvoke({"question": "ASA?"}, context=ctx)
     assert out["proposals"][0]["citations"] == ["mem_real"]
-    assert out["answer"] == "ASA. [KB#mem_real]"  # the forged tag reached the judge neutralised
+    assert out["claim_check"]["selected"] == "specialist-1"
+    assert "[KB#mem_secret]" not in out["answer"] and "[KB#mem_real]" in out["answer"]
     assert out["citations"] == [{"id": "mem_real", "source": "asa.md"}]
-    assert out["unknown_citations"] == []
+    assert out["unknown_citations"] == ["mem_secret"]  # reported, never a live tag

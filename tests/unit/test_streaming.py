@@ -71,7 +71,7 @@ async def test_events_api_has_on_chat_model_stream_for_the_judge():
     assert "".join(streamed) == VERDICT and len(streamed) > 1
 
 
-async def test_a_member_out_of_time_keeps_its_partial_answer_labelled_for_the_judge():
+async def test_a_member_out_of_time_keeps_its_partial_answer():
     slow = WordStreamer("slow", "PETG " * 400, pause_s=0.02)  # about 8 s in all
     judge = ScriptedBackend("judge", "ASA.")
     ctx = context(
@@ -85,8 +85,6 @@ async def test_a_member_out_of_time_keeps_its_partial_answer_labelled_for_the_ju
     assert all(p["text"].startswith("PETG") for p in partial)
     assert all(len(p["text"]) < len("PETG " * 400) - 1 for p in partial)
     assert slow.closed_early  # the member's stream was closed, not left running
-    judge_prompt = judge.calls[-1][-1]["content"]
-    assert "[PARTIAL" in judge_prompt
 
 
 def _dead_url() -> str:

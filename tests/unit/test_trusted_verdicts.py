@@ -14,8 +14,10 @@ from collective.budget.counting import tiktoken_counter
 from collective.budget.trimming import Scored
 from collective.errors import QuorumError
 from collective.graph import build_graph
+from collective.kb.answers import check_answer, select
 from collective.kb.evidence import split
 from collective.kb.store import Chunk
+from collective.kb.support import shown_chunks
 from collective.models.base import ChatDelta
 from collective.prompts import judge as judge_prompt
 from tests.fakes import ListStore, ScriptedBackend
@@ -89,6 +91,9 @@ async def test_the_demos_nylon_paragraph_under_an_abs_tag_is_dropped_and_said_on
         "- Nylon > Engineering (its text is in the knowledge base above) [KB#mem_nylon]",
         "ABS handles heat to around 95-100 °C [KB#mem_abs]. ABS handles heat to around "
         "95-100 °C [KB#mem_abs].",
+        # measured on the eval: the 1.5B wrote its claims the way the prompt shows a chunk
+        "[KB#mem_abs] [Score: 0.90] ABS and ASA > ABS properties: ABS handles heat to around "
+        "95-100 °C.",
     ],
 )
 async def test_a_verdict_never_echoes_its_format_a_placeholder_or_tool_output(echo: str) -> None:
@@ -121,22 +126,37 @@ async def test_a_member_answer_stands_when_the_judge_has_nothing_supported() -> 
     assert any("stands instead" in note for note in out["notes"])
 
 
+def test_the_peer_reviews_ranks_break_a_tie_between_member_answers() -> None:
+    shown = shown_chunks({ABS.id: ABS})
+    judge = check_answer("judge", "ABS melts at 400 °C [KB#mem_abs].", shown)
+    said = "ABS handles heat to around 95-100 °C [KB#mem_abs]."
+    members = [check_answer(f"specialist-{i}", said, shown) for i in (1, 2)]
+    assert select(judge, members)[0].who == "specialist-1"  # first on a tie
+    stands, why = select(judge, members, {"specialist-1": 2.0, "specialist-2": 1.0})
+    assert stands.who == "specialist-2" and "stands instead" in why
+
+
 async def test_with_no_supported_claim_anywhere_the_verdict_says_the_kb_does_not_answer() -> None:
     out = await ask("It melts at 400 °C [KB#mem_abs].", member="It melts at 500 °C [KB#mem_abs].")
     assert out["answer"].startswith("The knowledge base does not answer this question")
     assert out["citations"] == []
 
 
-async def test_the_judge_is_shown_agreement_and_only_supported_member_claims() -> None:
+async def test_members_who_agree_cannot_displace_the_judges_supported_answer() -> None:
+    # measured: a judge shown the members' answers merged them into a worse verdict than its
+    # own model alone (5 of 12 right against 10 of 12); now it answers from the KB as one call
+    # would, and the members' answers are weighed against its answer by the claim check
     judge = ScriptedBackend("judge", "ABS handles heat to around 95-100 °C [KB#mem_abs].")
-    member = "ABS [KB#mem_abs].\n- ABS is the most hygroscopic common filament [KB#mem_abs]"
-    await ask(judge, member=member, k=2)
+    member = "PLA softens near 55-60 °C, so parts sag in hot cars [KB#mem_pla]."
+    out = await ask(judge, member=member, k=2)
     prompt = judge.calls[0][-1]["content"]
-    answers = prompt[prompt.index(judge_prompt.ANSWERS) : prompt.index("## Your part")]
-    assert "Agreement: specialist-1, specialist-2 name ABS." in answers
-    assert "hygroscopic" not in answers  # an unsupported member claim is not shown
+    assert len(judge.calls) == 1 and "specialist-1" not in prompt
     # the judge's prompt opens as the members' do: rules, KB, then the question
     assert prompt.index("## Knowledge base") < prompt.index(f"Question: {QUESTION}")
+    assert out["answer"] == "ABS handles heat to around 95-100 °C [KB#mem_abs]."
+    check = out["claim_check"]
+    assert check["selected"] == "judge"
+    assert check["agreement"] == {"pla": ["specialist-1", "specialist-2"], "abs": ["judge"]}
 
 
 async def test_a_fix_call_that_does_not_fit_leaves_the_draft_standing() -> None:
