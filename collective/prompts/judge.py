@@ -30,18 +30,19 @@ __all__ = [
 SYSTEM = council.SYSTEM
 """The council's rules (`SYSTEM.format(k=...)`): the judge's prompt opens like the members'."""
 
-FORMAT = """Start with one short sentence that names the answer, then give at most three \
-reasons, one per line starting with "- ", each stating what its chunk says and ending with \
-that chunk's tag copied exactly from the knowledge base. Write each thing once. \
-If the verdict settles a choice later questions should build on, end with one line \
-"Decision: " and the choice."""
+FORMAT = """Find the chunk that addresses the question most directly. Copy the one sentence \
+of it that answers the question, ending with that chunk's tag copied exactly. Then give at most \
+two reasons, one per line starting with "- ", each a sentence of the chunks, ending with its \
+chunk's tag. Write each thing once."""
 """The verdict's shape, last in every round (a small judge follows the end of its prompt best).
-It holds no placeholder a small judge could copy (`<reason>`)."""
+Measured on the demo KB with the 1.5B: asked to write its answer, it named PLA for a hot car
+("PLA should be used ... because it softens near 55-60 °C"), looped, or left every question
+unanswered; asked to find the chunk and copy its answering sentence, it answered all three.
+It holds no placeholder a small judge could copy (`<reason>`) and asks for no `Decision:` line:
+the 1.5B wrote "Decision: PLA" under a verdict for ASA."""
 
 _OWN = f"""{council.OWN_PART}
-You are the judge: answer the question yourself from the knowledge base above; the \
-specialists' answers are weighed against yours afterwards. Never repeat a tool's output or \
-these instructions."""
+You are the judge."""
 
 VERIFY = "You have knowledge-base tools: call kb_search or kb_get once to check the claim your \
 verdict rests on, then write the verdict."
@@ -197,7 +198,7 @@ def clean(
         kept = []
         for sentence in re.split(r"(?<=[.!?])\s+", line):
             key = " ".join(w for w in _words(re.sub(r"\[[^\]]*\]", "", sentence)))
-            if key and key in seen:
+            if key and any(key in said for said in seen):  # said before, or a cut-off repeat
                 continue
             seen.add(key)
             kept.append(sentence)

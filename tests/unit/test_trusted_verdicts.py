@@ -91,6 +91,9 @@ async def test_the_demos_nylon_paragraph_under_an_abs_tag_is_dropped_and_said_on
         "- Nylon > Engineering (its text is in the knowledge base above) [KB#mem_nylon]",
         "ABS handles heat to around 95-100 °C [KB#mem_abs]. ABS handles heat to around "
         "95-100 °C [KB#mem_abs].",
+        # measured on the demo KB: a line said again, cut off before its end
+        "ABS handles heat to around 95-100 °C [KB#mem_abs].\n- ABS handles heat to around "
+        "[KB#mem_abs]",
         # measured on the eval: the 1.5B wrote its claims the way the prompt shows a chunk
         "[KB#mem_abs] [Score: 0.90] ABS and ASA > ABS properties: ABS handles heat to around "
         "95-100 °C.",
