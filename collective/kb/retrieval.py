@@ -32,11 +32,12 @@ each side contributed (`sides`, `dense`). The trust pass keeps chunks above the 
 thresholds; if fewer than the profile's minimum pass, the best remaining candidates above 0.05
 top it up (with a diagnostic).
 
-`auto` starts from the profile the query's wording suggests (content-word count, comparisons,
-multi-part questions, "why/how" reasoning, follow-ups that lean on the caller's context) and any
+`auto` starts from the profile the query's wording suggests (lean for a few content words and
+no other signal, deep for a follow-up that leans on the caller's context, else balanced) and any
 latency bound; when that profile has an `escalate_to` (lean and balanced: deep) and its lexical
 and dense rankings disagree at the top, or both tops are unsure (`disagreement`), it runs the
-escalation instead. It says why either way.
+escalation instead: the reranker's cost is spent where the fast rankings disagree, not on a
+question because it is long. It says why either way.
 
 A store that keeps chunk expansions (`collective.kb.expansion`) finds chunks by them too; a
 store that could but has none says so in the diagnostics.
@@ -344,8 +345,10 @@ def choose_profile(
         signals.append("follow-up that relies on the context")
     described = f"{len(words)} content words" + (f", {', '.join(signals)}" if signals else "")
 
+    # Wording alone sends only a follow-up to deep: a long, comparing or many-part question
+    # starts at balanced, and `retrieve` escalates it when the fast rankings disagree.
     profile: AppliedProfile
-    if follow_up or len(words) >= 9 or len(signals) >= 2:
+    if follow_up:
         profile = "deep"
     elif len(words) <= 3 and not signals:
         profile = "lean"

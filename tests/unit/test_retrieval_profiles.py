@@ -75,15 +75,15 @@ def test_auto_infers_the_profile_and_says_why() -> None:
     profile, reason = choose_profile(
         "Why is ASA better than PETG for outdoor parts, and how should I print it?"
     )
-    assert profile == "deep" and "comparison" in reason and "why/how" in reason
+    # wording alone does not buy the reranker: deep only if the fast rankings then disagree
+    assert profile == "balanced" and "comparison" in reason and "why/how" in reason
     # A follow-up leans on the caller's context.
     assert choose_profile("Is it stronger?")[0] == "lean"
     profile, reason = choose_profile("Is it stronger?", context="We compared PETG and PLA.")
     assert profile == "deep" and "follow-up" in reason
     # Tight latency bounds rule out costly profiles, and the reason says so.
     profile, reason = choose_profile(
-        "Why is ASA better than PETG for outdoor parts, and how should I print it?",
-        max_latency_ms=10,
+        "Is it stronger?", context="We compared PETG and PLA.", max_latency_ms=10
     )
     assert profile == "balanced" and "max_latency_ms=10" in reason
     assert choose_profile("Why is ASA better than PETG outdoors?", max_latency_ms=1)[0] == "lean"

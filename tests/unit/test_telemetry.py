@@ -33,7 +33,7 @@ def test_retrieval_emits_a_span_with_profile_attributes(
     (span,) = [s for s in spans.get_finished_spans() if s.name == "collective.retrieval"]
     attrs = dict(span.attributes or {})
     assert attrs["retrieval.requested"] == "auto"
-    assert attrs["retrieval.applied"] == attrs["budget_profile"] == result.applied == "deep"
+    assert attrs["retrieval.applied"] == attrs["budget_profile"] == result.applied
     assert attrs["retrieval.reason"] == result.reason
     assert attrs["rewrite_attempts"] == len(result.rewrites) > 0
     assert attrs["candidate_count"] == result.candidates
