@@ -38,6 +38,7 @@ async def plan(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[st
             ),
         ],
         compose=prompt.compose,
+        output_cap=prompt.MAX_TOKENS,
         question=state["question"],
         retrieval_profile=applied_profile(state),
     )

@@ -62,6 +62,8 @@ async def test_output_contract_and_citation_checks():
     for budget in out["budgets"]:
         assert budget["prompt_tokens"] + budget["max_output_tokens"] <= budget["n_ctx"]
         assert budget["token_counter"] == "tiktoken:cl100k_base"
+    # five short lines: uncapped, the demo's planner filled its 384 tokens in 35-40 s
+    assert out["budgets"][0]["max_output_tokens"] == 160
     assert {"requested", "applied", "reason", "candidates", "injected"} <= set(out["retrieval"])
     assert {"retrieve_ms", "plan_ms", "judge_ms", "total_ms"} <= set(out["timings"])
 
