@@ -62,7 +62,7 @@ real-council: $(STAMP)
 # the measured time). Other arms: make eval EVAL_ARGS="--arms single,council".
 EVAL_KB := .collective/eval_kb.sqlite
 eval: $(STAMP)
-	$(BIN)/collective kb add tests/data/eval_kb --kb $(EVAL_KB) >/dev/null
+	$(BIN)/collective kb add tests/data/eval_kb --kb $(EVAL_KB) --no-expand >/dev/null
 	$(BIN)/collective eval tests/data/eval_questions.jsonl --config bench/eval.toml \
 		--kb $(EVAL_KB) --out bench/eval_rows.jsonl $(EVAL_ARGS)
 

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Quantity", "quantities", "same_quantity"]
+__all__ = ["Quantity", "kind_words", "quantities", "same_quantity"]
 
 _NUMBER = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+,\d{1,2}(?![\d,])|\d+)(?:\.\d+)?"
 _SIGNED = rf"(?:(?<![\w.)\]])[-−](?=\d))?{_NUMBER}"
@@ -156,10 +156,16 @@ def _convert(value: float, unit: str, to: str) -> float | None:
         return None
 
 
-def _close(a: float, b: float, converted: bool) -> bool:
-    # A converted value is written rounded (95 °C is "203 °F"; 60 °C "140 °F").
-    tolerance = max(0.6, abs(b) * 0.01) if converted else 1e-9 + abs(b) * 1e-9
-    return abs(a - b) <= tolerance
+def _close(a: float, b: float, converted: str) -> bool:
+    """Whether `a` is `b`, within the rounding of a value `converted` from another unit.
+
+    `converted` is the units' dimensionality (empty: not converted): 95 °C is written "203 °F"
+    (within 0.6 degrees), 0.8 mm "0.031 in" (within 2%).
+    """
+    if not converted:
+        return abs(a - b) <= 1e-9 + abs(b) * 1e-9
+    floor = 0.6 if converted == "[temperature]" else 0.0
+    return abs(a - b) <= max(floor, abs(b) * 0.02)
 
 
 def same_quantity(claim: Quantity, stated: Quantity) -> bool:
@@ -172,13 +178,14 @@ def same_quantity(claim: Quantity, stated: Quantity) -> bool:
     if claim.unit and not stated.unit:
         return False
     if not claim.unit or claim.unit == stated.unit:
-        low, high, converted = claim.low, claim.high, False
+        low, high, converted = claim.low, claim.high, ""
     elif claim.known_unit and stated.known_unit:
         low_c = _convert(claim.low, claim.unit, stated.unit)
         high_c = _convert(claim.high, claim.unit, stated.unit)
         if low_c is None or high_c is None:
             return False
-        low, high, converted = low_c, high_c, True
+        low, high = low_c, high_c
+        converted = str(_registry_unit(stated.unit).dimensionality)
     else:
         return False
     if _close(low, stated.low, converted) and _close(high, stated.high, converted):
@@ -193,3 +200,21 @@ def same_quantity(claim: Quantity, stated: Quantity) -> bool:
         and (not claim.unit or claim.unit == stated.unit)
         and math.isclose(low, width, rel_tol=1e-9)
     )
+
+
+_KINDS = {
+    "[mass] / [length] ** 3": ("density", "dense", "denser", "densest", "weigh", "weighs",
+                               "weight", "heavy", "heavier", "mass"),
+    "[temperature]": ("temperature", "temperatures", "hot", "hotter", "heat", "warm", "degrees"),
+    "[length]": ("long", "length", "thick", "thickness", "wide", "width", "diameter", "size"),
+    "[mass] / [length] / [time] ** 2": ("strength", "strong", "stronger", "stress", "pressure"),
+}  # fmt: skip
+"""Words that only name what kind of quantity a number is, by the unit's dimensionality."""
+
+
+def kind_words(quantity: Quantity) -> tuple[str, ...]:
+    """The words that name `quantity`'s kind (`weighs` for kg/m3): no more than its unit says."""
+    unit = _registry_unit(quantity.unit) if quantity.unit else None
+    if unit is None:
+        return ()
+    return _KINDS.get(str(unit.dimensionality), ())

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from collective.kb.chunking import MAX_CHUNK_CHARS
 from collective.kb.citations import neutralise, normalise, split_citations, tag
-from collective.kb.quantities import Quantity, quantities, same_quantity
+from collective.kb.quantities import Quantity, kind_words, quantities, same_quantity
 from collective.kb.store import Chunk
 
 __all__ = [
@@ -364,8 +364,10 @@ def _judge(claim: _Read, chunk: Shown, sentences: Sequence[_Read], heading: _Rea
     anchors, missing = _quantities_stated(claim, sentences)
     words = [w for w, _, _ in claim.words]
     held = heading.stems.union(*(s.stems for s in sentences))
-    share = sum(w in held for w in words) / len(words) if words else 1.0
     numbers_hold = bool(claim.quantities) and not missing
+    if numbers_hold:  # a word that only names a stated quantity's kind says no more than it
+        held |= {_stem(w) for q in claim.quantities for w in kind_words(q)}
+    share = sum(w in held for w in words) / len(words) if words else 1.0
     if share < _MIN_WORD_SHARE and not numbers_hold:
         absent = [w for w in dict.fromkeys(words) if w not in held]
         missing.append("words: " + ", ".join(absent[:6]))

@@ -87,6 +87,8 @@ def status(claim: str) -> str:
         "Both PLA and PETG print at a nozzle temperature of 230-250 °C [KB#mem_petg].",
         # the comparison turned round
         "ABS warps somewhat less than ASA [KB#mem_asa].",
+        # the kind's word with another number
+        "TPU weighs about 1,500 kg/m3 [KB#mem_tpu].",
     ],
 )
 def test_false_cited_claims_do_not_stand(claim: str) -> None:
@@ -112,6 +114,8 @@ def test_false_cited_claims_do_not_stand(claim: str) -> None:
         # a negation the chunk states
         "PLA is not UV stable, unlike ASA [KB#mem_pla].",
         "Use ABS or ASA [KB#mem_abs].",
+        # a word that only names the quantity's kind: "weighs" for a density
+        "TPU weighs about 1,200 kg/m3 [KB#mem_tpu].",
     ],
 )
 def test_true_cited_claims_stand(claim: str) -> None:
