@@ -320,12 +320,20 @@ class LlamaServerBackend(OpenAICompatBackend):
     async def _request(
         self, method: str, path: str, body: dict[str, Any] | None = None
     ) -> tuple[int, Any]:
-        if self.routed is not None and path not in ("/health", "/models"):
-            if method == "GET":
-                path = _routed_path(path, self.routed)
-            else:
-                body = _routed_body(body or {}, self.routed)
-        return await super()._request(method, path, body)
+        return await super()._request(method, *self._routed(method, path, body))
+
+    async def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        return await super()._call(method, *self._routed(method, path, body))
+
+    def _routed(
+        self, method: str, path: str, body: dict[str, Any] | None
+    ) -> tuple[str, dict[str, Any] | None]:
+        """A request's path and body naming the routed model (a router's own paths aside)."""
+        if self.routed is None or path in ("/health", "/models"):
+            return path, body
+        if method == "GET":
+            return _routed_path(path, self.routed), body
+        return path, _routed_body(body or {}, self.routed)
 
     async def before_fan_out(self) -> None:
         """Give every idle slot the planner's prompt, so each member starts from it.
@@ -508,7 +516,8 @@ class LlamaServerBackend(OpenAICompatBackend):
         if n is not None:
             return n
         if self.count_route.input_tokens is not False:
-            status, data = await self.http.request("POST", INPUT_TOKENS_PATH, body, wait=True)
+            routed = _routed_body(body, self.routed)
+            status, data = await self.http.request("POST", INPUT_TOKENS_PATH, routed, wait=True)
             if status == 200:
                 n = _input_tokens(data, self.base_url)
             elif not self.count_route.unsupported(status):

@@ -23,11 +23,6 @@ from collective.errors import ConfigError
 from collective.models.embedded import DEFAULT_EMBEDDED, embedded_model_path
 from collective.models.llama_server import LlamaServerBackend
 
-NOT_LOADED = pytest.mark.skip(
-    reason="fails on the vendored router: /props of a model not yet loaded reports no per-slot "
-    "n_ctx (found at the end of this stop, not fixed)"
-)
-
 pytestmark = pytest.mark.integration
 
 SMALL, MEMBER = "small", "member"
@@ -58,7 +53,6 @@ def router(
         server.stop()
 
 
-@NOT_LOADED
 async def test_each_role_reads_its_own_models_window_and_counts_with_its_tokenizer(router):
     small = LlamaServerBackend(f"{router.url}?model={SMALL}")
     member = LlamaServerBackend(f"{router.url}?model={MEMBER}")
@@ -97,7 +91,6 @@ async def test_a_spec_without_a_model_on_a_router_is_one_clear_error(router):
         await unnamed.aclose()
 
 
-@NOT_LOADED
 def test_smoke_passes_on_a_router_and_lists_its_models(router, tmp_path, monkeypatch):
     for name in list(os.environ):
         if name.startswith("COLLECTIVE_") and name not in ("COLLECTIVE_CACHE",):
