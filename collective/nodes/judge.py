@@ -392,7 +392,7 @@ class _Ruling:
 
     def _clean(self, text: str, tool_output: Sequence[str]) -> str:
         instructions = [prompt.task_text(self.state["question"], verify=True), prompt.REVISE]
-        return prompt.clean(text, instructions, tool_output, self.headings)
+        return prompt.clean(text, instructions, tool_output, self.headings, prompt.LINES)
 
     def _check(self, text: str, shown: Mapping[str, Shown], entail: Any) -> list[Claim]:
         return check_claims(text, shown, entail, self.headings, _similarity(self.ctx))

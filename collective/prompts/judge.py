@@ -19,6 +19,7 @@ from collective.prompts import council
 
 __all__ = [
     "FORMAT",
+    "LINES",
     "SYSTEM",
     "clean",
     "compose",
@@ -29,6 +30,9 @@ __all__ = [
 
 SYSTEM = council.SYSTEM
 """The council's rules (`SYSTEM.format(k=...)`): the judge's prompt opens like the members'."""
+
+LINES = 3
+"""The lines `FORMAT` allows (the answer and two reasons): the 1.5B wrote eight from ten chunks."""
 
 FORMAT = """Find the chunk that addresses the question most directly. Copy the one sentence \
 of it that answers the question, ending with that chunk's tag copied exactly. Then give at most \
@@ -161,12 +165,14 @@ def clean(
     instructions: Sequence[str],
     tool_output: Sequence[str] = (),
     headings: Sequence[str] = (),
+    most_lines: int = 0,
 ) -> str:
     """`answer` without what a reader counts as no answer, and each sentence once.
 
     Left out: a lead-in that echoes the instructions ("The direct answer in one short sentence:
     ..."; what follows it stays), a template placeholder (`<reason>`), a line of a tool's output,
-    a line or sentence said before, and anything after `Decision:` but that line. A line copied
+    a line or sentence said before, anything after `Decision:` but that line, and the lines after
+    `most_lines` (0: no limit), which the answer format asked for. A line copied
     in the form the prompt shows a chunk (`[KB#id] - heading: text`) becomes its text, then its
     tag.
 
@@ -175,6 +181,7 @@ def clean(
         instructions: The prompt's own instruction texts (format lines, its part).
         tool_output: What the judge's tools returned.
         headings: The headings of the chunks shown.
+        most_lines: The most lines the format allows (0: any number).
     """
     told, lead_ins = _ngrams(instructions), _ngrams(instructions, n=4)
     tools = _ngrams(tool_output, n=6)
@@ -206,6 +213,6 @@ def clean(
         if not line.strip(" -*•"):
             continue
         lines.append(line)
-        if line.lstrip(" -*•").startswith("Decision:"):
+        if line.lstrip(" -*•").startswith("Decision:") or len(lines) == most_lines:
             break
     return "\n".join(lines).strip()

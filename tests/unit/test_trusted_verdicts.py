@@ -66,16 +66,15 @@ async def test_the_demos_nylon_paragraph_under_an_abs_tag_is_dropped_and_said_on
     # the ABS chunk, one of them twice; the old check passed both
     verdict = (
         "ABS handles heat to around 95-100 °C [KB#mem_abs].\n"
-        "- ABS is tough, wear resistant and has low friction, which suits gears [KB#mem_abs]\n"
-        "- PLA softens near 55-60 °C, so parts sag in hot cars [KB#mem_pla]\n"
         "- ABS is the most hygroscopic common filament [KB#mem_abs]\n"
-        "- ABS is the most hygroscopic common filament [KB#mem_abs]"
+        "- ABS is the most hygroscopic common filament [KB#mem_abs]\n"
+        "- ABS is tough, wear resistant and has low friction, which suits gears [KB#mem_abs]"
     )
     out = await ask(verdict)
     assert "hygroscopic" not in out["answer"] and "friction" not in out["answer"]
     assert out["answer"].count("95-100") == 1
     statuses = [c["status"] for c in out["claims"]]
-    assert statuses.count("dropped") == 2 and statuses.count("supported") == 2
+    assert statuses.count("dropped") == 2 and statuses.count("supported") == 1
     assert out["citation_support"] == 1.0
 
 
@@ -111,6 +110,19 @@ def test_clean_drops_the_labels_a_small_model_puts_on_its_lines() -> None:
         "- **Answer:** ABS.\nReasons:\n- **Reason 1:** It handles heat.\n- Reason 2: It is tough."
     )
     assert judge_prompt.clean(text, told) == "- ABS.\n- It handles heat.\n- It is tough."
+
+
+async def test_a_verdict_ends_at_the_lines_its_format_allows() -> None:
+    # measured on `make demo` with balanced retrieval: the 1.5B asked for an answer and two
+    # reasons wrote eight lines, the last about abrasive nozzles
+    lines = [
+        "ABS handles heat to around 95-100 °C [KB#mem_abs].",
+        "- PLA softens near 55-60 °C, so parts sag in hot cars [KB#mem_pla]",
+        "- ABS is used for automotive interior parts [KB#mem_abs]",
+        "- Nylon is tough, wear resistant and has low friction [KB#mem_nylon]",
+    ]
+    out = await ask("\n".join(lines))
+    assert out["answer"].splitlines() == lines[:3]
 
 
 def test_clean_keeps_the_answer_after_an_echoed_lead_in() -> None:
