@@ -31,10 +31,16 @@ def one_error_line(err):
     return lines[0]
 
 
+KEPT = ("COLLECTIVE_CACHE", "COLLECTIVE_KB_EXPANSION")
+"""The suite's own settings that a clean environment keeps: the model cache, and no model
+writing expansions at `kb add` (tests/conftest.py; a `kb add` of the eval KB expanded its 400
+chunks with the 0.5B for half an hour inside one fixture)."""
+
+
 @pytest.fixture
 def clean_cwd(monkeypatch, tmp_path):
     """No `COLLECTIVE_*` settings from the environment, and a fresh working directory."""
     for name in list(os.environ):
-        if name.startswith("COLLECTIVE_") and name != "COLLECTIVE_CACHE":
+        if name.startswith("COLLECTIVE_") and name not in KEPT:
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
