@@ -436,6 +436,7 @@ class _Ruling:
                     question=self.state["question"],
                     retrieval_profile=applied_profile(self.state),
                     tools=offer.schemas if offer else None,
+                    output_cap=prompt.MAX_TOKENS,
                     # The first round checks for sure where the backend can force a call.
                     tool_choice="required" if offer and not rounds else None,
                 )
@@ -493,6 +494,7 @@ class _Ruling:
                 retrieval_profile=applied_profile(self.state),
                 tools=draft.tools,
                 tool_choice="none" if draft.tools else None,
+                output_cap=prompt.MAX_TOKENS,
             )
         except BudgetError as error:
             notes.append(f"the judge's fix call did not fit its context, the draft stands: {error}")

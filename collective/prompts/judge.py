@@ -20,6 +20,7 @@ from collective.prompts import council
 __all__ = [
     "FORMAT",
     "LINES",
+    "MAX_TOKENS",
     "SYSTEM",
     "clean",
     "compose",
@@ -33,6 +34,10 @@ SYSTEM = council.SYSTEM
 
 LINES = 3
 """The lines `FORMAT` allows (the answer and two reasons): the 1.5B wrote eight from ten chunks."""
+
+MAX_TOKENS = 256
+"""The judge's output cap: three lines of quoted sentences (the demo's three came to about 190
+tokens). Uncapped, the 1.5B went on to eight lines, some 500 tokens, most of its call's time."""
 
 FORMAT = """Find the chunk that addresses the question most directly. Copy the one sentence \
 of it that answers the question, ending with that chunk's tag copied exactly. Then give at most \

@@ -64,6 +64,8 @@ async def test_output_contract_and_citation_checks():
         assert budget["token_counter"] == "tiktoken:cl100k_base"
     # five short lines: uncapped, the demo's planner filled its 384 tokens in 35-40 s
     assert out["budgets"][0]["max_output_tokens"] == 160
+    # three lines: uncapped, the demo's judge wrote eight (483 tokens) to keep three
+    assert out["budgets"][-1]["max_output_tokens"] == 256
     assert {"requested", "applied", "reason", "candidates", "injected"} <= set(out["retrieval"])
     assert {"retrieve_ms", "plan_ms", "judge_ms", "total_ms"} <= set(out["timings"])
 
