@@ -191,10 +191,15 @@ async def run_arms(question: str, modes: Sequence[Mode], ctx: CouncilContext) ->
             wall += verdict.wall_s
             out = verdict.out
         else:  # the judge's answer is the first of the candidates
-            first = Proposal(member=agents.JUDGE, model=own.out["own"]["judge"],
-                             text=own.out["answer"],
-                             citations=[], unknown_citations=[], error=None,
-                             evidence={"seen": list(own.out["own"]["shown"])})  # fmt: skip
+            first = Proposal(
+                member=agents.JUDGE,
+                model=own.out["own"]["judge"],
+                text=own.out["answer"],
+                citations=[],
+                unknown_citations=[],
+                error=None,
+                evidence={"seen": list(own.out["own"]["shown"])},
+            )
             out = {**stage.out, "proposals": [first, *proposals]}
         results[mode] = _result(mode, out, settings, judged, calls, wall)
     made = [b for stage in spent for b in stage.budgets]
@@ -239,14 +244,7 @@ def _result(
         citations=[{"id": i, "source": sources.get(i, "")} for i in dict.fromkeys(cited)],
         unknown_citations=list(unknown),
         supplied=list(sources),
-        seen=list(
-            dict.fromkeys(
-                [
-                    *(out.get("own") or {}).get("shown", {}),
-                    *(i for p in proposals for i in (p.get("evidence") or {}).get("seen", [])),
-                ]
-            )
-        ),  # fmt: skip
+        seen=list(dict.fromkeys([*(out.get("own") or {}).get("shown", {}), *_seen(proposals)])),
         evidence=evidence,
         citation_support=support,
         proposals=proposals,
@@ -255,6 +253,11 @@ def _result(
         output_tokens=sum(b.get("output_tokens") or 0 for b in calls),
         wall_s=wall_s,
     )
+
+
+def _seen(proposals: list[Proposal]) -> list[str]:
+    """The chunks the proposals' prompts showed, in their order."""
+    return [i for p in proposals for i in (p.get("evidence") or {}).get("seen", [])]
 
 
 async def run_mode(question: str, mode: Mode, ctx: CouncilContext) -> ModeResult:
