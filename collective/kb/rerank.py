@@ -292,8 +292,13 @@ def _engine_reranker() -> EngineReranker:
     return EngineReranker(engine)
 
 
-@functools.cache
 def _embedded_reranker() -> LlmReranker:
     from collective.models.embedded import embedded_model, embedded_model_path
 
-    return LlmReranker(embedded_model_path(embedded_model(f"embedded:{RERANK_MODEL}").key))
+    # Keyed by the file: `$COLLECTIVE_EMBEDDED_MODEL` read now, as the judge's backend reads it.
+    return _reranker_on(embedded_model_path(embedded_model(f"embedded:{RERANK_MODEL}").key))
+
+
+@functools.cache
+def _reranker_on(path: Path) -> LlmReranker:
+    return LlmReranker(path)

@@ -138,6 +138,27 @@ async def test_the_reranker_and_the_judges_backend_share_one_loaded_model(
         await registry.close_all()
 
 
+def test_the_reranker_is_the_model_the_environment_names_now(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # CI: a test with the real default models made the reranker on the 1.5B; a later one, on
+    # the small test model, got that stale reranker, not the judge's weights.
+    from collective.kb.rerank import _embedded_reranker
+    from collective.models.embedded import EMBEDDED_MODELS, embedded_model_path
+    from collective.models.llamacpp_in_process import acquire_model, release_model
+
+    models = []
+    for name in ("qwen2.5-coder-0.5b", "gemma-3-270m"):
+        monkeypatch.setenv("COLLECTIVE_EMBEDDED_MODEL", name)
+        model = acquire_model(embedded_model_path(EMBEDDED_MODELS[name].key))
+        try:
+            assert _embedded_reranker()._model is model
+        finally:
+            release_model(model)
+        models.append(model)
+    assert models[0] is not models[1]
+
+
 def _own_copy(gguf: Path, folder: Path) -> Path:
     """The GGUF under a path of its own: no other test's backend in this process holds it."""
     import os
