@@ -2,9 +2,9 @@
 
 * `single`: the judge alone: its own answer from the KB, one call of the best model (the
   judge's), checked (a fix call where a claim fails);
-* `self-consistency`: that answer and K samples of the best model (member temperatures), and
+* `self-consistency`: that answer and K-1 samples of the best model (member temperatures), and
   the one that agrees most with the others (word overlap; no extra call);
-* `self-moa`: the judge's answer weighed against K samples of the best model (Self-MoA,
+* `self-moa`: the judge's answer weighed against K-1 samples of the best model (Self-MoA,
   "Rethinking Mixture-of-Agents", 2025);
 * `council`: the judge's answer weighed against the configured specialists' (across models);
 * `council-review`: the council with the anonymous peer-review round before the judge;
@@ -25,6 +25,7 @@ model's samples; council members that read alike): what `collective eval` measur
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
 import time
@@ -99,7 +100,9 @@ def mode_context(ctx: CouncilContext, mode: Mode) -> tuple[CouncilContext, int, 
     if mode == Mode.single:
         return base, 0, True
     best = dataclasses.replace(base, specialists=(ctx.judges[0],))
-    return (base if mode in _COUNCILS else best), ctx.k, mode != Mode.self_consistency
+    if mode in _COUNCILS:
+        return base, ctx.k, True
+    return best, ctx.k - 1, mode != Mode.self_consistency  # the judge's answer is the first
 
 
 _COUNCILS = (Mode.council, Mode.council_review, Mode.council_split)
@@ -146,10 +149,13 @@ async def run_arms(question: str, modes: Sequence[Mode], ctx: CouncilContext) ->
     """Answer `question` in each of `modes`; a call two modes would make alike is made once.
 
     One retrieval serves every mode, and one judge's own answer (`single`'s answer): every
-    other mode starts from it. The best model's K samples serve `self-consistency` and
-    `self-moa`. Council modes that read the chunks alike share their specialists
-    (`council-review` reviews the council's proposals). Each result reports what its mode costs
-    alone: the calls it reads, their tokens, and the wall time of retrieval plus its own stages.
+    other mode starts from it. The best model's K-1 samples (K answers with the own one) serve
+    `self-consistency` and `self-moa`. Council modes that read the chunks alike share their
+    specialists (`council-review` reviews the council's proposals). After retrieval, stages
+    that do not wait on each other run at once (the own answer and every set of members, then
+    every judge): a backend that batches (the in-process engine, llama-server's slots) decodes
+    them together. Each result reports what its mode costs alone: the calls it reads, their
+    tokens, and the wall time of retrieval plus its own stages (measured beside the others).
 
     Raises:
         BackendError: A model failed where a mode cannot go on without it (the judge).
@@ -158,38 +164,51 @@ async def run_arms(question: str, modes: Sequence[Mode], ctx: CouncilContext) ->
     started = time.perf_counter()
     retrieval = await _stage(build_answer_graph(0, judge=False), {"question": question}, ctx)
     state = {key: retrieval.out[key] for key in _SHARED if key in retrieval.out}
+    ordered = sorted(dict.fromkeys(modes), key=MODES.index)
+    plans = {mode: mode_context(ctx, mode) for mode in ordered}
+    readings: dict[tuple[bool, str], tuple[CouncilContext, int]] = {}
+    for mode, (settings, count, _) in plans.items():
+        if count:
+            readings.setdefault((mode in _COUNCILS, settings.evidence), (settings, count))
     alone = build_answer_graph(0, judge=True, retrieved=True, quorum=False)
-    own = await _stage(alone, {**state, "proposals": []}, mode_context(ctx, Mode.single)[0])
+    own, *sets = await asyncio.gather(
+        _stage(alone, {**state, "proposals": []}, mode_context(ctx, Mode.single)[0]),
+        *(
+            _stage(build_answer_graph(count, judge=False, retrieved=True), state, settings)
+            for settings, count in readings.values()
+        ),
+    )
+    members = dict(zip(readings, sets, strict=True))
     state["own"] = own.out["own"]
-    members: dict[tuple[bool, str], _Stage] = {}
-    spent: list[_Stage] = [retrieval, own]
+    judged = [m for m, (_, count, judges) in plans.items() if count and judges]
+    judge = build_answer_graph(0, judge=True, retrieved=True)
 
-    async def sampled(mode: Mode, settings: CouncilContext) -> _Stage:
-        key = (mode in _COUNCILS, settings.evidence)
-        if key not in members:
-            graph = build_answer_graph(ctx.k, judge=False, retrieved=True)
-            members[key] = await _stage(graph, state, settings)
-            spent.append(members[key])
-        return members[key]
+    def proposals(mode: Mode) -> list[Proposal]:
+        key = (mode in _COUNCILS, plans[mode][0].evidence)
+        return _member_order(members[key].out["proposals"])
 
+    verdicts = dict(
+        zip(
+            judged,
+            await asyncio.gather(
+                *(_stage(judge, {**state, "proposals": proposals(m)}, plans[m][0]) for m in judged)
+            ),
+            strict=True,
+        )
+    )
     results: dict[str, ModeResult] = {}
-    for mode in sorted(dict.fromkeys(modes), key=MODES.index):
-        settings, count, judged = mode_context(ctx, mode)
+    for mode, (settings, count, _) in plans.items():
         calls, wall = list(own.budgets), retrieval.wall_s + own.wall_s
         if not count:
             results[mode] = _result(mode, own.out, settings, True, calls, wall)
             continue
-        stage = await sampled(mode, settings)
-        proposals = _member_order(stage.out["proposals"])
+        stage = members[(mode in _COUNCILS, settings.evidence)]
         calls += stage.budgets
-        wall += stage.wall_s
-        if judged:
-            graph = build_answer_graph(0, judge=True, retrieved=True)
-            verdict = await _stage(graph, {**state, "proposals": proposals}, settings)
-            spent.append(verdict)
-            calls += verdict.budgets
-            wall += verdict.wall_s
-            out = verdict.out
+        wall = retrieval.wall_s + max(own.wall_s, stage.wall_s)
+        if mode in verdicts:
+            calls += verdicts[mode].budgets
+            wall += verdicts[mode].wall_s
+            out = verdicts[mode].out
         else:  # the judge's answer is the first of the candidates
             first = Proposal(
                 member=agents.JUDGE,
@@ -200,9 +219,9 @@ async def run_arms(question: str, modes: Sequence[Mode], ctx: CouncilContext) ->
                 error=None,
                 evidence={"seen": list(own.out["own"]["shown"])},
             )
-            out = {**stage.out, "proposals": [first, *proposals]}
-        results[mode] = _result(mode, out, settings, judged, calls, wall)
-    made = [b for stage in spent for b in stage.budgets]
+            out = {**stage.out, "proposals": [first, *proposals(mode)]}
+        results[mode] = _result(mode, out, settings, mode in verdicts, calls, wall)
+    made = [b for stage in (retrieval, own, *sets, *verdicts.values()) for b in stage.budgets]
     return ArmsRun(
         results=results,
         calls=len(made),

@@ -85,8 +85,8 @@ def ask(
         typer.Option(
             "--mode",
             help="council (the graph; council-review/-split: --review, --evidence split) or "
-            "the judge's model alone: single (its own answer), self-consistency (that and K "
-            "samples, the most consistent), self-moa (that weighed against K samples).",
+            "the judge's model alone: single (its own answer), self-consistency (that and K-1 "
+            "samples, the most consistent), self-moa (that weighed against K-1 samples).",
         ),
     ] = Mode.council,
 ) -> None:

@@ -54,23 +54,23 @@ async def test_arms_share_retrieval_and_samples_and_report_what_each_costs_alone
     ctx, best, members = _context(store)
     run_ = await run_arms("What nozzle temperature does PLA print at?", ARMS, ctx)
     # one retrieval for five arms; the best model: the judge's own answer once (single's, and
-    # the one every judged arm weighs), then K samples
+    # the one every judged arm weighs), then K-1 samples: with it, self-consistency's K
     assert store.searches == 1
     # the judge's prompt opens as the members' do: its own part tells them apart
     sampled = [c for c in best.calls if "You are the judge" not in c[-1]["content"]]
-    assert len(sampled) == 3 and len(best.calls) == 4
+    assert len(sampled) == 2 and len(best.calls) == 3
     assert [len(m.calls) for m in members] == [2, 2, 2]  # council and council-split
     results = run_.results
     first = results["self-consistency"].proposals[0]
     assert first["member"] == "judge" and results["single"].answer == first["text"]
     assert [p["member"] for p in results["self-moa"].proposals] == [
-        "specialist-1", "specialist-2", "specialist-3"
+        "specialist-1", "specialist-2"
     ]  # fmt: skip
     assert results["self-moa"].proposals == results["self-consistency"].proposals[1:]
     alone = {arm: r.calls for arm, r in results.items()}
-    assert alone == {"single": 1, "self-consistency": 4, "self-moa": 4, "council": 4,
+    assert alone == {"single": 1, "self-consistency": 3, "self-moa": 3, "council": 4,
                      "council-split": 4}  # fmt: skip
-    assert run_.calls == 10 == len(best.calls) + sum(len(m.calls) for m in members)
+    assert run_.calls == 9 == len(best.calls) + sum(len(m.calls) for m in members)
     assert run_.prompt_tokens < sum(r.prompt_tokens for r in results.values())
     assert all(r.output_tokens > 0 and r.prompt_tokens > 0 for r in results.values())
 
@@ -124,7 +124,7 @@ async def test_a_run_stopped_after_the_first_question_resumes_without_asking_it_
     # a third run with one more arm asks only that arm
     ctx, best, members = _context(CountingStore(CHUNKS))
     await run_eval(questions, ["single", "council", "self-consistency"], ctx, rows, gold)
-    assert len(best.calls) == 3 * 4 and not any(m.calls for m in members)
+    assert len(best.calls) == 3 * 3 and not any(m.calls for m in members)  # own + K-1, x3
 
 
 async def test_rows_of_other_questions_are_refused(tmp_path):
