@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Quantity", "kind_words", "quantities", "same_quantity"]
+__all__ = ["Quantity", "in_base_units", "kind_words", "kinds_named", "quantities", "same_quantity"]
 
 _NUMBER = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+,\d{1,2}(?![\d,])|\d+)(?:\.\d+)?"
 _SIGNED = rf"(?:(?<![\w.)\]])[-−](?=\d))?{_NUMBER}"
@@ -156,6 +156,24 @@ def _convert(value: float, unit: str, to: str) -> float | None:
         return None
 
 
+def in_base_units(quantity: Quantity) -> tuple[str, float, float] | None:
+    """`quantity`'s dimensionality, and its low and high in base units (°C as kelvin).
+
+    Figures in different units compare so; None for a bare number or a unit pint lacks.
+    """
+    unit = _registry_unit(quantity.unit) if quantity.unit else None
+    if unit is None:
+        return None
+    ureg = _registry()
+    try:
+        low, high = (
+            ureg.Quantity(v, quantity.unit).to_base_units() for v in (quantity.low, quantity.high)
+        )
+    except Exception:  # noqa: BLE001 - pint raises several kinds for units it cannot convert
+        return None
+    return str(unit.dimensionality), float(low.magnitude), float(high.magnitude)
+
+
 def _close(a: float, b: float, converted: str) -> bool:
     """Whether `a` is `b`, within the rounding of a value `converted` from another unit.
 
@@ -210,6 +228,12 @@ _KINDS = {
     "[mass] / [length] / [time] ** 2": ("strength", "strong", "stronger", "stress", "pressure"),
 }  # fmt: skip
 """Words that only name what kind of quantity a number is, by the unit's dimensionality."""
+
+
+def kinds_named(text: str) -> set[str]:
+    """The dimensionalities whose kind words `text` uses (`denser` names density's)."""
+    words = set(re.findall(r"[a-z]+", text.lower()))
+    return {dimension for dimension, names in _KINDS.items() if words & set(names)}
 
 
 def kind_words(quantity: Quantity) -> tuple[str, ...]:

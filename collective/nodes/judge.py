@@ -33,11 +33,12 @@ from collective.budget.trimming import Fitted, share_fairly
 from collective.errors import BackendError, BackendUnavailable, BudgetError, InvalidResponse
 from collective.graph.context import CouncilContext, open_knowledge
 from collective.graph.state import CouncilState, Proposal, answered, applied_profile
-from collective.kb.answers import Checked, agreement, check_answer, select
+from collective.kb.answers import NO_ANSWER, Checked, agreement, check_answer, select
 from collective.kb.citations import check_citations, neutralise, shown_ids
 from collective.kb.embeddings import embedder_for
 from collective.kb.entailment import entailment_for
 from collective.kb.evidence import council_evidence
+from collective.kb.extremes import extreme
 from collective.kb.store import Chunk
 from collective.kb.support import (
     Claim,
@@ -45,6 +46,8 @@ from collective.kb.support import (
     Similar,
     check_claims,
     mark_fixed,
+    plain,
+    revise,
     shown_chunks,
     support_share,
 )
@@ -306,10 +309,23 @@ class _Ruling:
         }
         final = list(stands.claims) if stands is not verdict else own.claims
         supplied = own.shown if stands is verdict else _member_shown(stands, self.chunks)
-        citations, unknown = check_citations(stands.text, supplied)
+        text = stands.text
+        sources = {i: chunk.source for i, chunk in self.chunks.items()}
+        every = [c for answer in (verdict, *self.members) for c in answer.claims]
+        if text != NO_ANSWER and (lead := extreme(self.state["question"], every, sources)):
+            # the figures compared, not the judge's arithmetic, name the one asked for
+            rest = revise(text, [dataclasses.replace(lead.claim, status="dropped")])
+            text = f"{lead.line}\n{rest}".strip()
+            supplied = {**supplied, **shown_chunks(self.chunks, ids=lead.claim.cited)}
+            final = [lead.claim, *(c for c in final if c.text != lead.claim.text)]
+            check["extreme"] = {"direction": lead.direction, "compared": lead.compared,
+                                "claim": plain(lead.claim.text)}  # fmt: skip
+            notes.append(f"the verdict leads with the {lead.direction} of {lead.compared} "
+                         "documents' figures that supported claims state")  # fmt: skip
+        citations, unknown = check_citations(text, supplied)
         return {
             # a tag no shown chunk backs stays reported, but never reads as a citation
-            "answer": neutralise(stands.text, list(supplied)),
+            "answer": neutralise(text, list(supplied)),
             "citations": citations,
             "unknown_citations": unknown,
             "citation_support": support_share(final),

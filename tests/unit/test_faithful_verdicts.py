@@ -147,3 +147,42 @@ async def test_the_fix_call_reads_on_from_the_drafts_own_prompt() -> None:
     assert "240-260 °C" in fix[-1]["content"] and "its chunk says" in fix[-1]["content"]
     assert judge.kwargs[-1]["tools"] == judge.kwargs[-2]["tools"] is not None
     assert judge.kwargs[-1]["tool_choice"] == "none"
+
+
+METALS = [
+    Chunk(f"mem_{key}", text, f"metal/{key}.md", score=0.9 - n / 10, heading=f"{name} > Density")
+    for n, (key, name, text) in enumerate(
+        [
+            ("al", "6061-T6 aluminium", "6061-T6 aluminium has a density of about 2.70 g/cm3."),
+            ("ss", "316 stainless steel", "316 stainless steel has a density of about 8.00 g/cm3."),
+            ("cu", "C110 copper", "C110 copper has a density of about 8.96 g/cm3."),
+        ]
+    )
+]
+
+
+async def test_a_which_is_highest_verdict_leads_with_the_highest_figure_its_claims_state() -> None:
+    # Measured in the eval: asked which metal is densest, the 1.5B judge copied three densities
+    # and named none; a sample named aluminium, the lightest, "the highest".
+    judge = judge_says(
+        "6061-T6 aluminium has a density of about 2.70 g/cm3 [KB#mem_al].\n"
+        "- 316 stainless steel has a density of about 8.00 g/cm3 [KB#mem_ss]."
+    )
+    member = ScriptedBackend(
+        "spec", "C110 copper has a density of about 8.96 g/cm3 [KB#mem_cu]. Aluminium is densest."
+    )
+    ctx = context(judge=judge, specialists=[member], knowledge=ListStore(METALS),
+                  judge_tools=False)  # fmt: skip
+    question = "Which of these metals has the highest density: 6061-T6, 316 or C110 copper?"
+    out = await build_graph().ainvoke({"question": question}, context=ctx)
+    lines = out["answer"].splitlines()
+    assert lines[0] == "Highest: C110 copper has a density of about 8.96 g/cm3 [KB#mem_cu]."
+    assert lines[1:] == [
+        "6061-T6 aluminium has a density of about 2.70 g/cm3 [KB#mem_al].",
+        "- 316 stainless steel has a density of about 8.00 g/cm3 [KB#mem_ss].",
+    ]
+    assert {c["id"] for c in out["citations"]} == {"mem_al", "mem_ss", "mem_cu"}
+    assert out["claim_check"]["extreme"]["compared"] == 3
+    # a question that asks for no extreme keeps the judge's verdict as it is
+    out = await build_graph().ainvoke({"question": "What is 316's density?"}, context=ctx)
+    assert not out["answer"].startswith("Highest")
