@@ -187,15 +187,8 @@ async def run_arms(question: str, modes: Sequence[Mode], ctx: CouncilContext) ->
         key = (mode in _COUNCILS, plans[mode][0].evidence)
         return _member_order(members[key].out["proposals"])
 
-    verdicts = dict(
-        zip(
-            judged,
-            await asyncio.gather(
-                *(_stage(judge, {**state, "proposals": proposals(m)}, plans[m][0]) for m in judged)
-            ),
-            strict=True,
-        )
-    )
+    ruled = [_stage(judge, {**state, "proposals": proposals(m)}, plans[m][0]) for m in judged]
+    verdicts = dict(zip(judged, await asyncio.gather(*ruled), strict=True))
     results: dict[str, ModeResult] = {}
     for mode, (settings, count, _) in plans.items():
         calls, wall = list(own.budgets), retrieval.wall_s + own.wall_s
@@ -210,16 +203,7 @@ async def run_arms(question: str, modes: Sequence[Mode], ctx: CouncilContext) ->
             wall += verdicts[mode].wall_s
             out = verdicts[mode].out
         else:  # the judge's answer is the first of the candidates
-            first = Proposal(
-                member=agents.JUDGE,
-                model=own.out["own"]["judge"],
-                text=own.out["answer"],
-                citations=[],
-                unknown_citations=[],
-                error=None,
-                evidence={"seen": list(own.out["own"]["shown"])},
-            )
-            out = {**stage.out, "proposals": [first, *proposals(mode)]}
+            out = {**stage.out, "proposals": [_own_proposal(own.out), *proposals(mode)]}
         results[mode] = _result(mode, out, settings, mode in verdicts, calls, wall)
     made = [b for stage in (retrieval, own, *sets, *verdicts.values()) for b in stage.budgets]
     return ArmsRun(
@@ -228,6 +212,19 @@ async def run_arms(question: str, modes: Sequence[Mode], ctx: CouncilContext) ->
         prompt_tokens=sum(b["prompt_tokens"] for b in made),
         output_tokens=sum(b.get("output_tokens") or 0 for b in made),
         wall_s=time.perf_counter() - started,
+    )
+
+
+def _own_proposal(out: dict[str, Any]) -> Proposal:
+    """The judge's own answer as a candidate beside the samples (`self-consistency`)."""
+    return Proposal(
+        member=agents.JUDGE,
+        model=out["own"]["judge"],
+        text=out["answer"],
+        citations=[],
+        unknown_citations=[],
+        error=None,
+        evidence={"seen": list(out["own"]["shown"])},
     )
 
 

@@ -5,9 +5,10 @@ is densest, the 1.5B listed three densities and named none, and a sample named 6
 highest" at 2.70 g/cm3. When a question asks for the highest or lowest of several things
 (`asked`), `extreme` compares the figures that supported claims state (the judge's and every
 member's: a member may have read chunks the judge did not) and returns the claim with the
-highest or lowest one, to lead the verdict. It answers only where the comparison is plain: the
-figures share one kind (the one the question names, else the one most claims state) and come
-from at least two documents (the things compared), one figure per claim and one per document.
+highest or lowest one, to lead the verdict with how many things it compared. It answers only
+where the comparison is plain: the figures are of one kind (the one the question names or
+leads up to) and about two or more things (a chunk's title; those the question names, where it
+names some), one figure per thing.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from collective.kb.chunking import HEADING_SEPARATOR
 from collective.kb.quantities import in_base_units, kinds_named, quantities
 from collective.kb.support import Claim
 
-__all__ = ["Extreme", "asked", "extreme"]
+__all__ = ["Extreme", "asked", "extreme", "thing"]
 
 Direction = Literal["highest", "lowest"]
 
@@ -32,6 +34,10 @@ _HIGH = set(
 _LOW = set(
     "lowest lower smallest smaller minimum lightest lighter coolest cooler coldest colder "
     "weakest weaker softest softer cheapest cheaper thinnest thinner shortest shorter".split()
+)
+_FILLER = set(
+    "which what who whose is are was does do did has have had the a an of or and at with for "
+    "in on to by from than these those this that it its one ones most least more less".split()
 )
 _CHOICE = re.compile(r"\b(?:which|what|who)\b|\bthan\b")
 
@@ -58,52 +64,98 @@ class Extreme:
     claim: Claim
     direction: Direction
     compared: int
-    """How many documents' figures were compared."""
+    """How many things' figures were compared."""
+    asked_about: int
+    """How many things the question names (0: it names none it has chunks on)."""
 
     @property
     def line(self) -> str:
-        """The verdict's lead line: the direction, then the claim as its chunk states it."""
-        return f"{self.direction.capitalize()}: {self.claim.text.strip()}"
+        """The verdict's lead line: the direction, what was compared, the claim as it stands."""
+        text = _BULLET.sub("", self.claim.text.strip())
+        named = f" ({self.asked_about} asked about)" if self.asked_about > self.compared else ""
+        return f"{self.direction.capitalize()} of {self.compared} compared{named}: {text}"
 
 
-def extreme(question: str, claims: Iterable[Claim], sources: Mapping[str, str]) -> Extreme | None:
+_BULLET = re.compile(rf"^[-*•]?\s*(?:[^:\n]{{1,80}}{HEADING_SEPARATOR}[^:\n]{{1,80}}:\s*)?")
+"""A bullet, and a chunk's heading copied before its sentence (`PA6 nylon > Print ...: `)."""
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z]+", text.lower()))
+
+
+def _figures(
+    claim: Claim, direction: Direction, asked_words: set[str]
+) -> dict[str, tuple[float, int]]:
+    """Per kind, the claim's figure for it and how many of the question's words lead up to it.
+
+    A figure's words are those since the figure before it: of several of one kind ("a nozzle
+    temperature of 250-280 °C with the bed at 70-90 °C") the one after the question's own words
+    counts ("bed"), else the first.
+    """
+    out: dict[str, tuple[float, int]] = {}
+    since = 0
+    for quantity in quantities(claim.text):
+        before, since = claim.text[since : quantity.start], quantity.end
+        if (read := in_base_units(quantity)) is None:
+            continue
+        kind, low, high = read
+        near = len(_words(before) & asked_words)
+        if kind not in out or near > out[kind][1]:
+            out[kind] = (high if direction == "highest" else low, near)
+    return out
+
+
+def thing(heading: str, source: str) -> str:
+    """What a chunk is about: its heading's first part (the document's title), else its file."""
+    return heading.split(HEADING_SEPARATOR)[0].strip() or source
+
+
+def extreme(question: str, claims: Iterable[Claim], things: Mapping[str, str]) -> Extreme | None:
     """The supported claim with the highest or lowest figure `question` asks for, or None.
 
     Args:
         question: The question as asked.
         claims: The checked claims of every answer (the judge's and the members').
-        sources: The document of each chunk (`Chunk.source`), by id.
+        things: What each chunk is about, by id: its heading's first part (`PA6 nylon` of
+            `PA6 nylon > Print temperatures`), else its document. Where the question names two
+            or more of them, only those are compared.
     """
     direction = asked(question)
     if direction is None:
         return None
-    figures: list[tuple[Claim, str, str, float]] = []  # claim, document, kind, value
+    low_question = question.lower()
+    named = {t for t in things.values() if re.search(rf"(?<!\w){re.escape(t.lower())}(?!\w)",
+                                                     low_question)}  # fmt: skip
+    # the words that say which figure: not the things', not a kind's (`temperature`), no filler
+    asked_words = {w for w in _words(question) - _words(" ".join(named)) - _FILLER - _HIGH - _LOW
+                   if not kinds_named(w)}  # fmt: skip
+    by_kind: dict[str, dict[str, tuple[Claim, float, int]]] = {}
     for claim in claims:
-        documents = {sources[i] for i in claim.cited if sources.get(i)}
-        if not claim.supported or len(documents) != 1:
+        about = {things[i] for i in claim.cited if things.get(i)}
+        if not claim.supported or len(about) != 1:
             continue
-        (document,) = documents
-        first: dict[str, float] = {}  # the first figure of each kind is the claim's own
-        for quantity in quantities(claim.text):
-            if (read := in_base_units(quantity)) is not None:
-                kind, low, high = read
-                first.setdefault(kind, high if direction == "highest" else low)
-        figures += [(claim, document, kind, value) for kind, value in first.items()]
-    named = kinds_named(question)
-    by_kind: dict[str, dict[str, tuple[Claim, float]]] = {}
-    for claim, document, kind, value in figures:
-        by_kind.setdefault(kind, {}).setdefault(document, (claim, value))
-    kinds = [k for k in by_kind if k in named] or list(by_kind)
-    if not kinds:
-        return None
-    kind = max(kinds, key=lambda k: len(by_kind[k]))
-    if len(kinds) > 1 and sorted(len(by_kind[k]) for k in kinds)[-2] == len(by_kind[kind]):
-        return None  # two kinds as often stated: which one the question means is unclear
-    compared = list(by_kind[kind].values())
+        (thing,) = about
+        if len(named) >= 2 and thing not in named:
+            continue
+        for kind, (value, near) in _figures(claim, direction, asked_words).items():
+            kept = by_kind.setdefault(kind, {}).get(thing)
+            if kept is None or near > kept[2]:
+                by_kind[kind][thing] = (claim, value, near)
+    kinds = [k for k in by_kind if k in kinds_named(question)] or list(by_kind)
+
+    def weight(kind: str) -> tuple[int, int]:
+        found = by_kind[kind].values()
+        return sum(near > 0 for *_, near in found), len(found)
+
+    kinds.sort(key=weight, reverse=True)
+    if not kinds or (len(kinds) > 1 and weight(kinds[0]) == weight(kinds[1])):
+        return None  # no figure, or two kinds alike: which one the question means is unclear
+    compared = list(by_kind[kinds[0]].values())
     if len(compared) < 2:
         return None
     pick = max if direction == "highest" else min
-    claim, value = pick(compared, key=lambda item: item[1])
-    if sum(v == value for _, v in compared) > 1:
+    claim, value, _ = pick(compared, key=lambda item: item[1])
+    if sum(v == value for _, v, _ in compared) > 1:
         return None  # a tie names no one thing
-    return Extreme(claim, direction, len(compared))
+    return Extreme(claim, direction, len(compared), len(named) if len(named) >= 2 else 0)

@@ -38,7 +38,7 @@ from collective.kb.citations import check_citations, neutralise, shown_ids
 from collective.kb.embeddings import embedder_for
 from collective.kb.entailment import entailment_for
 from collective.kb.evidence import council_evidence
-from collective.kb.extremes import extreme
+from collective.kb.extremes import extreme, thing
 from collective.kb.store import Chunk
 from collective.kb.support import (
     Claim,
@@ -162,15 +162,12 @@ def run_tools(
     return results
 
 
-async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
-    """Write the verdict, check its claims, and resolve its citations against the chunks shown."""
-    ctx = runtime.context
+def _ruling(state: CouncilState, ctx: CouncilContext, backend: Backend) -> _Ruling:
+    """`backend`'s ruling on the state: the chunks, the members' answers checked, the prompt."""
     members = answered(state.get("proposals", []))  # the quorum node checked their number
-    aggregate = aggregate_rankings(state.get("rankings", []), members)
     retrieved = chunks_from_state(state.get("chunks", []))
     chunks = {c.id: c for c in retrieved}
     headings = [c.heading for c in retrieved]
-    checked = [_check_member(p, chunks, headings) for p in members]
 
     def contents(verify: bool) -> list[SectionContent]:
         return [
@@ -180,13 +177,46 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
             text_section("task", prompt.task_text(state["question"], verify=verify)),
         ]
 
+    checked = [_check_member(p, chunks, headings) for p in members]
+    ranking = aggregate_rankings(state.get("rankings", []), members)
+    return _Ruling(state, ctx, backend, contents, chunks, headings, checked, ranking)
+
+
+async def draft(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
+    """The first judge's own answer, written beside the planner: it reads no plan or proposal.
+
+    The judge's prompt is the council's root and its own part, so it need not wait for the
+    members: the judge node then only weighs their answers against it. Should it fail where a
+    fallback judge is configured, the judge node tries the judges in turn as it always does.
+    """
+    ctx = runtime.context
+    backend = resolve_backend(ctx.judges[0])
+    progress = NodeProgress(agents.JUDGE, backend.model)
+    try:
+        own = await _ruling(state, ctx, backend).own_answer()
+    except (BackendError, BudgetError) as error:
+        if len(ctx.judges) == 1:
+            raise
+        progress.done(status="failed", error=f"judge {backend.spec} failed: {error}")
+        return {}
+    return {
+        "own": own.to_state(),
+        "budgets": own.budgets,
+        "tool_calls": own.tool_calls,
+        "timings": progress.done(own.call),
+    }
+
+
+async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
+    """Write the verdict, check its claims, and resolve its citations against the chunks shown."""
+    ctx = runtime.context
     refs = ctx.judges
     failures: list[str] = []
     for n, ref in enumerate(refs, 1):
         backend = resolve_backend(ref)
         progress = NodeProgress(agents.JUDGE, backend.model)
         try:
-            ruling = _Ruling(state, ctx, backend, contents, chunks, headings, checked, aggregate)
+            ruling = _ruling(state, ctx, backend)
             out = await ruling.rule()
         except (BackendError, BudgetError) as error:
             if len(refs) == 1:
@@ -201,9 +231,12 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
                     "a working judge."
                 ) from error
             continue
-        out["timings"] = progress.done(out.pop("call"))
-        out["ranking_aggregate"] = aggregate
-        out["evidence"] = council_evidence(ctx.evidence, members)
+        call = out.pop("call")
+        out["timings"] = progress.done(call)
+        if call is None:  # the own answer was drafted beforehand (`draft`): its time counts
+            out["timings"]["judge_ms"] += state.get("timings", {}).get("judge_ms", 0.0)
+        out["ranking_aggregate"] = ruling.ranking
+        out["evidence"] = council_evidence(ctx.evidence, answered(state.get("proposals", [])))
         out["notes"] = [*state.get("notes", []), *failures, *out["notes"]]
         return out
     raise AssertionError("unreachable: refs is never empty")
@@ -310,18 +343,19 @@ class _Ruling:
         final = list(stands.claims) if stands is not verdict else own.claims
         supplied = own.shown if stands is verdict else _member_shown(stands, self.chunks)
         text = stands.text
-        sources = {i: chunk.source for i, chunk in self.chunks.items()}
+        things = {i: thing(chunk.heading, chunk.source) for i, chunk in self.chunks.items()}
         every = [c for answer in (verdict, *self.members) for c in answer.claims]
-        if text != NO_ANSWER and (lead := extreme(self.state["question"], every, sources)):
+        if text != NO_ANSWER and (lead := extreme(self.state["question"], every, things)):
             # the figures compared, not the judge's arithmetic, name the one asked for
             rest = revise(text, [dataclasses.replace(lead.claim, status="dropped")])
             text = f"{lead.line}\n{rest}".strip()
             supplied = {**supplied, **shown_chunks(self.chunks, ids=lead.claim.cited)}
             final = [lead.claim, *(c for c in final if c.text != lead.claim.text)]
             check["extreme"] = {"direction": lead.direction, "compared": lead.compared,
+                                "asked_about": lead.asked_about,
                                 "claim": plain(lead.claim.text)}  # fmt: skip
-            notes.append(f"the verdict leads with the {lead.direction} of {lead.compared} "
-                         "documents' figures that supported claims state")  # fmt: skip
+            notes.append(f"the verdict leads with the {lead.direction} figure of the "
+                         f"{lead.compared} things supported claims give one for")  # fmt: skip
         citations, unknown = check_citations(text, supplied)
         return {
             # a tag no shown chunk backs stays reported, but never reads as a citation

@@ -7,7 +7,8 @@ import pytest
 from collective.kb.extremes import asked, extreme
 from collective.kb.support import Claim
 
-SOURCES = {"a": "al.md", "b": "steel.md", "c": "copper.md", "d": "copper.md", "e": "pla.md"}
+SOURCES = {"a": "6061-T6", "b": "316", "c": "C110", "d": "C110", "e": "PLA", "f": "PA12 nylon",
+           "g": "TPE 85A", "h": "hard maple", "i": "white oak", "j": "PEEK"}  # fmt: skip
 
 
 def _claim(text: str, cited: str, status: str = "supported") -> Claim:
@@ -42,7 +43,7 @@ def test_the_highest_figure_across_answers_and_units_leads():
     found = extreme("Which of these metals is densest: 6061-T6, 316 or C110?", [AL, STEEL, COPPER],
                     SOURCES)  # fmt: skip
     assert found is not None and found.claim is COPPER and found.compared == 3
-    assert found.line.startswith("Highest: C110 copper has a density")
+    assert found.line.startswith("Highest of 3 compared: C110 copper has a density")
     lowest = extreme("Which is the lightest of them?", [AL, STEEL, COPPER], SOURCES)
     assert lowest is not None and lowest.claim is AL
 
@@ -77,3 +78,46 @@ def test_two_figures_of_one_document_are_not_two_things():
     nozzle = _claim("PLA prints at a nozzle temperature of 190-220 °C.", "e")
     soft = _claim("PLA softens near its glass transition of about 60 °C.", "e")
     assert extreme("Which temperature is highest for PLA?", [nozzle, soft], SOURCES) is None
+
+
+def test_only_the_things_the_question_names_are_compared():
+    # measured: retrieval showed PA12's chunk for a question that did not name PA12
+    pa12 = _claim(
+        "- PA12 nylon > Print temperatures: PA12 nylon prints at a nozzle temperature of "
+        "240-270 °C.",
+        "f",
+    )
+    tpe = _claim("- TPE 85A > Print temperatures: TPE 85A prints at a nozzle temperature of "
+                 "210-230 °C.", "g")  # fmt: skip
+    pla = _claim("PLA prints at a nozzle temperature of 190-220 °C.", "e")
+    question = "Which filament needs the highest nozzle temperature: PLA, TPE 85A or PEEK?"
+    found = extreme(question, [pa12, tpe, pla], SOURCES)
+    assert found is not None and found.claim is tpe
+    # what it compared, of how many the question names; no bullet or heading carried over
+    assert found.line == (
+        "Highest of 2 compared (3 asked about): TPE 85A prints at a nozzle temperature of "
+        "210-230 °C. [KB#g]"
+    )
+
+
+def test_the_figure_after_the_questions_words_is_the_one_compared():
+    pla = _claim("PLA prints at a nozzle temperature of 190-220 °C with the bed at 50-60 °C.", "e")
+    tpe = _claim("TPE 85A prints at a nozzle temperature of 210-230 °C with the bed at 30-50 °C.",
+                 "g")  # fmt: skip
+    assert extreme("Which of PLA or TPE 85A has the lower nozzle temperature?", [pla, tpe],
+                   SOURCES).claim is pla  # type: ignore[union-attr]  # fmt: skip
+    assert extreme("Which of PLA or TPE 85A has the lower bed temperature?", [pla, tpe],
+                   SOURCES).claim is tpe  # type: ignore[union-attr]  # fmt: skip
+
+
+def test_the_kind_the_question_leads_up_to_is_compared():
+    # density and Janka hardness in one sentence: the question's words pick the hardness
+    maple = _claim("Hard maple has a density of about 0.70 g/cm3; Janka hardness about 1450 lbf.",
+                   "h")  # fmt: skip
+    oak = _claim("White oak has a density of about 0.75 g/cm3; Janka hardness about 1360 lbf.",
+                 "i")  # fmt: skip
+    found = extreme("Which has the highest Janka hardness: white oak or hard maple?", [oak, maple],
+                    SOURCES)  # fmt: skip
+    assert found is not None and found.claim is maple
+    found = extreme("Which is denser, white oak or hard maple?", [oak, maple], SOURCES)
+    assert found is not None and found.claim is oak
