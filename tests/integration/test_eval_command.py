@@ -51,10 +51,11 @@ def _check(out: dict, rows: Path) -> None:
     summary = out["groups"]["all"]
     assert list(summary) == ARMS and set(out["groups"]) == {"all", "direct", "comparison", "wide"}
     calls = {arm: s["calls_per_q"] for arm, s in summary.items()}
-    # alone: the judge's own answer (one call, and a fix of an unsupported claim), then K
-    # samples or members each
+    # alone: the judge's own answer (one call, and a fix of an unsupported claim), then K-1
+    # samples (self-consistency's K answers count the own one) or K members
     assert 1 <= calls["single"] <= 2
-    assert all(calls[arm] == calls["single"] + 2 for arm in ARMS[1:])
+    assert all(calls[arm] == calls["single"] + 1 for arm in ("self-consistency", "self-moa"))
+    assert all(calls[arm] == calls["single"] + 2 for arm in ("council", "council-split"))
     assert summary["single"]["accuracy_diff_ci95"] == [0, 0]
     for s in summary.values():
         assert s["n"] == 3 and 0 <= s["evidence_recall"] <= 1
