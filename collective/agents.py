@@ -12,7 +12,6 @@ from enum import StrEnum
 
 __all__ = [
     "CHAT",
-    "DRAFT",
     "JUDGE",
     "MODES",
     "NODES",
@@ -39,13 +38,11 @@ SPECIALIST = "specialist"
 QUORUM = "quorum"
 REVIEW = "review"
 JUDGE = "judge"
-DRAFT = "draft"
-"""The judge's own answer, drafted beside the planner (its calls report as the judge's)."""
 REMEMBER = "remember"
 CHAT = "chat"
 """The agent of a `collective chat` turn (not a graph node)."""
 
-NODES = (RETRIEVE, PLAN, DRAFT, SPECIALIST, QUORUM, REVIEW, JUDGE, REMEMBER)
+NODES = (RETRIEVE, PLAN, SPECIALIST, QUORUM, REVIEW, JUDGE, REMEMBER)
 """The graph's nodes in the order a run passes them."""
 
 OWN_ROW = (RETRIEVE, PLAN, JUDGE)

@@ -1,7 +1,6 @@
 """The council graph, and a node that mounts it in a parent graph with its own state.
 
 retrieve -> plan -> specialist x K (Send) -> quorum -> [review x K (Send)] -> judge -> remember
-retrieve -> draft: the judge's own answer, beside the plan (the judge then weighs against it)
 
 `build_answer_graph` compiles the same nodes without planner and memory for the answer modes
 (`collective.modes`): retrieve -> N specialists [-> quorum -> [review] -> judge].
@@ -20,7 +19,7 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-from langgraph.types import Command, Send
+from langgraph.types import Send
 
 from collective import agents
 from collective.errors import ConfigError
@@ -33,7 +32,7 @@ from collective.graph.state import (
     SpecialistTask,
     specialist_task,
 )
-from collective.nodes.judge import draft, judge
+from collective.nodes.judge import judge
 from collective.nodes.plan import plan
 from collective.nodes.quorum import quorum, route_review
 from collective.nodes.remember import remember
@@ -112,18 +111,6 @@ def route_specialists(state: CouncilState, runtime: Runtime[CouncilContext]) -> 
     return [Send(agents.SPECIALIST, specialist_task(state, i)) for i in range(runtime.context.k)]
 
 
-async def _plan(state: CouncilState, runtime: Runtime[CouncilContext]) -> Command[str]:
-    """The plan, then the K specialists it starts, sent as the node's own writes.
-
-    The judge's draft runs beside the plan: had it died, a resumed run would have lost the
-    specialists a conditional edge sent from the plan (LangGraph 1.2.24 keeps a finished task's
-    writes, not its edge's sends).
-    """
-    out = await plan(state, runtime)
-    planned: Any = {**state, **out}
-    return Command(update=out, goto=route_specialists(planned, runtime))
-
-
 def build_graph(checkpointer: Any = None, store: Any = None, *, name: str = "collective") -> Any:
     """Compile the council graph.
 
@@ -137,12 +124,12 @@ def build_graph(checkpointer: Any = None, store: Any = None, *, name: str = "col
         The compiled graph; run it with `context=CouncilContext(...)` (none: the defaults).
     """
     builder = _builder()
+    wrap = _with_council_context
     for node in agents.NODES:
         _add(builder, node)
     builder.add_edge(START, agents.RETRIEVE)
     builder.add_edge(agents.RETRIEVE, agents.PLAN)
-    builder.add_edge(agents.RETRIEVE, agents.DRAFT)  # done before the members start (one step)
-    builder.add_edge(agents.DRAFT, END)
+    builder.add_conditional_edges(agents.PLAN, wrap(route_specialists), [agents.SPECIALIST])
     _verdict_edges(builder, then=agents.REMEMBER)
     builder.add_edge(agents.REMEMBER, END)
     return builder.compile(checkpointer=checkpointer, store=store, name=name)
@@ -219,7 +206,7 @@ def _builder(whole: bool = False) -> StateGraph[Any, Any, Any, Any]:
 
 _NODES: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
     agents.RETRIEVE: (retrieve, {}),
-    agents.PLAN: (_plan, {"retry_policy": TRANSIENT_RETRY, "destinations": (agents.SPECIALIST,)}),
+    agents.PLAN: (plan, {"retry_policy": TRANSIENT_RETRY}),
     # (a Send payload, not the state)
     agents.SPECIALIST: (
         specialist,
@@ -227,7 +214,6 @@ _NODES: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
     ),
     agents.QUORUM: (quorum, {}),
     agents.REVIEW: (review, {"input_schema": ReviewTask, "retry_policy": TRANSIENT_RETRY}),
-    agents.DRAFT: (draft, {"retry_policy": TRANSIENT_RETRY}),
     agents.JUDGE: (judge, {"retry_policy": TRANSIENT_RETRY}),
     agents.REMEMBER: (remember, {}),
 }

@@ -182,31 +182,6 @@ def _ruling(state: CouncilState, ctx: CouncilContext, backend: Backend) -> _Ruli
     return _Ruling(state, ctx, backend, contents, chunks, headings, checked, ranking)
 
 
-async def draft(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
-    """The first judge's own answer, written beside the planner: it reads no plan or proposal.
-
-    The judge's prompt is the council's root and its own part, so it need not wait for the
-    members: the judge node then only weighs their answers against it. Should it fail where a
-    fallback judge is configured, the judge node tries the judges in turn as it always does.
-    """
-    ctx = runtime.context
-    backend = resolve_backend(ctx.judges[0])
-    progress = NodeProgress(agents.JUDGE, backend.model)
-    try:
-        own = await _ruling(state, ctx, backend).own_answer()
-    except (BackendError, BudgetError) as error:
-        if len(ctx.judges) == 1:
-            raise
-        progress.done(status="failed", error=f"judge {backend.spec} failed: {error}")
-        return {}
-    return {
-        "own": own.to_state(),
-        "budgets": own.budgets,
-        "tool_calls": own.tool_calls,
-        "timings": progress.done(own.call),
-    }
-
-
 async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
     """Write the verdict, check its claims, and resolve its citations against the chunks shown."""
     ctx = runtime.context
@@ -231,10 +206,7 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
                     "a working judge."
                 ) from error
             continue
-        call = out.pop("call")
-        out["timings"] = progress.done(call)
-        if call is None:  # the own answer was drafted beforehand (`draft`): its time counts
-            out["timings"]["judge_ms"] += state.get("timings", {}).get("judge_ms", 0.0)
+        out["timings"] = progress.done(out.pop("call"))
         out["ranking_aggregate"] = ruling.ranking
         out["evidence"] = council_evidence(ctx.evidence, answered(state.get("proposals", [])))
         out["notes"] = [*state.get("notes", []), *failures, *out["notes"]]

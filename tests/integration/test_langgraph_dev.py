@@ -118,8 +118,7 @@ async def test_langgraph_dev_serves_the_council(dev_server, tmp_path):
     assert len(verdict) > 1 and streamed.strip(), verdict
     said = plain(out["answer"])
     assert all(c["text"] in said for c in out["claims"] if c["status"] != "dropped")
-    # the judge drafts (and fixes) its own answer beside the plan
-    assert [b["node"] for b in out["budgets"]] == ["judge", *fix, "plan", "specialist-1"]
+    assert [b["node"] for b in out["budgets"]] == ["plan", "specialist-1", "judge"] + fix
     assert all(b["token_counter"] == "exact:llama.cpp" for b in out["budgets"])
     specialist = [b for b in out["budgets"] if b["node"] == "specialist-1"][0]
     assert {s["name"] for s in specialist["sections"]} == {"system", "kb_chunks", "task"}
