@@ -135,14 +135,14 @@ def extreme(question: str, claims: Iterable[Claim], things: Mapping[str, str]) -
         about = {things[i] for i in claim.cited if things.get(i)}
         if not claim.supported or len(about) != 1:
             continue
-        (thing,) = about
-        if len(named) >= 2 and thing not in named:
+        (subject,) = about
+        if len(named) >= 2 and subject not in named:
             continue
         for kind, (value, near) in _figures(claim, direction, asked_words).items():
-            kept = by_kind.setdefault(kind, {}).get(thing)
+            kept = by_kind.setdefault(kind, {}).get(subject)
             if kept is None or near > kept[2]:
-                by_kind[kind][thing] = (claim, value, near)
-    kinds = [k for k in by_kind if k in kinds_named(question)] or list(by_kind)
+                by_kind[kind][subject] = (claim, value, near)
+    kinds = list(by_kind.keys() & kinds_named(question)) or list(by_kind)
 
     def weight(kind: str) -> tuple[int, int]:
         found = by_kind[kind].values()
