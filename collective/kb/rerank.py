@@ -92,7 +92,8 @@ class LlmReranker(_Remembered):
 
         import llama_cpp  # isort: skip
         from llama_cpp._internals import LlamaContext
-        from llama_cpp._utils import suppress_stdout_stderr
+
+        from collective.models.batch_engine import quiet_native
 
         # The weights the in-process backend holds for this file, when it has loaded them (the
         # judge's, in a council): loaded with its parameters, they are not loaded twice.
@@ -107,7 +108,7 @@ class LlmReranker(_Remembered):
             ctx.n_seq_max = _SEQS + 1
             ctx.kv_unified = True  # the question's cells are shared by every candidate
             ctx.no_perf = True
-            with suppress_stdout_stderr(disable=False):
+            with quiet_native():
                 self._ctx = LlamaContext(model=self._model, params=ctx, verbose=False)
         except BaseException:
             release_model(self._model)

@@ -39,7 +39,7 @@ import itertools
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -130,6 +130,24 @@ class TextStream:
             if piece:
                 self.on_text(piece)
         return self.data.decode("utf-8", errors="ignore")
+
+
+_QUIET = threading.Lock()
+
+
+@contextlib.contextmanager
+def quiet_native() -> Iterator[None]:
+    """llama.cpp's native output silenced (while a context is made), one thread at a time.
+
+    llama-cpp-python's `suppress_stdout_stderr` swaps the process's stdout and stderr, file
+    descriptors and `sys.stdout` both, and puts back what it found: two at once (an eval's
+    arms made their contexts together) left both on the null device, so `collective ask
+    --json` printed nothing and exited 0.
+    """
+    from llama_cpp._utils import suppress_stdout_stderr
+
+    with _QUIET, suppress_stdout_stderr(disable=False):
+        yield
 
 
 @dataclass
@@ -285,9 +303,7 @@ class BatchEngine:
         params.swa_full = True  # sliding-window layers keep every cell: prefixes stay reusable
         params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED  # as `Llama`'s default
         params.no_perf = True
-        from llama_cpp._utils import suppress_stdout_stderr
-
-        with suppress_stdout_stderr(disable=False):  # as `Llama(verbose=False)` loads quietly
+        with quiet_native():  # as `Llama(verbose=False)` loads quietly
             self._ctx = LlamaContext(model=model, params=params, verbose=False)
         self.n_ctx = llama_cpp.llama_n_ctx(self._ctx.ctx)
         self.n_batch = n_batch
