@@ -62,6 +62,8 @@ class Extreme:
     """The claim whose figure is the highest or lowest of those compared."""
 
     claim: Claim
+    subject: str
+    """The thing it is about (`thing`)."""
     direction: Direction
     compared: int
     """How many things' figures were compared."""
@@ -72,6 +74,8 @@ class Extreme:
     def line(self) -> str:
         """The verdict's lead line: the direction, what was compared, the claim as it stands."""
         text = _BULLET.sub("", self.claim.text.strip())
+        if self.subject.lower() not in text.lower():  # "It has a density of ...": name it
+            text = f"{self.subject}: {text}"
         named = f" ({self.asked_about} asked about)" if self.asked_about > self.compared else ""
         return f"{self.direction.capitalize()} of {self.compared} compared{named}: {text}"
 
@@ -130,7 +134,7 @@ def extreme(question: str, claims: Iterable[Claim], things: Mapping[str, str]) -
     # the words that say which figure: not the things', not a kind's (`temperature`), no filler
     asked_words = {w for w in _words(question) - _words(" ".join(named)) - _FILLER - _HIGH - _LOW
                    if not kinds_named(w)}  # fmt: skip
-    by_kind: dict[str, dict[str, tuple[Claim, float, int]]] = {}
+    by_kind: dict[str, dict[str, tuple[Claim, str, float, int]]] = {}
     for claim in claims:
         about = {things[i] for i in claim.cited if things.get(i)}
         if not claim.supported or len(about) != 1:
@@ -140,8 +144,8 @@ def extreme(question: str, claims: Iterable[Claim], things: Mapping[str, str]) -
             continue
         for kind, (value, near) in _figures(claim, direction, asked_words).items():
             kept = by_kind.setdefault(kind, {}).get(subject)
-            if kept is None or near > kept[2]:
-                by_kind[kind][subject] = (claim, value, near)
+            if kept is None or near > kept[3]:
+                by_kind[kind][subject] = (claim, subject, value, near)
     kinds = list(by_kind.keys() & kinds_named(question)) or list(by_kind)
 
     def weight(kind: str) -> tuple[int, int]:
@@ -155,7 +159,8 @@ def extreme(question: str, claims: Iterable[Claim], things: Mapping[str, str]) -
     if len(compared) < 2:
         return None
     pick = max if direction == "highest" else min
-    claim, value, _ = pick(compared, key=lambda item: item[1])
-    if sum(v == value for _, v, _ in compared) > 1:
+    claim, subject, value, _ = pick(compared, key=lambda item: item[2])
+    if sum(v == value for _, _, v, _ in compared) > 1:
         return None  # a tie names no one thing
-    return Extreme(claim, direction, len(compared), len(named) if len(named) >= 2 else 0)
+    asked_about = len(named) if len(named) >= 2 else 0
+    return Extreme(claim, subject, direction, len(compared), asked_about)

@@ -121,3 +121,11 @@ def test_the_kind_the_question_leads_up_to_is_compared():
     assert found is not None and found.claim is maple
     found = extreme("Which is denser, white oak or hard maple?", [oak, maple], SOURCES)
     assert found is not None and found.claim is oak
+
+
+def test_a_claim_that_does_not_name_its_thing_is_led_by_the_things_name():
+    # measured in the eval: a member wrote "It has a density of about 8.50 g/cm3"
+    it = _claim("It has a density of about 8.96 g/cm3.", "c")
+    found = extreme("Which is densest: 6061-T6, 316 or C110?", [AL, STEEL, it], SOURCES)
+    assert found is not None
+    assert found.line == "Highest of 3 compared: C110: It has a density of about 8.96 g/cm3. [KB#c]"
