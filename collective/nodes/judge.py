@@ -162,12 +162,15 @@ def run_tools(
     return results
 
 
-def _ruling(state: CouncilState, ctx: CouncilContext, backend: Backend) -> _Ruling:
-    """`backend`'s ruling on the state: the chunks, the members' answers checked, the prompt."""
+async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
+    """Write the verdict, check its claims, and resolve its citations against the chunks shown."""
+    ctx = runtime.context
     members = answered(state.get("proposals", []))  # the quorum node checked their number
+    aggregate = aggregate_rankings(state.get("rankings", []), members)
     retrieved = chunks_from_state(state.get("chunks", []))
     chunks = {c.id: c for c in retrieved}
     headings = [c.heading for c in retrieved]
+    checked = [_check_member(p, chunks, headings) for p in members]
 
     def contents(verify: bool) -> list[SectionContent]:
         return [
@@ -177,21 +180,13 @@ def _ruling(state: CouncilState, ctx: CouncilContext, backend: Backend) -> _Ruli
             text_section("task", prompt.task_text(state["question"], verify=verify)),
         ]
 
-    checked = [_check_member(p, chunks, headings) for p in members]
-    ranking = aggregate_rankings(state.get("rankings", []), members)
-    return _Ruling(state, ctx, backend, contents, chunks, headings, checked, ranking)
-
-
-async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
-    """Write the verdict, check its claims, and resolve its citations against the chunks shown."""
-    ctx = runtime.context
     refs = ctx.judges
     failures: list[str] = []
     for n, ref in enumerate(refs, 1):
         backend = resolve_backend(ref)
         progress = NodeProgress(agents.JUDGE, backend.model)
         try:
-            ruling = _ruling(state, ctx, backend)
+            ruling = _Ruling(state, ctx, backend, contents, chunks, headings, checked, aggregate)
             out = await ruling.rule()
         except (BackendError, BudgetError) as error:
             if len(refs) == 1:
@@ -207,8 +202,8 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
                 ) from error
             continue
         out["timings"] = progress.done(out.pop("call"))
-        out["ranking_aggregate"] = ruling.ranking
-        out["evidence"] = council_evidence(ctx.evidence, answered(state.get("proposals", [])))
+        out["ranking_aggregate"] = aggregate
+        out["evidence"] = council_evidence(ctx.evidence, members)
         out["notes"] = [*state.get("notes", []), *failures, *out["notes"]]
         return out
     raise AssertionError("unreachable: refs is never empty")
