@@ -20,7 +20,9 @@ thread; every request is one *sequence* in that context:
   while the sampler, run on the row before it, picks it. Every token is still the sampler's
   choice (a greedy answer is the one without drafts; a sampled one is drawn from the same
   distributions, though batch shapes move logits slightly): a verdict that quotes its chunks
-  writes several tokens per step.
+  writes several tokens per step. It drafts only while its sequence is the engine's only work:
+  on CPU cores a step of several rows costs nearly their sum, so drafts beside other sequences
+  cost more than they save (bench/README.md, "Judge speculation").
 * **Scores.** A request with `score` generates nothing: it reads its prompt and returns the
   log-odds of one set of next tokens over another (a reranker's yes/no) at the prompt's last
   token. Score requests on one question share its prefix like any others (`generate_all`).
@@ -550,9 +552,10 @@ class BatchEngine:
 
         generating = [j for j in jobs if j.next_token is not None]
         room = self.n_batch - len(generating)
+        alone = len(jobs) == 1  # drafts only pay where the step has nothing else to compute
         for job in generating:
             assert job.next_token is not None
-            job.draft = self._draft(job, room)
+            job.draft = self._draft(job, room) if alone else []
             room -= len(job.draft)
             put(job, [job.next_token, *job.draft], 1 + len(job.draft))
         for job in jobs:

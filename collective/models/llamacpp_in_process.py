@@ -81,6 +81,11 @@ fifths of PASSIVE's beside the busy one (bench/README.md, "Wait policy and threa
 if not environment.openmp_wait_set():
     os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
 
+PROMPT_LOOKUP = 4
+"""Tokens a call drafts per step by prompt lookup while it decodes alone (`BatchEngine`): the
+1.5B judge's verdict and fix wrote 1.18x as fast idle with 4 (8: 0.94x; bench/README.md, "Judge
+speculation")."""
+
 N_SEQ_MAX = 16
 """Sequences one in-process context holds: concurrent calls (K members) plus the prefix cache."""
 
@@ -413,7 +418,8 @@ class LlamaCppBackend(Backend):
         prefix_cache: Keep the last finished call's sequence for the next call to reuse; off,
             and with `n_seq_max=1`, calls run one at a time, each reading its whole prompt
             (the path before the engine, for benchmarks).
-        lookup: Tokens drafted per step by prompt lookup (`GenerationRequest.lookup`; 0: none).
+        lookup: Tokens drafted per step by prompt lookup while a call decodes alone
+            (`GenerationRequest.lookup`; 0: none).
     """
 
     supports_json_schema = True  # via a grammar built from the schema
@@ -433,7 +439,7 @@ class LlamaCppBackend(Backend):
         repack: bool = True,
         n_seq_max: int = N_SEQ_MAX,
         prefix_cache: bool = True,
-        lookup: int = 0,
+        lookup: int = PROMPT_LOOKUP,
     ) -> None:
         self.path = Path(model_path)
         self.chat_template = chat_template

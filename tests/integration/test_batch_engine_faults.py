@@ -4,7 +4,8 @@ A llama.cpp decode that fails (a fault that cannot be caused on demand: `llama_d
 to fail once) ends every request in that batch with the error, not every other one; a request
 that fails while it is admitted (its sampler cannot be built: made to fail once) gets the error
 while the worker lives on and later requests are answered. Score requests on one question
-compute it once; prompt lookup drafts tokens from the prompt and leaves the answer as it was.
+compute it once; prompt lookup drafts tokens from the prompt, only while its request decodes
+alone, and leaves the answer as it was.
 Each runs on the real gemma model.
 """
 
@@ -151,3 +152,25 @@ def test_prompt_lookup_drafts_from_the_prompt_and_keeps_the_answer(engine: Batch
     assert drafted.text == plain.text  # the sampler decides every token, drafts or not
     assert drafted.drafted > 0 and 0 < drafted.accepted <= drafted.drafted
     assert drafted.completion_tokens == plain.completion_tokens
+
+
+def test_prompt_lookup_drafts_nothing_beside_another_sequence(engine: BatchEngine) -> None:
+    """On CPU a step of several rows costs nearly their sum: drafts pay only for a call alone."""
+    text = "ASA resists UV light, keeps its shape at 95 C and prints best in an enclosure. " * 3
+    ids = prompt(engine, text)
+    plain = engine.generate(GenerationRequest(ids, 40, temperature=0.0))
+    engine._trim_cache()
+    writing = threading.Event()
+    story = "Tell a long story about a printer farm, chapter after chapter, without stopping."
+    other = GenerationRequest(
+        prompt(engine, story), 400, temperature=1.0, seed=7, on_text=lambda _: writing.set()
+    )
+    beside = Call(engine, other)
+    assert writing.wait(WAIT_S)
+    drafted = engine.generate(GenerationRequest(ids, 40, temperature=0.0, lookup=6))
+    still_writing = not beside.done.is_set()
+    other.cancel.set()
+    beside.wait()
+    assert still_writing  # the lookup call never decoded alone
+    assert drafted.drafted == 0 and drafted.accepted == 0
+    assert drafted.text == plain.text
