@@ -5,8 +5,9 @@ never from model output: direct lookups (density, nozzle temperature, Janka hard
 paraphrases (melting range, bed temperature, "how heavy"), two-hop comparisons of two
 entities, and *wide* questions: which of 5-10 named entities ranks first on a property, whose
 evidence (one chunk per entity, among their other chunks) exceeds one member's KB section at the
-evaluated windows (bench/eval.toml). Each has the numbers (or the entity) a correct answer
-states, and its gold chunks as `SOURCE#HEADING`.
+evaluated windows (bench/eval.toml). Each has the numbers a correct answer states (for a
+comparison or a wide question: the winner, named first, and its figure, the evidence a reader
+needs to trust the pick), and its gold chunks as `SOURCE#HEADING`.
 
 The run, the scoring and the table are `collective eval` (collective.evaluation); `make eval`
 runs it on this set with bench/eval.toml. This script only (re)writes the set:
@@ -126,6 +127,7 @@ def build_questions() -> list[EvalQuestion]:
                     f"{prefix}-{facts.slug(a['name'])}-vs-{facts.slug(b['name'])}",
                     "comparison",
                     template.format(a=a["name"], b=b["name"]),
+                    [value(win)],
                     winner=win["name"],
                     loser=lose["name"],
                     gold=[gold(a, section), gold(b, section)],
@@ -194,6 +196,7 @@ def wide_questions() -> list[EvalQuestion]:
                     f"{prefix}-{made}",
                     "wide",
                     template.format(", ".join(names[:-1]) + " or " + names[-1]),
+                    [values[0]],
                     winner=best[0],
                     entities=names,
                     gold=[f"{category}/{facts.slug(n)}.md#{section}" for n in names],

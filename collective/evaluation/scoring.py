@@ -1,9 +1,9 @@
 """Whether an answer states what a correct one states, and paired bootstrap intervals.
 
-Correct means: every gold number appears in the answer; the gold entity is named first among
-the question's entities (a restated list of them names none); every gold string appears. An
-answer that parrots the prompt or raw KB lines (`[Score: ...]`, section headers, the system
-prompt) is wrong whatever it states.
+Correct means: every gold number appears in the answer (outside its citation tags); the gold
+entity is named first among the question's entities (a restated list of them names none); every
+gold string appears. An answer that parrots the prompt or raw KB lines (`[Score: ...]`, section
+headers, the system prompt) is wrong whatever it states.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import random
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from collective.kb.citations import without_tags
 
 if TYPE_CHECKING:
     from collective.evaluation.questions import EvalQuestion
@@ -102,7 +104,7 @@ def score(question: EvalQuestion, answer: str) -> bool:
                 return False
         elif not _names(answer, question.entity):
             return False
-    stated = numbers_in(answer)
+    stated = numbers_in(without_tags(answer))  # a tag's hex id holds digits, not figures
     if not all(any(abs(n - gold) < 1e-9 for n in stated) for gold in question.numbers):
         return False
     low = answer.lower()

@@ -52,6 +52,7 @@ __all__ = [
     "split_citations",
     "tag",
     "visible_chunks",
+    "without_tags",
 ]
 
 # Characters that render as nothing: format characters (zero-width, bidi controls, soft
@@ -96,6 +97,11 @@ def _fold_char(char: str) -> str:
 
 def _fold(match: re.Match[str]) -> str:
     return _fold_char(match.group(0))
+
+
+def without_tags(text: str) -> str:
+    """`text` with its bracketed citation tags (`[KB#mem_7b1f...]`, any spelling) removed."""
+    return _BRACKETED.sub("", text)
 
 
 def tag(chunk_id: str) -> str:

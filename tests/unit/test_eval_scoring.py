@@ -78,6 +78,28 @@ def test_comparisons_need_the_winner_named_first():
     assert score(q, "Comparing C110 copper or O1 tool steel: C110 copper is denser.")
 
 
+def test_a_citation_tags_digits_are_not_figures():
+    # what the first bundled run credited: machining lines for "which is denser", the winner's
+    # figure found in the hex of a tag
+    q = EvalQuestion(
+        "c", "denser?", numbers=(8.0,), entity="316 stainless steel",
+        entities=("316 stainless steel", "1018 mild steel"),
+    )  # fmt: skip
+    machining = (
+        "- Machining 316 stainless steel: work-hardens [KB#mem_d3427e711bd0a813].\n"
+        "- Machining 1018 mild steel: machines well [KB#mem_61540dc8e2117255]."
+    )
+    assert not score(q, machining)
+    assert score(q, "316 stainless steel has a density of about 8.00 g/cm3 [KB#mem_fb5d1c9].")
+
+
+def test_the_bundled_comparisons_ask_for_the_winners_figure(bundled):
+    picked = [q for q in bundled if q.kind in ("comparison", "wide")]
+    assert picked and all(len(q.numbers) == 1 and q.entity for q in picked)
+    by_id = {q.id: q for q in bundled}
+    assert by_id["denser-c110_copper-vs-o1_tool_steel"].numbers == (8.96,)
+
+
 def test_wide_answers_need_the_winner_named_first_restated_lists_aside():
     q = EvalQuestion(
         "w", "?", entity="PEEK rod", entities=("HDPE", "PEEK rod", "6061-T6 aluminium", "PA6 nylon")
