@@ -15,8 +15,10 @@ Every set runs twice, side by side: on the KB with its chunks' expansions (taken
 tests/data/eval_kb_expansions.json, which bench/expansions.py wrote with the local chat model;
 its recorded time per chunk is printed) and on the same KB without them.
 
-Deep's reranker scores are kept on disk (`--rerank-cache`, by query and passage), so a second
-run costs what the fast profiles cost; `--sample N` runs N queries of each set (seeded) for a
+Deep's reranker scores are kept on disk, by query and passage, in a file committed per reranker
+kind and model (`bench/rerank_scores/`, or `--rerank-cache`), so a run on this repository's
+sets costs what the fast profiles cost (the reranker runs only for a query or passage it has
+not scored); `--sample N` runs N queries of each set (seeded) for a
 quicker look.
 
 Per profile and set it prints hit@1, hit@5, hit@injected, recall of the relevant chunks within
@@ -103,6 +105,17 @@ def load_sets(store: SqliteKnowledgeStore) -> dict[str, list[dict]]:
         "heldout": heldout,
         "colloquial": colloquial,
     }
+
+
+def rerank_cache_path() -> Path:
+    """The committed score cache of the configured reranker: one file per kind and model file."""
+    from collective import environment
+    from collective.kb.rerank import RERANK_MODEL
+    from collective.models.embedded import embedded_model
+
+    kind = environment.rerank() or "embedded"
+    model = embedded_model(f"embedded:{RERANK_MODEL}").key
+    return ROOT / "bench" / "rerank_scores" / f"{kind}-{model}.json"
 
 
 def cached_reranker(path: Path) -> Reranker | None:
@@ -235,17 +248,13 @@ def main() -> None:
         action="store_true",
         help="Only queries whose relevant chunks all have a cached expansion (both modes).",
     )
-    parser.add_argument(
-        "--rerank-cache",
-        type=Path,
-        default=Path.home() / ".cache" / "collective" / "bench" / "rerank_scores.json",
-    )
+    parser.add_argument("--rerank-cache", type=Path, help="Default: bench/rerank_scores/...")
     args = parser.parse_args()
     if args.no_rerank:
         os.environ["COLLECTIVE_RERANK"] = "none"
     retrieval._FUSION = args.fusion
     retrieval.DENSE_WEIGHT = args.dense_weight
-    reranker = cached_reranker(args.rerank_cache)
+    reranker = cached_reranker(args.rerank_cache or rerank_cache_path())
     cache_doc = json.loads(EXPANSIONS.read_text(encoding="utf-8")) if EXPANSIONS.exists() else {}
 
     results: dict[str, dict[str, dict[str, dict]]] = {}
