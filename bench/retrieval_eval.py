@@ -108,7 +108,7 @@ def load_sets(store: SqliteKnowledgeStore) -> dict[str, list[dict]]:
 
 
 def rerank_cache_path() -> Path:
-    """The committed score cache of the configured reranker: one file per kind and model file."""
+    """The committed score cache of the configured reranker: one file per kind and model."""
     from collective import environment
     from collective.kb.rerank import RERANK_MODEL
     from collective.models.embedded import embedded_model
