@@ -134,17 +134,19 @@ class TextStream:
         return self.data.decode("utf-8", errors="ignore")
 
 
-_QUIET = threading.Lock()
+_QUIET = threading.RLock()
 
 
 @contextlib.contextmanager
 def quiet_native() -> Iterator[None]:
-    """llama.cpp's native output silenced (while a context is made), one thread at a time.
+    """llama.cpp's native output silenced while a model or a context is made, one at a time.
 
     llama-cpp-python's `suppress_stdout_stderr` swaps the process's stdout and stderr, file
     descriptors and `sys.stdout` both, and puts back what it found: two at once (an eval's
-    arms made their contexts together) left both on the null device, so `collective ask
-    --json` printed nothing and exited 0.
+    arms made their contexts together; a model loaded while a context was made) left both on
+    the null device, so `collective ask --json` printed nothing and exited 0. Every load and
+    context creation goes through here (`LlamaModel` silences itself too: nested, in one
+    thread, each puts back what it found).
     """
     from llama_cpp._utils import suppress_stdout_stderr
 

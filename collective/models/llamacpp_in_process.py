@@ -46,7 +46,7 @@ from collective.models.base import (
     Health,
     Usage,
 )
-from collective.models.batch_engine import BatchEngine, GenerationRequest
+from collective.models.batch_engine import BatchEngine, GenerationRequest, quiet_native
 from collective.models.registry import BackendKind, BackendSpec, refuse, register
 from collective.models.special_tokens import escape_messages, escape_tool_calls
 from collective.models.tool_calls import parse_tool_calls, tool_call_schema
@@ -137,7 +137,8 @@ def acquire_model(path: str | os.PathLike[str], *, repack: bool = True) -> Llama
             set_verbose(False)  # as `Llama(verbose=False)`: native logs stay quiet
             params = llama_cpp.llama_model_default_params()
             params.use_extra_bufts = repack
-            held = _Held(LlamaModel(path_model=key[0], params=params, verbose=False))
+            with quiet_native():  # its load silences stdout, one thread at a time
+                held = _Held(LlamaModel(path_model=key[0], params=params, verbose=False))
             _held[key] = held
         held.holders += 1
         return held.model
@@ -394,7 +395,8 @@ def gguf_vocab_counter(path: str) -> LlamaCppCounter:
     params.vocab_only = True
     try:
         # Not `Llama(vocab_only=True)`: that also creates a context, which fails without weights.
-        model = LlamaModel(path_model=path, params=params, verbose=False)
+        with quiet_native():
+            model = LlamaModel(path_model=path, params=params, verbose=False)
     except (ValueError, RuntimeError, OSError) as exc:
         raise ConfigError(f"cannot read the vocabulary of GGUF {path}: {exc}") from exc
     return LlamaCppCounter("exact:gguf-vocab", GGUFChat(model, Path(path).stem))

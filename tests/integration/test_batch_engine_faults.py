@@ -174,3 +174,35 @@ def test_prompt_lookup_drafts_nothing_beside_another_sequence(engine: BatchEngin
     assert still_writing  # the lookup call never decoded alone
     assert drafted.drafted == 0 and drafted.accepted == 0
     assert drafted.text == plain.text
+
+
+def test_a_model_loads_quietly_only_while_no_other_thread_silences_llama_cpp(
+    gguf_path: Path,
+) -> None:
+    """A model load silences stdout as a context creation does: never both at once.
+
+    Each swaps the process's stdout for the null device and puts back what it found; a load
+    that began inside another thread's silence put that thread's (closed) null device back, and
+    an eval's `--json` object went nowhere.
+    """
+    import os
+    import sys
+
+    from collective.models.batch_engine import quiet_native
+
+    need_llama_cpp()
+    before, descriptor = sys.stdout, os.fstat(1)
+    loaded = threading.Event()
+
+    def load() -> None:
+        release_model(acquire_model(gguf_path, repack=False))  # a key of its own: a real load
+        loaded.set()
+
+    with quiet_native():
+        threading.Thread(target=load, daemon=True).start()
+        loaded_inside = loaded.wait(5)  # a load takes well under a second here
+    assert loaded.wait(WAIT_S)
+    assert not loaded_inside  # it waited for the other thread's silence to end
+    assert sys.stdout is before
+    after = os.fstat(1)
+    assert (after.st_dev, after.st_ino) == (descriptor.st_dev, descriptor.st_ino)
