@@ -134,7 +134,7 @@ def extreme(question: str, claims: Iterable[Claim], things: Mapping[str, str]) -
     # the words that say which figure: not the things', not a kind's (`temperature`), no filler
     asked_words = {w for w in _words(question) - _words(" ".join(named)) - _FILLER - _HIGH - _LOW
                    if not kinds_named(w)}  # fmt: skip
-    by_kind: dict[str, dict[str, tuple[Claim, str, float, int]]] = {}
+    by_kind: dict[str, dict[str, tuple[Claim, float, int]]] = {}
     for claim in claims:
         about = {things[i] for i in claim.cited if things.get(i)}
         if not claim.supported or len(about) != 1:
@@ -144,8 +144,8 @@ def extreme(question: str, claims: Iterable[Claim], things: Mapping[str, str]) -
             continue
         for kind, (value, near) in _figures(claim, direction, asked_words).items():
             kept = by_kind.setdefault(kind, {}).get(subject)
-            if kept is None or near > kept[3]:
-                by_kind[kind][subject] = (claim, subject, value, near)
+            if kept is None or near > kept[2]:
+                by_kind[kind][subject] = (claim, value, near)
     kinds = list(by_kind.keys() & kinds_named(question)) or list(by_kind)
 
     def weight(kind: str) -> tuple[int, int]:
@@ -155,12 +155,12 @@ def extreme(question: str, claims: Iterable[Claim], things: Mapping[str, str]) -
     kinds.sort(key=weight, reverse=True)
     if not kinds or (len(kinds) > 1 and weight(kinds[0]) == weight(kinds[1])):
         return None  # no figure, or two kinds alike: which one the question means is unclear
-    compared = list(by_kind[kinds[0]].values())
+    compared = by_kind[kinds[0]]
     if len(compared) < 2:
         return None
     pick = max if direction == "highest" else min
-    claim, subject, value, _ = pick(compared, key=lambda item: item[2])
-    if sum(v == value for _, _, v, _ in compared) > 1:
+    subject, (claim, value, _) = pick(compared.items(), key=lambda item: item[1][1])
+    if sum(v == value for _, v, _ in compared.values()) > 1:
         return None  # a tie names no one thing
     asked_about = len(named) if len(named) >= 2 else 0
     return Extreme(claim, subject, direction, len(compared), asked_about)
