@@ -615,11 +615,14 @@ class SqliteKnowledgeStore:
         self._stats.clear()
         self._matrix = None
 
-    def _vectors(self) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:
+    def _vectors(
+        self, checked: bool = True
+    ) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:
         """All rowids and vectors (float32), the chunk count, and the expansions' vectors.
 
         Each expansion vector comes with its chunk's position among the rowids; all cached
-        until the KB changes.
+        until the KB changes. Unless `checked`, what is cached is returned without asking SQLite
+        whether it still holds (the caller asks later).
         """
         import numpy as np
 
@@ -630,16 +633,11 @@ class SqliteKnowledgeStore:
             blob = b"".join(r[1] for r in rows)
             return ids, np.frombuffer(blob, dtype="<f2").reshape(len(rows), dim).astype(np.float32)
 
-        # Our own writes clear the cache; other connections' commits bump data_version. The
-        # check needs no lock (SQLite serializes one connection's statements), so it does not
-        # wait for a search on another thread; a load takes the lock, as writes do.
         cached = self._matrix
-        if (
-            cached is not None
-            and cached[0] == self._db.execute("PRAGMA data_version").fetchone()[0]
-        ):
+        if cached is not None and not checked:
             return cached[1:]
         with self._lock:
+            # Our own writes clear the cache; other connections' commits bump data_version.
             key = self._db.execute("PRAGMA data_version").fetchone()[0]
             if self._matrix is not None and self._matrix[0] == key:
                 return self._matrix[1:]
@@ -667,11 +665,18 @@ class SqliteKnowledgeStore:
 
         if self.embedder is None:
             return DenseResult(note="dense off: no embedding model configured (lexical only)")
-        # The vectors are read first, then the query is embedded and multiplied, all before the
-        # store's lock is taken: a search on another thread holds it (the lexical and dense
-        # sides of a retrieval run at once) and soon starts a long FTS5 statement.
-        rowids, matrix, chunks, exp_at, exp_matrix = self._vectors()
+        # The query is embedded and multiplied by the vectors in memory before the store's lock
+        # is taken: a search on another thread holds it (the lexical and dense sides of a
+        # retrieval run at once). Whether the KB changed meanwhile is asked after.
+        vectors = self._vectors(checked=False)
         vector = _query_vector(self.embedder, query)
+        while True:
+            rowids, matrix, chunks, exp_at, exp_matrix = vectors
+            if len(rowids) and vector.shape[0] == matrix.shape[1]:
+                sims = self._similarities(query, vector, matrix, exp_at, exp_matrix)
+            vectors = self._vectors()
+            if vectors[1] is matrix:
+                break
         if not len(rowids):
             return DenseResult(
                 note=f"dense off: the KB has no vectors; add them with `collective kb reindex "
@@ -683,14 +688,6 @@ class SqliteKnowledgeStore:
                 f"the KB's vectors have {matrix.shape[1]} dimensions, the model gives "
                 f"{vector.shape[0]}; run `collective kb reindex --kb {self.path}`"
             )
-        last = self._sims  # the same query again (retrieval asks twice): no second product
-        if last is not None and last[0] == query and last[1] is matrix:
-            sims = last[2]
-        else:
-            sims = _product(matrix, vector)
-            if len(exp_at):  # a chunk is as near as the nearer of it and its expansion
-                sims[exp_at] = np.maximum(sims[exp_at], _product(exp_matrix, vector))
-            self._sims = (query, matrix, sims)
         self.check_model()
         k = min(k, len(sims))
         top = np.argpartition(-sims, k - 1)[:k] if k else np.array([], dtype=np.int64)
@@ -718,6 +715,26 @@ class SqliteKnowledgeStore:
             )
         similarity.update((c.id, c.score) for c in hits)
         return DenseResult(hits=hits, similarity=similarity, note=note)
+
+    def _similarities(
+        self,
+        query: str,
+        vector: np.ndarray,
+        matrix: np.ndarray,
+        exp_at: np.ndarray,
+        exp_matrix: np.ndarray,
+    ) -> np.ndarray:
+        """Each chunk's cosine to `vector`: the nearer of its own vector and its expansion's."""
+        import numpy as np
+
+        last = self._sims  # the same query again (retrieval asks twice): no second product
+        if last is not None and last[0] == query and last[1] is matrix:
+            return last[2]
+        sims = _product(matrix, vector)
+        if len(exp_at):
+            sims[exp_at] = np.maximum(sims[exp_at], _product(exp_matrix, vector))
+        self._sims = (query, matrix, sims)
+        return sims
 
     def _fetch_rowids(self, rowids: Sequence[int]) -> builtins.list[tuple]:
         if not rowids:

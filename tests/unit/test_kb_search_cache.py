@@ -21,3 +21,21 @@ def test_a_write_through_another_connection_is_seen(tmp_path):
     reader.add_file(tmp_path / "b.md")  # its own write clears its own cache too
     again = reader.search("absorbs water", 5)
     assert len(again) == 2 and all(chunk.score >= 0.7 for chunk in again)
+
+
+def test_the_dense_side_never_answers_from_vectors_another_connection_replaced(tmp_path):
+    # The dense side multiplies by the vectors it holds before asking whether the KB changed
+    # (so that it does not wait for a search on another thread): a change must still be seen.
+    from tests.unit.test_kb_dense import HashingEmbedder
+
+    db = tmp_path / "kb.sqlite"
+    (tmp_path / "a.md").write_text("# Nylon\nnylon absorbs water\n")
+    (tmp_path / "b.md").write_text("# Cedar\ncedar weathers grey outdoors\n")
+    reader = SqliteKnowledgeStore(db, embedder=HashingEmbedder())
+    writer = SqliteKnowledgeStore(db, embedder=HashingEmbedder())
+    writer.add_file(tmp_path / "a.md")
+    assert [c.heading for c in reader.dense_search("cedar weathers grey", 2).hits] == ["Nylon"]
+    writer.add_file(tmp_path / "b.md")
+    assert reader.dense_search("cedar weathers grey", 1).hits[0].heading == "Cedar"
+    writer.remove(source=str(tmp_path / "b.md"))
+    assert [c.heading for c in reader.dense_search("cedar weathers grey", 2).hits] == ["Nylon"]
