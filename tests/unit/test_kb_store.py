@@ -212,7 +212,18 @@ def test_a_query_word_counts_as_present_in_a_chunk_where_fts5_matches_it() -> No
     words = sorted(
         {w.lower() for text in texts.values() for w in sqlite_store._TOKEN.findall(text)}
     )
-    words += ["istanbul", "cafe", "CAFÉ", "droop", "drooping", "dye", "analogy", "t6", "isn't", "aren't"]
+    words += [
+        "istanbul",
+        "cafe",
+        "CAFÉ",
+        "droop",
+        "drooping",
+        "dye",
+        "analogy",
+        "t6",
+        "isn't",
+        "aren't",
+    ]
     present = sqlite_store._presence(texts, words)
     disagree = [
         w
