@@ -42,6 +42,7 @@ from typing import Protocol
 from collective.kb.store import Chunk
 
 __all__ = [
+    "SHOWN_SCORE",
     "check_citations",
     "format_chunk",
     "neutralise",
@@ -126,6 +127,10 @@ def neutralise(text: str, keep: Iterable[str] = ()) -> str:
     pieces = re.split(f"({'|'.join(map(re.escape, tags))})", text)
     # odd pieces are kept tags; the text between them is rewritten piece by piece
     return "".join(p if n % 2 else neutralise(p) for n, p in enumerate(pieces))
+
+
+SHOWN_SCORE = r"\[Score: [0-9.]+\]"
+"""The score as `format_chunk` shows it, a pattern for text that copies a chunk's shown form."""
 
 
 @functools.lru_cache(maxsize=1024)

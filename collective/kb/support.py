@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from collective.kb.chunking import MAX_CHUNK_CHARS
-from collective.kb.citations import neutralise, normalise, split_citations, tag
+from collective.kb.citations import SHOWN_SCORE, neutralise, normalise, split_citations, tag
 from collective.kb.quantities import Quantity, kind_words, quantities, same_quantity
 from collective.kb.store import Chunk
 
@@ -174,7 +174,7 @@ def shown_chunks(
             end = re.search(r"\n\n(?=\[KB#)|\[… \d+\+? tokens trimmed …\]|\n\n## ", rest)
             shown = rest[: end.start()] if end else rest
             break
-        shown = re.sub(r"^\s*\[Score: [0-9.]+\]\s*", "", shown)
+        shown = re.sub(rf"^\s*{SHOWN_SCORE}\s*", "", shown)
         heading = normalise(chunk.heading)
         if heading and shown.startswith(f"{heading}: "):
             shown = shown[len(heading) + 2 :]

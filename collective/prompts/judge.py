@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from collective.budget.counting import ChatMessage
-from collective.kb.citations import neutralise
+from collective.kb.citations import SHOWN_SCORE, neutralise
 from collective.prompts import council
 
 __all__ = [
@@ -125,7 +125,8 @@ _LABEL = re.compile(
 """A label a small model puts before a line of its answer ("**Answer:**", "- Reason 1:"), or a
 line that is only one ("Reasons:")."""
 _COPIED_CHUNK = re.compile(
-    r"^(?P<bullet>\s*(?:[-*•]\s+)?)(?P<tags>(?:\[KB#[^\]\s]+\]\s*)+)(?:\[Score: [0-9.]+\]\s*)?"
+    r"^(?P<bullet>\s*(?:[-*•]\s+)?)(?P<tags>(?:\[KB#[^\]\s]+\]\s*)+)"
+    rf"(?:{SHOWN_SCORE}\s*)?"
     r"(?:[-–—:]\s*)?(?P<rest>\S.*)$"
 )
 """A line written the way the prompt shows a chunk (`[KB#id] [Score: 0.85] heading: text`)."""
