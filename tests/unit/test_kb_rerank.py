@@ -10,11 +10,14 @@ import pytest
 from collective.errors import ConfigError
 from collective.kb.demo import open_default_store
 from collective.kb.rerank import configured_reranker
-from collective.kb.retrieval import RERANK_K, retrieve
+from collective.kb.retrieval import RERANK_CONFIDENT_K, RERANK_K, retrieve
 from collective.kb.sqlite_store import SqliteKnowledgeStore
 from collective.kb.store import Chunk
 
 QUERY = "how long should I dry nylon filament before printing"
+"""A query the embedder is confident of (its fused first chunk: cosine 0.59)..."""
+VAGUE = "what stops a part from sagging when it gets warm"
+"""... and one it is not (0.30)."""
 
 
 @pytest.fixture(scope="module")
@@ -30,11 +33,11 @@ def test_the_embedded_reranker_scores_and_reorders_deeps_head(
     assert reranker is not None
     fused = retrieve(store, QUERY, "deep", reranker=lambda q, c: [0.0] * len(c))
     result = retrieve(store, QUERY, "deep")
-    head = min(RERANK_K, fused.candidates)
+    head = min(RERANK_CONFIDENT_K, fused.candidates)
     # As many chunks, the head reordered (a candidate beyond the injected ones may come in);
     # scores still fall with rank.
     assert [c.score for c in result.injected] == [c.score for c in fused.injected]
-    assert any(d.startswith(f"reranked the best {head}:") for d in result.diagnostics)
+    assert any(d.startswith(f"reranked the best {head} ") for d in result.diagnostics)
     scores = [result.sides[c.id]["rerank_score"] for c in result.injected]
     assert len(set(scores)) > 1  # the model told them apart
     again = reranker(QUERY, result.injected)  # from memory, the same
@@ -50,19 +53,42 @@ def test_the_reranker_decides_the_head_order_and_only_deep_calls_it(
         calls.append(len(chunks))
         return [float(i) for i in range(len(chunks))]  # the last is best
 
-    fused = retrieve(store, QUERY, "deep", reranker=lambda q, c: [0.0] * len(c))
-    result = retrieve(store, QUERY, "deep", reranker=reverse)
+    fused = retrieve(store, VAGUE, "deep", reranker=lambda q, c: [0.0] * len(c))
+    result = retrieve(store, VAGUE, "deep", reranker=reverse)
     assert calls == [min(RERANK_K, fused.candidates)]
     assert [c.id for c in result.injected] != [c.id for c in fused.injected]
     for profile in ("lean", "balanced"):
-        retrieve(store, QUERY, profile, reranker=reverse)
+        retrieve(store, VAGUE, profile, reranker=reverse)
     assert len(calls) == 1
+
+
+def test_deep_reranks_only_what_it_injects_when_the_embedder_is_confident(
+    store: SqliteKnowledgeStore,
+) -> None:
+    # Each candidate the reranker scores is a pass of the judge's model (about a second on two
+    # cores): where the embedder's first chunk is near the query, the relevant one is among
+    # those deep injects anyway.
+    scored: dict[str, int] = {}
+
+    def count(query: str, chunks: Sequence[Chunk]) -> list[float]:
+        scored[query] = len(chunks)
+        return [0.0] * len(chunks)
+
+    candidates = {}
+    for query in (QUERY, VAGUE):
+        result = retrieve(store, query, "deep", reranker=count)
+        candidates[query] = result.candidates
+        confident = any("the embedder is confident" in d for d in result.diagnostics)
+        assert confident == (query == QUERY)
+    assert candidates[QUERY] > RERANK_CONFIDENT_K
+    assert scored == {QUERY: RERANK_CONFIDENT_K, VAGUE: min(RERANK_K, candidates[VAGUE])}
+    assert scored[VAGUE] > RERANK_CONFIDENT_K
 
 
 def test_the_reranker_reaches_past_the_injected_candidates(store: SqliteKnowledgeStore) -> None:
     # It scored deep's best 10 only: a relevant chunk the fused ranking put 11th or lower
     # could never be lifted into the injected set, however sure the reranker was.
-    fused = retrieve(store, QUERY, "deep", reranker=lambda q, c: [0.0] * len(c))
+    fused = retrieve(store, VAGUE, "deep", reranker=lambda q, c: [0.0] * len(c))
     assert fused.candidates > len(fused.injected) + 2
     heads: list[list[Chunk]] = []
 
@@ -70,7 +96,7 @@ def test_the_reranker_reaches_past_the_injected_candidates(store: SqliteKnowledg
         heads.append(list(chunks))
         return [10.0 if i == len(fused.injected) + 1 else 0.0 for i in range(len(chunks))]
 
-    result = retrieve(store, QUERY, "deep", reranker=favour_one)
+    result = retrieve(store, VAGUE, "deep", reranker=favour_one)
     lifted = heads[0][len(fused.injected) + 1]
     assert lifted.id not in {c.id for c in fused.injected}
     assert result.injected[0].id == lifted.id
