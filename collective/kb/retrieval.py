@@ -734,7 +734,7 @@ relevant chunk the fused ranking put lower (the fused top 30 holds one for 0.88 
 split's hard queries, the top 10 for 0.82)."""
 RERANK_CONFIDENT_K = DEFAULT_MAX_INJECT
 """... and only as many as deep injects when the embedder is confident: the fused first chunk's
-cosine is at least `CONFIDENT_DENSE` (on the tune, report, held-out and colloquial sets auto's
+cosine is at least `CONFIDENT_DENSE` (on the report, held-out and colloquial sets auto's
 hit@5 and MRR stayed or rose, with 5-12% fewer passages scored; bench/README.md)."""
 RERANK_FUSED = 6.0
 """Weight of a candidate's fused score (0..1) against its standardised reranker score in the new
