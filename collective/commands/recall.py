@@ -136,19 +136,27 @@ def _print(result: RetrievalResult) -> None:
 
 
 def _sides(side: dict | None) -> str:
-    """What the lexical and dense searches said of one chunk, for its panel title."""
+    """What the lexical and dense searches and deep's reranker said of a chunk, for its title.
+
+    Without the dense side (a KB without vectors, or none near enough) a chunk has no hybrid
+    sides, only deep's reranker score if it ran.
+    """
     if not side:
         return ""
-    lexical = (
-        f"lexical #{side['lexical_rank']} {side['lexical_score']:.2f}"
-        if side["lexical_rank"]
-        else "lexical -"
-    )
-    dense = (
-        f"dense #{side['dense_rank']} cos {side['dense_score']:.2f}"
-        if side["dense_rank"]
-        else f"dense cos {side['dense_score']:.2f}"
-        if side["dense_score"] is not None
-        else "dense -"
-    )
-    return f" ({lexical}, {dense})"
+    said = []
+    if "lexical_rank" in side:
+        said.append(
+            f"lexical #{side['lexical_rank']} {side['lexical_score']:.2f}"
+            if side["lexical_rank"]
+            else "lexical -"
+        )
+        said.append(
+            f"dense #{side['dense_rank']} cos {side['dense_score']:.2f}"
+            if side["dense_rank"]
+            else f"dense cos {side['dense_score']:.2f}"
+            if side["dense_score"] is not None
+            else "dense -"
+        )
+    if "rerank_score" in side:
+        said.append(f"reranker {side['rerank_score']:.2f}")
+    return f" ({', '.join(said)})"

@@ -171,6 +171,20 @@ def test_kb_without_vectors_still_answers_and_says_how_to_add_them(
     assert any("no vectors" in d and "collective kb reindex" in d for d in data["diagnostics"])
 
 
+def test_deep_recall_on_a_kb_without_vectors_shows_the_reranked_chunks(
+    tmp_path: Path, docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Deep's reranker noted its score on chunks the hybrid had said nothing of (no dense
+    # side): printing them failed with an internal error (KeyError 'lexical_rank').
+    monkeypatch.setenv("COLLECTIVE_RERANK", "embedded")  # the tests' gemma: real, and fast
+    kb = tmp_path / "kb.sqlite"
+    with SqliteKnowledgeStore(kb, embedder=None) as store:
+        store.add_paths([docs])
+    result = runner.invoke(app, ["recall", "PVA glue gap filling", "--kb", str(kb), "-b", "deep"])
+    assert result.exit_code == 0, result.output
+    assert "reranker " in result.output and "internal error" not in result.output
+
+
 def test_embedding_spec_errors_are_config_errors() -> None:
     assert embedder_for("none") is None
     with pytest.raises(ConfigError, match="openai:URL#MODEL"):
