@@ -14,7 +14,8 @@ import re
 from collections.abc import Mapping, Sequence
 
 from collective.budget.counting import ChatMessage
-from collective.kb.citations import SHOWN_SCORE, neutralise
+from collective.kb.citations import SHOWN_SCORE, neutralise, parse_citations, without_tags
+from collective.kb.quantities import Quantity, quantities, same_quantity
 from collective.prompts import council
 
 __all__ = [
@@ -177,7 +178,8 @@ def clean(
 
     Left out: a lead-in that echoes the instructions ("The direct answer in one short sentence:
     ..."; what follows it stays), a template placeholder (`<reason>`), a line of a tool's output,
-    a line or sentence said before, anything after `Decision:` but that line, and the lines after
+    a line or sentence said before (or a line citing the chunks of an earlier one for figures it
+    already gave, in other words), anything after `Decision:` but that line, and the lines after
     `most_lines` (0: no limit), which the answer format asked for. A line copied
     in the form the prompt shows a chunk (`[KB#id] - heading: text`) becomes its text, then its
     tag.
@@ -193,6 +195,7 @@ def clean(
     tools = _ngrams(tool_output, n=6)
     lines: list[str] = []
     seen: set[str] = set()
+    stated: list[tuple[frozenset[str], tuple[Quantity, ...]]] = []
     for raw in answer.splitlines():
         line = _as_claim(_PLACEHOLDER.sub("", raw).rstrip(), headings)
         line = _LABEL.sub(lambda m: m.group("bullet"), line)
@@ -218,7 +221,31 @@ def clean(
         line = " ".join(kept).rstrip()
         if not line.strip(" -*•"):
             continue
+        facts = _facts(line)
+        if any(_restates(facts, said) for said in stated):
+            continue
+        stated.append(facts)
         lines.append(line)
         if line.lstrip(" -*•").startswith("Decision:") or len(lines) == most_lines:
             break
     return "\n".join(lines).strip()
+
+
+def _facts(line: str) -> tuple[frozenset[str], tuple[Quantity, ...]]:
+    """The chunks a line cites and the figures it gives."""
+    return frozenset(parse_citations(line)), quantities(without_tags(line))
+
+
+def _restates(
+    facts: tuple[frozenset[str], tuple[Quantity, ...]],
+    said: tuple[frozenset[str], tuple[Quantity, ...]],
+) -> bool:
+    """Whether a line with `facts` gives, from the same chunks, only figures `said` gave.
+
+    The same figure, not one a given range holds (`about 260 °C` of `250-280 °C` says more).
+    """
+    (cited, figures), (said_cited, said_figures) = facts, said
+    return bool(cited and figures and cited <= said_cited) and all(
+        any(same_quantity(figure, given) and same_quantity(given, figure) for given in said_figures)
+        for figure in figures
+    )

@@ -131,6 +131,22 @@ def test_clean_keeps_the_answer_after_an_echoed_lead_in() -> None:
     assert judge_prompt.clean(text, told) == "ABS.\nDecision: ABS"
 
 
+def test_clean_drops_a_line_that_gives_an_earlier_lines_figures_again_in_other_words() -> None:
+    # measured on the eval's wide questions: the 1.5B's answer to "which prints at the lowest
+    # nozzle temperature" said PA6 nylon's 250-280 °C twice from one chunk, worded apart
+    text = (
+        "- PA6 nylon prints at a nozzle temperature of 250-280 °C with the bed at 70-90 °C "
+        "[KB#mem_pa6].\n"
+        "- Polypropylene prints at a nozzle temperature of 220-250 °C [KB#mem_pp].\n"
+        "- PA6 nylon has a nozzle temperature of 250-280 °C [KB#mem_pa6].\n"
+        "- PA6 nylon is best started at 260 °C [KB#mem_pa6].\n"
+        "- PETG also prints at 250-280 °C [KB#mem_petg]."
+    )
+    lines = judge_prompt.clean(text, []).splitlines()
+    assert lines == [text.splitlines()[i] for i in (0, 1, 3, 4)]  # a figure inside a range, or
+    # the same figure from another chunk, says something new
+
+
 async def test_a_member_answer_stands_when_the_judge_has_nothing_supported() -> None:
     out = await ask(
         "PETG is best, it melts at 400 °C [KB#mem_abs].",
