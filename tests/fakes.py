@@ -1,14 +1,18 @@
 """A scripted backend: for faults that cannot be caused for real, and fixed-latency benchmarks.
 
 Everything that can run on the real model does (tests/integration); this backend exists to
-make a judge die once, a specialist time out, or every call take exactly 200 ms.
+make a judge die once, a specialist time out, or every call take exactly 200 ms. Beside it, a
+KB store of a list and an embedder of another model than the built-in one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from collective.budget.counting import ChatMessage, TokenCounter, tiktoken_counter
 from collective.kb.store import Chunk
@@ -111,3 +115,17 @@ class ListStore:
 
     def get(self, chunk_id: str) -> Chunk | None:
         return self.chunks.get(chunk_id)
+
+
+class HashingEmbedder:
+    """Another embedding model: hashed bag of words (16 dimensions), as a KB may carry."""
+
+    name = "hashing-16"
+    dim = 16
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in text.lower().split():
+                out[i, hashlib.sha256(word.encode()).digest()[0] % self.dim] += 1.0
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from collective.errors import ConfigError
 from collective.kb.embeddings import BUILTIN_MODEL, MiniLMEmbedder, embedder_for
 from collective.kb.retrieval import retrieve
 from collective.kb.sqlite_store import SqliteKnowledgeStore
+from tests.fakes import HashingEmbedder
 
 app = typer.Typer()
 app.add_typer(kb_command.app, name="kb")
@@ -32,20 +32,6 @@ GLUE = (
     "# PVA wood glue\n\n## Strength\nStronger than the wood itself in a good joint.\n\n"
     "## Gap filling\nPoor; needs tight-fitting joints.\n"
 )
-
-
-class HashingEmbedder:
-    """Another embedding model: hashed bag of words (16 dimensions), as a KB may carry."""
-
-    name = "hashing-16"
-    dim = 16
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for word in text.lower().split():
-                out[i, hashlib.sha256(word.encode()).digest()[0] % self.dim] += 1.0
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The store's cached term statistics never outlive a change to the KB, from any connection."""
 
 from collective.kb.sqlite_store import SqliteKnowledgeStore
+from tests.fakes import HashingEmbedder
 
 
 def test_a_write_through_another_connection_is_seen(tmp_path):
@@ -26,8 +27,6 @@ def test_a_write_through_another_connection_is_seen(tmp_path):
 def test_the_dense_side_never_answers_from_vectors_another_connection_replaced(tmp_path):
     # The dense side multiplies by the vectors it holds before asking whether the KB changed
     # (so that it does not wait for a search on another thread): a change must still be seen.
-    from tests.unit.test_kb_dense import HashingEmbedder
-
     db = tmp_path / "kb.sqlite"
     (tmp_path / "a.md").write_text("# Nylon\nnylon absorbs water\n")
     (tmp_path / "b.md").write_text("# Cedar\ncedar weathers grey outdoors\n")

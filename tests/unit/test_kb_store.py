@@ -14,6 +14,7 @@ from collective.kb.chunking import split_text
 from collective.kb.demo import demo_kb_path, open_default_store
 from collective.kb.sqlite_store import SqliteKnowledgeStore
 from collective.kb.store import Chunk, DenseResult, KnowledgeStore, chunk_id
+from tests.fakes import HashingEmbedder
 
 EVAL_KB = Path(__file__).parents[1] / "data" / "eval_kb"
 
@@ -244,8 +245,6 @@ def test_the_dense_side_embeds_and_multiplies_while_a_search_holds_the_store(
     # A retrieval runs its lexical search and dense search at once. The dense side took the
     # store's lock (to check the model) before embedding the query, so it waited for the whole
     # search: balanced cost the sum of the two sides (108 ms p95 at 100K chunks).
-    from tests.unit.test_kb_dense import HashingEmbedder
-
     embedded = threading.Event()
 
     class Recorded(HashingEmbedder):
