@@ -24,7 +24,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-__all__ = ["MAX_CHUNK_CHARS", "TextChunk", "split_text"]
+__all__ = ["HEADING_SEPARATOR", "MAX_CHUNK_CHARS", "TextChunk", "heading_root", "split_text"]
 
 MAX_CHUNK_CHARS = 1200
 """The longest chunk `split_text` makes by default (its `max_chars`)."""
@@ -46,6 +46,11 @@ _MAX_MARKS = 16
 """A hard cut moves back at most this far to keep combining marks with their letter."""
 
 HEADING_SEPARATOR = " > "
+
+
+def heading_root(heading: str) -> str:
+    """A heading path's first part, the document's title: `PA6 nylon` of `PA6 nylon > Print`."""
+    return heading.split(HEADING_SEPARATOR)[0].strip()
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from collective import environment
 from collective.errors import BackendTimeout, ConfigError
+from collective.kb.chunking import HEADING_SEPARATOR, heading_root
 
 if TYPE_CHECKING:
     from collective.kb.sqlite_store import Progress, SqliteKnowledgeStore
@@ -99,10 +100,9 @@ def contextual_header(source: str, heading: str) -> str:
     document = Path(source).stem.replace("_", " ").replace("-", " ")
     if not heading:
         return document
-    first = heading.split(" > ")[0].lower()
-    if set(first.split()) & set(document.lower().split()):
+    if set(heading_root(heading).lower().split()) & set(document.lower().split()):
         return heading
-    return f"{document} > {heading}"
+    return f"{document}{HEADING_SEPARATOR}{heading}"
 
 
 def clean_expansion(text: str) -> str:

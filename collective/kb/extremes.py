@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from collective.kb.chunking import HEADING_SEPARATOR
+from collective.kb.chunking import HEADING_SEPARATOR, heading_root
 from collective.kb.quantities import in_base_units, kinds_named, quantities
 from collective.kb.support import Claim
 
@@ -112,7 +112,7 @@ def _figures(
 
 def thing(heading: str, source: str) -> str:
     """What a chunk is about: its heading's first part (the document's title), else its file."""
-    return heading.split(HEADING_SEPARATOR)[0].strip() or source
+    return heading_root(heading) or source
 
 
 def extreme(question: str, claims: Iterable[Claim], things: Mapping[str, str]) -> Extreme | None:
