@@ -100,9 +100,13 @@ def _fold(match: re.Match[str]) -> str:
     return _fold_char(match.group(0))
 
 
-def without_tags(text: str) -> str:
-    """`text` with its bracketed citation tags (`[KB#mem_7b1f...]`, any spelling) removed."""
-    return _BRACKETED.sub("", text)
+def without_tags(text: str, bare: bool = False) -> str:
+    """`text` with its bracketed citation tags (`[KB#mem_7b1f...]`, any spelling) removed.
+
+    With `bare`, unbracketed ones (`KB#mem_7b1f`) too.
+    """
+    text = _BRACKETED.sub("", text)
+    return _BARE.sub("", text) if bare else text
 
 
 def tag(chunk_id: str) -> str:

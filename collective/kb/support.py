@@ -35,7 +35,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from collective.kb.chunking import MAX_CHUNK_CHARS
-from collective.kb.citations import SHOWN_SCORE, neutralise, normalise, split_citations, tag
+from collective.kb.citations import (
+    SHOWN_SCORE,
+    neutralise,
+    normalise,
+    split_citations,
+    tag,
+    without_tags,
+)
 from collective.kb.quantities import Quantity, kind_words, quantities, same_quantity
 from collective.kb.store import Chunk
 
@@ -62,8 +69,7 @@ Entail = Callable[[Sequence[tuple[str, str]]], Sequence[float]]
 Similar = Callable[[Sequence[str], Sequence[str]], Sequence[Sequence[float]]]
 """Cosine similarities of claims (rows) to passages (columns): the KB's embedding model."""
 
-_TAGS = re.compile(r"\[[^\]]*\]")
-_BARE_TAG = re.compile(r"(?<![A-Za-z0-9])KB\s*#\s*\S+", re.IGNORECASE)
+_BRACKETS = re.compile(r"\[[^\]]*\]")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[^\s\[])")
 _NAME = re.compile(r"(?<![\w-])(?=[\w-]*[A-Z][\w-]*[A-Z0-9])(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]*")
 _NOT_NAMES = frozenset({"KB", "I", "A", "OK"})
@@ -146,8 +152,12 @@ class Claim:
 
 
 def plain(text: str) -> str:
-    """`text` without its citation tags."""
-    return re.sub(r"\s{2,}", " ", _BARE_TAG.sub(" ", _TAGS.sub(" ", normalise(text)))).strip()
+    """`text` normalised, without its citation tags, bare or bracketed, or other bracketed notes."""
+    return _untagged(normalise(text)).strip()
+
+
+def _untagged(text: str) -> str:
+    return re.sub(r"\s{2,}", " ", without_tags(_BRACKETS.sub(" ", text), bare=True))
 
 
 def shown_chunks(
@@ -304,7 +314,7 @@ def _sentences(text: str) -> list[str]:
     out: list[str] = []
     for line in text.splitlines():
         for piece in _SENTENCE.split(line):
-            if out and piece.strip() and not _TAGS.sub("", piece).strip(" .,;"):
+            if out and piece.strip() and not _BRACKETS.sub("", piece).strip(" .,;"):
                 out[-1] += f" {piece}"  # tags after the full stop belong to the sentence
             elif piece.strip():
                 out.append(piece)
@@ -485,7 +495,7 @@ def heading_part(part: str, heading: _Read) -> set[str]:
 
 
 def _retagged(sentence: str, ids: Sequence[str]) -> str:
-    body = re.sub(r"\s{2,}", " ", _BARE_TAG.sub(" ", _TAGS.sub(" ", sentence))).rstrip()
+    body = _untagged(sentence).rstrip()
     end = re.search(r"[.!?]$", body)
     tags = " ".join(tag(i) for i in ids)
     return f"{body[:-1].rstrip()} {tags}{end.group(0)}" if end else f"{body} {tags}"
