@@ -51,6 +51,7 @@ from collective.memory.allowances import ProfileAssignments
 from collective.memory.conversation import MemoryScope
 from collective.memory.tiers import L0_CAPACITY, L1_CAPACITY
 from collective.models.base import Backend
+from collective.models.embedded import EMBEDDED_JUDGE
 
 __all__ = [
     "BackendRef",
@@ -196,14 +197,16 @@ class CouncilContext:
     chat models (`collective.models.langchain_model`).
     """
 
-    k: Annotated[int, Field(ge=1, le=64), WithJsonSchema({"type": "integer"})] = 3
+    k: Annotated[int, Field(ge=1, le=64), WithJsonSchema({"type": "integer"})] = 2
     """Number of specialists (the config file's default: the sum of its group counts)."""
     planner: BackendRef = "embedded"
-    specialists: Sequence[SpecialistRef] = (SpecialistGroup(backend="embedded", count=3),)
+    specialists: Sequence[SpecialistRef] = (SpecialistGroup(backend=EMBEDDED_JUDGE, count=2),)
     """Backends of the specialists, cycled to `k` members: specs, `Backend` objects, or groups
     (`SpecialistGroup` or `{backend, count}`: `count` members on one backend), expanded to one
-    entry per member when the context is made."""
-    judge: BackendRef | Sequence[BackendRef] = "embedded:qwen2.5-coder-1.5b"
+    entry per member when the context is made. The default samples the judge's own model twice:
+    its answer weighed against two samples of its model was the bundled eval's best arm at its
+    cost (`self-moa`, bench/README.md "Council vs one model"), ahead of three 0.5B members."""
+    judge: BackendRef | Sequence[BackendRef] = EMBEDDED_JUDGE
     """The judge's backend, or a list tried in order: each failure is in the output's `notes`."""
     chat: BackendRef | None = None
     """The model of `collective chat`; default: the judge's (first) backend."""

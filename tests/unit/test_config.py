@@ -53,11 +53,12 @@ def test_no_file_is_the_embedded_default_with_every_source_default():
     effective = load_config(None)
     config = effective.config
     assert config.planner == "embedded" and config.judge == "embedded:qwen2.5-coder-1.5b"
-    assert config.members == 3 and config.specialist_backends == ["embedded"] * 3
+    # the eval's best arm at its cost: the judge's answer weighed against two samples of its model
+    assert config.members == 2 and config.specialist_backends == [config.judge] * 2
     assert config.chat_backend == config.judge
     assert {source for _, _, source in effective.rows()} == {"default"}
     ctx = config.council_context()
-    assert ctx.k == 3 and ctx.kb is None and ctx.usage_log == ".collective/usage.jsonl"
+    assert ctx.k == 2 and ctx.kb is None and ctx.usage_log == ".collective/usage.jsonl"
 
 
 def test_layers_override_in_order_and_each_value_names_its_source(tmp_path, monkeypatch):
@@ -112,7 +113,7 @@ def test_explicit_sections_become_a_budget_plan(tmp_path):
         ("[budgets]\njudge = 'huge'", "budgets.judge: unknown preset 'huge'"),
         ("[output_caps]\njudge = -1", "output_caps.judge: Input should be greater than 0"),
         ("[[specialists]]\ncount = 2", "specialists.0.backend: Field required"),
-        ("quorum = 9", "quorum 9 is more than the 3 specialists"),
+        ("quorum = 9", "quorum 9 is more than the 2 specialists"),
         ("colour = 'blue'", "colour: Extra inputs are not permitted"),
         (
             "[budgets.judge]\nn_ctx = 1000\noutput = 2000\nsections = {system = 10}",

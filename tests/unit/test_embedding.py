@@ -50,7 +50,7 @@ def test_json_schemas_of_input_output_and_context():
     schema = graph.get_context_jsonschema()
     props = schema["properties"]
     assert props["planner"]["type"] == "string"
-    assert props["k"] == {"default": 3, "title": "K", "type": "integer"}
+    assert props["k"] == {"default": 2, "title": "K", "type": "integer"}
     assert props["memory_scope"]["enum"] == ["thread", "user"]
     assert "retry_attempts" not in props
     json.dumps(schema)  # JSON all the way down

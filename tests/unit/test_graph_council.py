@@ -29,6 +29,7 @@ def cite_first(messages):
 
 
 def context(**kw):
+    kw.setdefault("k", 3)  # a council of three members, whatever the default k
     kw.setdefault("planner", ScriptedBackend("planner", "Specialist 1: heat."))
     kw.setdefault("specialists", [ScriptedBackend("spec", cite_first)])
     kw.setdefault("judge", ScriptedBackend("judge", "ASA [KB#mem_asa] [KB#mem_note] [KB#mem_nope]"))
