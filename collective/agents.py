@@ -12,6 +12,7 @@ from enum import StrEnum
 
 __all__ = [
     "CHAT",
+    "DRAFT",
     "JUDGE",
     "MODES",
     "NODES",
@@ -35,6 +36,8 @@ __all__ = [
 RETRIEVE = "retrieve"
 PLAN = "plan"
 SPECIALIST = "specialist"
+DRAFT = "draft"
+"""The judge's own answer, written beside the specialists (its calls report as `judge`)."""
 QUORUM = "quorum"
 REVIEW = "review"
 JUDGE = "judge"
@@ -42,7 +45,7 @@ REMEMBER = "remember"
 CHAT = "chat"
 """The agent of a `collective chat` turn (not a graph node)."""
 
-NODES = (RETRIEVE, PLAN, SPECIALIST, QUORUM, REVIEW, JUDGE, REMEMBER)
+NODES = (RETRIEVE, PLAN, SPECIALIST, DRAFT, QUORUM, REVIEW, JUDGE, REMEMBER)
 """The graph's nodes in the order a run passes them."""
 
 OWN_ROW = (RETRIEVE, PLAN, JUDGE)

@@ -32,7 +32,7 @@ from collective.graph.state import (
     SpecialistTask,
     specialist_task,
 )
-from collective.nodes.judge import judge
+from collective.nodes.judge import draft, judge
 from collective.nodes.plan import plan
 from collective.nodes.quorum import quorum, route_review
 from collective.nodes.remember import remember
@@ -107,8 +107,13 @@ def _with_council_context(node: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def route_specialists(state: CouncilState, runtime: Runtime[CouncilContext]) -> list[Send]:
-    """Fan out to K specialists, each with the chunks, the plan and the conversation."""
-    return [Send(agents.SPECIALIST, specialist_task(state, i)) for i in range(runtime.context.k)]
+    """Fan out to K specialists and the judge's own answer (`draft`), which needs none of theirs.
+
+    Each specialist gets the chunks, the plan and the conversation; the draft the whole state.
+    """
+    k = runtime.context.k
+    return [*(Send(agents.SPECIALIST, specialist_task(state, i)) for i in range(k)),
+            Send(agents.DRAFT, state)]  # fmt: skip
 
 
 def build_graph(checkpointer: Any = None, store: Any = None, *, name: str = "collective") -> Any:
@@ -129,7 +134,10 @@ def build_graph(checkpointer: Any = None, store: Any = None, *, name: str = "col
         _add(builder, node)
     builder.add_edge(START, agents.RETRIEVE)
     builder.add_edge(agents.RETRIEVE, agents.PLAN)
-    builder.add_conditional_edges(agents.PLAN, wrap(route_specialists), [agents.SPECIALIST])
+    builder.add_conditional_edges(
+        agents.PLAN, wrap(route_specialists), [agents.SPECIALIST, agents.DRAFT]
+    )
+    builder.add_edge(agents.DRAFT, agents.QUORUM)
     _verdict_edges(builder, then=agents.REMEMBER)
     builder.add_edge(agents.REMEMBER, END)
     return builder.compile(checkpointer=checkpointer, store=store, name=name)
@@ -212,6 +220,7 @@ _NODES: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
         specialist,
         {"input_schema": SpecialistTask, "retry_policy": TRANSIENT_RETRY},
     ),
+    agents.DRAFT: (draft, {}),
     agents.QUORUM: (quorum, {}),
     agents.REVIEW: (review, {"input_schema": ReviewTask, "retry_policy": TRANSIENT_RETRY}),
     agents.JUDGE: (judge, {"retry_policy": TRANSIENT_RETRY}),

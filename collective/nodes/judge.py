@@ -60,7 +60,7 @@ from collective.nodes.review import aggregate_rankings
 from collective.prompts import judge as prompt
 from collective.telemetry import record_fallback, record_tool_call
 
-__all__ = ["judge"]
+__all__ = ["draft", "judge"]
 
 
 class ToolTranscript:
@@ -162,11 +162,30 @@ def run_tools(
     return results
 
 
-async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
-    """Write the verdict, check its claims, and resolve its citations against the chunks shown."""
+async def draft(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
+    """The judge's own answer, written while the specialists answer: it reads none of theirs.
+
+    On a backend that batches (the in-process engine, llama-server's slots) it decodes with
+    the members, and reads the root they share. The judge node weighs it once they are done; a
+    draft whose judge fails is left to the judge node, which tries again and then the fallbacks.
+    """
     ctx = runtime.context
-    members = answered(state.get("proposals", []))  # the quorum node checked their number
-    aggregate = aggregate_rankings(state.get("rankings", []), members)
+    backend = resolve_backend(ctx.judges[0])
+    NodeProgress(agents.JUDGE, backend.model)  # the judge's row runs from here on
+    started = time.perf_counter()
+    try:
+        own = await _ruling(state, ctx, backend, []).own_answer()
+    except (BackendError, BudgetError) as error:  # never cancels the specialists beside it
+        failed = f"the judge's own answer beside the specialists failed ({type(error).__name__})"
+        return {"notes": [*state.get("notes", []), f"{failed}: {error}; the judge tried again"]}
+    timings = {f"{agents.DRAFT}_ms": (time.perf_counter() - started) * 1000}
+    return {"own": own.to_state(), "budgets": own.budgets, "timings": timings}
+
+
+def _ruling(
+    state: CouncilState, ctx: CouncilContext, backend: Backend, members: list[Proposal]
+) -> _Ruling:
+    """One judge backend's ruling on `members`' answers (none: its own answer alone)."""
     retrieved = chunks_from_state(state.get("chunks", []))
     chunks = {c.id: c for c in retrieved}
     headings = [c.heading for c in retrieved]
@@ -180,13 +199,21 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
             text_section("task", prompt.task_text(state["question"], verify=verify)),
         ]
 
+    aggregate = aggregate_rankings(state.get("rankings", []), members)
+    return _Ruling(state, ctx, backend, contents, chunks, headings, checked, aggregate)
+
+
+async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
+    """Write the verdict, check its claims, and resolve its citations against the chunks shown."""
+    ctx = runtime.context
+    members = answered(state.get("proposals", []))  # the quorum node checked their number
     refs = ctx.judges
     failures: list[str] = []
     for n, ref in enumerate(refs, 1):
         backend = resolve_backend(ref)
         progress = NodeProgress(agents.JUDGE, backend.model)
         try:
-            ruling = _Ruling(state, ctx, backend, contents, chunks, headings, checked, aggregate)
+            ruling = _ruling(state, ctx, backend, members)
             out = await ruling.rule()
         except (BackendError, BudgetError) as error:
             if len(refs) == 1:
@@ -202,7 +229,7 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
                 ) from error
             continue
         out["timings"] = progress.done(out.pop("call"))
-        out["ranking_aggregate"] = aggregate
+        out["ranking_aggregate"] = ruling.ranking
         out["evidence"] = council_evidence(ctx.evidence, members)
         out["notes"] = [*state.get("notes", []), *failures, *out["notes"]]
         return out

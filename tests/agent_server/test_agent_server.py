@@ -199,12 +199,13 @@ async def test_a_run_started_on_a_streams_there_and_is_joined_from_b(cluster, mo
     for parts in (on_a, on_b):
         assert parts.get("values") and parts["values"][-1].get("answer"), parts.keys()
         final = parts["values"][-1]
-        assert [x["node"] for x in final["budgets"]] == [
+        # in the order the calls finished: the judge drafts beside the specialists
+        assert sorted(x["node"] for x in final["budgets"]) == [
+            "judge",
             "plan",
             "specialist-1",
             "specialist-2",
             "specialist-3",
-            "judge",
         ]
         # the council's own progress events and the judge's tokens, as under langgraph dev
         assert any(e.get("node") == "judge" for e in parts["custom"] if isinstance(e, dict)), parts[
@@ -282,13 +283,14 @@ async def test_a_killed_instance_s_run_finishes_on_the_other_without_rerunning_d
     # the plan and the quick member, done before the kill, were not asked again
     assert asked.count("planner") == 1, asked
     assert asked.count("quick-specialist") == 1, asked
-    assert asked.count("specialist") == 4 and asked.count("judge") == 1, asked
-    assert [b["node"] for b in result["budgets"]] == [
+    # the judge's draft runs beside the members: asked again only if the kill cut it short
+    assert asked.count("specialist") == 4 and asked.count("judge") in (1, 2), asked
+    assert sorted(b["node"] for b in result["budgets"]) == [
+        "judge",
         "plan",
         "specialist-1",
         "specialist-2",
         "specialist-3",
-        "judge",
     ]
 
 
@@ -413,7 +415,8 @@ async def test_the_real_model_s_tokens_stream_through_the_agent_server(cluster, 
     parts = await collect(b.runs.join_stream(tid, run["run_id"], stream_mode=STREAM))
     final = parts["values"][-1]
     assert final.get("answer"), parts.get("error") or final
-    assert [x["node"] for x in final["budgets"]][:3] == ["plan", "specialist-1", "judge"]
+    nodes = [x["node"] for x in final["budgets"]]
+    assert nodes[0] == "plan" and {"specialist-1", "judge"} <= set(nodes)
     judge = [m["content"] for m, meta in parts["messages"] if meta.get("agent") == "judge"]
     assert len(judge) > 1, "the verdict did not stream"
     fixed = final["claim_check"]["draft_support"] not in (None, 1.0)  # a fix streams after

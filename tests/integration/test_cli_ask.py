@@ -55,12 +55,10 @@ def test_json_output_has_the_design_contract(workdir):
         assert {"member", "model", "text", "citations", "error"} <= set(proposal)
         assert proposal["model"] == "gemma-3-270m-q4_k_m"
     fix = ["judge"] if "revised" in out["claim_check"] else []  # the call that fixed claims
-    assert [b["node"] for b in out["budgets"]] == [
-        "plan",
-        "specialist-1",
-        "specialist-2",
-        "judge",
-    ] + fix
+    # in the order the calls finished: the judge drafts beside the specialists
+    assert sorted(b["node"] for b in out["budgets"]) == sorted(
+        ["plan", "specialist-1", "specialist-2", "judge", *fix]
+    )
     for budget in out["budgets"]:
         assert {
             "node",

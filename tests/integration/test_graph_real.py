@@ -34,12 +34,10 @@ async def test_a_real_council_answers_with_exact_budgets(ctx, tmp_path):
     assert any(c["dense_rank"] for c in sides) and any(c["lexical_rank"] for c in sides)
     # one judge call more where it had to fix a cited claim its chunk does not support
     fix = ["judge"] if "revised" in out["claim_check"] else []  # the call that fixed claims
-    assert [b["node"] for b in out["budgets"]] == [
-        "plan",
-        "specialist-1",
-        "specialist-2",
-        "judge",
-    ] + fix
+    # in the order the calls finished: the judge drafts beside the specialists
+    assert sorted(b["node"] for b in out["budgets"]) == sorted(
+        ["plan", "specialist-1", "specialist-2", "judge", *fix]
+    )
     for budget in out["budgets"]:
         assert budget["token_counter"] == "exact:llama.cpp"
         assert budget["n_ctx"] == 32_768

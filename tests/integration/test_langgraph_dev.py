@@ -118,7 +118,9 @@ async def test_langgraph_dev_serves_the_council(dev_server, tmp_path):
     assert len(verdict) > 1 and streamed.strip(), verdict
     said = plain(out["answer"])
     assert all(c["text"] in said for c in out["claims"] if c["status"] != "dropped")
-    assert [b["node"] for b in out["budgets"]] == ["plan", "specialist-1", "judge"] + fix
+    # in the order the calls finished: the judge drafts beside the specialist
+    nodes = sorted(b["node"] for b in out["budgets"])
+    assert nodes == sorted(["plan", "specialist-1", "judge", *fix])
     assert all(b["token_counter"] == "exact:llama.cpp" for b in out["budgets"])
     specialist = [b for b in out["budgets"] if b["node"] == "specialist-1"][0]
     assert {s["name"] for s in specialist["sections"]} == {"system", "kb_chunks", "task"}

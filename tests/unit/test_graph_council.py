@@ -132,7 +132,9 @@ async def test_transient_errors_are_retried_by_the_policy():
 
 async def test_a_run_that_dies_in_the_judge_resumes_without_rerunning_specialists():
     spec = ScriptedBackend("spec", cite_first)
-    judge = ScriptedBackend("judge", "ASA [KB#mem_asa]", failures=[InvalidResponse("judge died")])
+    # the draft beside the specialists fails, then the judge node's own try
+    died = [InvalidResponse("judge died")] * 2
+    judge = ScriptedBackend("judge", "ASA [KB#mem_asa]", failures=died)
     graph = build_graph(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "resume"}}
     ctx = context(specialists=[spec], judge=judge)
@@ -142,7 +144,20 @@ async def test_a_run_that_dies_in_the_judge_resumes_without_rerunning_specialist
     out = await graph.ainvoke(None, config, context=ctx)
     assert out["answer"] == "ASA [KB#mem_asa]"
     assert len(spec.calls) == 3  # the finished specialists were not re-run
-    assert len(judge.calls) == 2
+    assert len(judge.calls) == 3
+
+
+async def test_the_judge_drafts_its_own_answer_while_the_specialists_answer():
+    slow = ScriptedBackend("spec", cite_first, latency_s=2.0)
+    judge = ScriptedBackend("judge", "ASA keeps its shape to about 95 C [KB#mem_asa].")
+    order = []
+    async for chunk in build_graph().astream(
+        {"question": "q"}, context=context(specialists=[slow], judge=judge), stream_mode="updates"
+    ):
+        order += [node for node in chunk if node in ("draft", "specialist", "judge")]
+    # the draft lands before the specialists, and the verdict weighs it without a second call
+    assert order == ["draft", "specialist", "specialist", "specialist", "judge"], order
+    assert len(judge.calls) == 1
 
 
 async def test_updates_stream_each_specialist_as_it_finishes():
@@ -263,6 +278,8 @@ async def test_a_server_overflow_refits_to_its_n_ctx_and_retries_once():
     assert report["prompt_tokens"] + report["max_output_tokens"] <= report["n_ctx"]
     assert judge.kwargs[1]["max_tokens"] < judge.kwargs[0]["max_tokens"]
 
-    twice = ScriptedBackend("judge", "x", failures=[overflow, overflow])
+    # refitted once in the draft beside the specialists, once more in the judge node
+    twice = ScriptedBackend("judge", "x", failures=[overflow] * 4)
     with pytest.raises(ContextOverflow):
         await build_graph().ainvoke({"question": "q"}, context=context(judge=twice))
+    assert len(twice.calls) == 4

@@ -18,7 +18,8 @@ from tests.unit.test_graph_council import cite_first, context
 
 
 async def test_a_new_question_on_an_unfinished_run_is_refused_until_the_user_drops_it():
-    judge = ScriptedBackend("judge", "ASA [KB#mem_asa]", failures=[InvalidResponse("judge died")])
+    died = [InvalidResponse("judge died")] * 2  # beside the specialists, then after them
+    judge = ScriptedBackend("judge", "ASA [KB#mem_asa]", failures=died)
     ctx = context(specialists=[ScriptedBackend("spec", cite_first)], judge=judge)
     session = CouncilSession(build_graph(InMemorySaver()), None, CollectiveConfig())
     with pytest.raises(InvalidResponse):
