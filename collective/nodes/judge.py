@@ -9,8 +9,9 @@ claims get one fix call, then are retagged or dropped. Then the members' answers
 against the chunks their own prompts showed, are weighed against it
 (`collective.kb.answers.select`): the judge's answer stands while a claim of it is supported.
 
-The judge's own answer is kept in the state (`own`): `collective.modes.run_arms` makes it once
-and hands it to every mode that rules on it (it is also `single`'s answer).
+The judge's own answer is kept in the state (`own`). In the council graph the `draft` node
+writes it beside the specialists; `collective.modes.run_arms` makes it once and hands it to
+every mode that rules on it (it is also `single`'s answer).
 """
 
 from __future__ import annotations

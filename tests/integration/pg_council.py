@@ -36,7 +36,9 @@ def die(messages):
 async def main(url: str, thread: str, mode: str, user: str) -> None:
     planner = ScriptedBackend("planner", "Specialist 1: heat.")
     specialist = ScriptedBackend("spec", "Use ASA [KB#mem_asa].")
-    judge = ScriptedBackend("judge", die if mode == "crash" else "ASA [KB#mem_asa]")
+    # the judge drafts beside the specialists: it dies once they have finished
+    crash = {"reply": die, "latency_s": 2.0} if mode == "crash" else {"reply": "ASA [KB#mem_asa]"}
+    judge = ScriptedBackend("judge", **crash)
     small = {"l0_capacity": 200, "l1_capacity": 300} if mode == "fill" else {}
     ctx = CouncilContext(
         k=2,

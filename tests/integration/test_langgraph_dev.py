@@ -107,7 +107,8 @@ async def test_langgraph_dev_serves_the_council(dev_server, tmp_path):
         elif part.event == "messages":
             message, meta = part.data
             if meta.get("agent") == "judge":
-                assert meta["langgraph_node"] == "judge" and "judge" in meta["tags"]
+                # the verdict is written in the draft node, beside the specialists
+                assert meta["langgraph_node"] == "draft" and "judge" in meta["tags"]
                 verdict.append(message["content"])
     log = (tmp_path / "dev.log").read_text()
     assert isinstance(out, dict) and out.get("answer"), f"no answer: {out}\n{log[-3000:]}"

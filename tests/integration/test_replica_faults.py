@@ -103,10 +103,11 @@ async def test_a_replica_killed_mid_answer_is_named_with_what_was_done_instead(
     assert "a council node retries it once on a live replica" in mid[0]
     reports = {r["node"]: r for r in out["budgets"]}
     assert reports["specialist-1"]["server"] == spec(b)  # the retry ran on the live replica
-    for node in ("specialist-1", "judge"):  # each later call names the dead one, and where it ran
-        [fault] = reports[node]["faults"]
-        assert fault["server"] == spec(a) and fault["instead"] == f"the call ran on {spec(b)}"
-        assert f"{node}: {fault['message']}" in out["notes"]
+    [fault] = reports["specialist-1"]["faults"]  # the retry names the dead one, and where it ran
+    assert fault["server"] == spec(a) and fault["instead"] == f"the call ran on {spec(b)}"
+    assert f"specialist-1: {fault['message']}" in out["notes"]
+    # the judge drafted beside the member: it names the dead one if it was placed after the kill
+    assert all(f["server"] == spec(a) for f in reports["judge"].get("faults", []))
     print("\n".join(out["notes"]))  # what README's replica section quotes
 
 
