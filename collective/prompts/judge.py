@@ -144,6 +144,15 @@ def _copied_spans(line: str, source_words: set[tuple[str, ...]], n: int = 5) -> 
     return any(tuple(words[i : i + n]) in source_words for i in range(len(words) - n + 1))
 
 
+def _short_echo(line: str, prompt_words: Sequence[str]) -> bool:
+    """Whether `line` is three or four words copied in a row from the prompt ("You are the judge.").
+
+    Too short for `_copied_spans`'s five-word runs, and no answer.
+    """
+    words = _words(line)
+    return 3 <= len(words) < 5 and any(f" {' '.join(words)} " in told for told in prompt_words)
+
+
 def _ngrams(texts: Sequence[str], n: int = 5) -> set[tuple[str, ...]]:
     out: set[tuple[str, ...]] = set()
     for text in texts:
@@ -192,6 +201,7 @@ def clean(
         most_lines: The most lines the format allows (0: any number).
     """
     told, lead_ins = _ngrams(instructions), _ngrams(instructions, n=4)
+    prompt_words = [f" {' '.join(_words(text))} " for text in instructions]
     tools = _ngrams(tool_output, n=6)
     lines: list[str] = []
     seen: set[str] = set()
@@ -209,7 +219,7 @@ def clean(
         head, colon, rest = line.partition(":")
         if colon and _copied_spans(head, lead_ins, n=4) and rest.strip():
             line = f"{head[: len(head) - len(head.lstrip(' -*•'))]}{rest.strip()}"
-        elif _copied_spans(line, told):
+        elif _copied_spans(line, told) or _short_echo(line, prompt_words):
             continue
         kept = []
         for sentence in re.split(r"(?<=[.!?])\s+", line):

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from langgraph_sdk import get_client
 
+from collective.kb.answers import NO_ANSWER
 from tests.agent_server.scripted_openai import ScriptedOpenAIServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -305,15 +306,20 @@ async def test_a_run_cancelled_from_the_other_instance_frees_its_model_slots(clu
         run = await a.runs.create(
             tid, "collective", input={"question": question}, context=context(models, "cancel")
         )
-        await wait_for(lambda: models.asked(ref).count("specialist") >= 3, what="specialists")
+
+        def started() -> bool:  # the three members and the judge's draft beside them
+            asked = models.asked(ref)
+            return asked.count("specialist") >= 3 and "judge" in asked
+
+        await wait_for(started, what="the members and the draft")
         await b.runs.cancel(tid, run["run_id"], wait=True)
-        # every member's HTTP call was closed: the slots are free long before 20 s of answer
+        # every HTTP call was closed: the slots are free long before 20 s of answer
         await wait_for(lambda: models.in_flight == 0, 15, "model calls still open")
     finally:
         models.latency_s = 0.3
-    assert models.dropped - dropped >= 3
+    assert models.dropped - dropped >= 4
     assert (await a.runs.get(tid, run["run_id"]))["status"] in ("interrupted", "error")
-    assert models.asked(ref).count("judge") == 0
+    assert models.asked(ref).count("judge") == 1  # its draft, closed: no verdict after
 
 
 async def test_two_users_memories_never_meet(cluster, models):
@@ -420,4 +426,7 @@ async def test_the_real_model_s_tokens_stream_through_the_agent_server(cluster, 
     judge = [m["content"] for m, meta in parts["messages"] if meta.get("agent") == "judge"]
     assert len(judge) > 1, "the verdict did not stream"
     fixed = final["claim_check"]["draft_support"] not in (None, 1.0)  # a fix streams after
-    assert "".join(judge).strip().endswith(final["answer"]) or fixed, judge
+    # the verdict is the streamed draft, cleaned, unless a member's answer stood instead of it
+    # or nothing stood (a 270M base model's draft is often its prompt, cleaned away)
+    ruled = final["claim_check"]["selected"] == "judge" and final["answer"] != NO_ANSWER
+    assert "".join(judge).strip().endswith(final["answer"]) or fixed or not ruled, judge

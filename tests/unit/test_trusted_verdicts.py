@@ -131,6 +131,15 @@ def test_clean_keeps_the_answer_after_an_echoed_lead_in() -> None:
     assert judge_prompt.clean(text, told) == "ABS.\nDecision: ABS"
 
 
+def test_clean_drops_a_short_line_copied_from_the_prompt() -> None:
+    # measured through the Agent Server: gemma-3-270m's verdict began with the prompt's own
+    # "You are the judge.", which stood as the whole answer
+    told = [judge_prompt.task_text("Is PLA a good choice for a part in a hot car?")]
+    text = "You are the judge.\nIs PLA a good choice?\nPLA softens near 55 C [KB#mem_pla]."
+    assert judge_prompt.clean(text, told) == "PLA softens near 55 C [KB#mem_pla]."
+    assert judge_prompt.clean("PLA is a poor choice.", told) == "PLA is a poor choice."
+
+
 def test_clean_drops_a_line_that_gives_an_earlier_lines_figures_again_in_other_words() -> None:
     # measured on the eval's wide questions: the 1.5B's answer to "which prints at the lowest
     # nozzle temperature" said PA6 nylon's 250-280 °C twice from one chunk, worded apart
