@@ -172,14 +172,13 @@ async def draft(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
     """
     ctx = runtime.context
     backend = resolve_backend(ctx.judges[0])
-    NodeProgress(agents.JUDGE, backend.model)  # the judge's row runs from here on
-    started = time.perf_counter()
+    progress = NodeProgress(agents.JUDGE, backend.model)  # the judge's row runs from here on
     try:
         own = await _ruling(state, ctx, backend, []).own_answer()
     except (BackendError, BudgetError) as error:  # never cancels the specialists beside it
         failed = f"the judge's own answer beside the specialists failed ({type(error).__name__})"
         return {"notes": [*state.get("notes", []), f"{failed}: {error}; the judge tried again"]}
-    timings = {f"{agents.DRAFT}_ms": (time.perf_counter() - started) * 1000}
+    timings = {f"{agents.DRAFT}_ms": (time.perf_counter() - progress.started) * 1000}
     return {"own": own.to_state(), "budgets": own.budgets, "timings": timings}
 
 
