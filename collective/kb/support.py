@@ -73,6 +73,8 @@ _BRACKETS = re.compile(r"\[[^\]]*\]")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[^\s\[])")
 _NAME = re.compile(r"(?<![\w-])(?=[\w-]*[A-Z][\w-]*[A-Z0-9])(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]*")
 _NOT_NAMES = frozenset({"KB", "I", "A", "OK"})
+_ALSO_NAMED = re.compile(r"([^()]+?)\s*\(([^()]+)\)")
+"""A heading's name with another in brackets: `PLA (polylactic acid)`."""
 _WORDS = re.compile(r"[a-z][a-z'’]*")
 _CLAUSE = re.compile(r"[,;:()–—]|\s-\s|\bwhile\b|\bwhereas\b|\bbut\b")
 _CONTRAST = re.compile(
@@ -217,10 +219,18 @@ class _Vocabulary:
 
     keys: set[str] = field(default_factory=set)
     longest: int = 1
+    aliases: dict[str, str] = field(default_factory=dict)
+    """Another name of an entity, and its own key (`polylacticacid`: `pla`)."""
 
     def add(self, phrase: str) -> None:
         words = phrase.split()
         if not words or len(words) > 4:
+            return
+        if named := _ALSO_NAMED.fullmatch(phrase.strip()):  # `PLA (polylactic acid)`: one entity
+            self.add(named[1])
+            for other in (phrase, named[2]):
+                self.aliases[_key(other)] = _key(named[1])
+                self.longest = max(self.longest, len(other.split()))
             return
         self.keys.add(_key(" ".join(words)))
         self.longest = max(self.longest, len(words))
@@ -237,6 +247,7 @@ class _Vocabulary:
             for n in range(min(self.longest, len(tokens) - i), 0, -1):
                 start, end = tokens[i].start(), tokens[i + n - 1].end()
                 key = _key(text[start:end])
+                key = self.aliases.get(key, key)
                 if key and not key.isdigit() and key in self.keys:
                     out.append((key, start, end))
                     i += n
@@ -268,6 +279,10 @@ class _Read:
 
     def named(self, *, in_passing: bool = True) -> set[str]:
         return {k for k, _, _, passing in self.entities if in_passing or not passing}
+
+    def said(self, key: str) -> str:
+        """How the text names the entity `key` first."""
+        return next(self.text[a:b] for k, a, b, _ in self.entities if k == key)
 
     @property
     def stems(self) -> set[str]:
@@ -443,7 +458,8 @@ def _entities_unstated(
     """
     stated = heading.named().union(*(s.named() for s in sentences))
     required = claim.named(in_passing=False)
-    out = [k for k in sorted(required) if k not in stated]
+    unstated = [k for k in sorted(required) if k not in stated]
+    out = [claim.said(k) for k in unstated]
     if not claim.words and not claim.quantities:  # it only names things: "Use ABS or ASA."
         return out
     parts = chunk.heading.split(">")
@@ -452,12 +468,17 @@ def _entities_unstated(
         or heading_part(parts[0], heading)
         or (sentences[0].named(in_passing=False) if sentences else set())
     )
-    about: set[str] = set().union(*(sentences[n].named(in_passing=False) for n in anchors))
-    for key in sorted(required - set(out) - missing):
+    about = {
+        k: sentences[n].said(k)
+        for n in sorted(anchors)
+        for k in sentences[n].named(in_passing=False)
+    }
+    for key in sorted(required - set(unstated) - missing):
         if about and key not in about:
-            out.append(f"{key} (the chunk says it of {', '.join(sorted(about))})")
+            others = ", ".join(sorted(set(about.values()), key=str.lower))
+            out.append(f"{claim.said(key)} (the chunk says it of {others})")
         elif not about and key not in subject:
-            out.append(f"{key} (the chunk names it only in passing)")
+            out.append(f"{claim.said(key)} (the chunk names it only in passing)")
     return out
 
 

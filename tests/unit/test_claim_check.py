@@ -153,6 +153,52 @@ def test_a_claim_is_checked_against_the_chunk_as_the_model_was_shown_it() -> Non
     assert claim.status == "supported"
 
 
+def test_an_entity_is_one_thing_by_either_of_its_heading_names() -> None:
+    """`PLA (polylactic acid)` in a heading names PLA: a claim naming it so stood dropped."""
+    pla = Chunk(
+        "mem_heat",
+        "PLA softens near its glass transition temperature of about 55-60 °C; its heat "
+        "deflection temperature is roughly 50-55 °C.",
+        "demo/pla.md",
+        heading="PLA (polylactic acid) > Heat resistance",
+    )
+    glue = Chunk(
+        "mem_glue",
+        "Cyanoacrylate bonds most plastics in seconds but lets go above about 80 °C.",
+        "adhesive/cyanoacrylate.md",
+        heading="cyanoacrylate (super glue) > Limits",
+    )
+    shown = shown_chunks({c.id: c for c in (pla, glue, PETG)})
+
+    def check(claim: str) -> tuple[str, str]:
+        (checked,) = check_claims(claim, shown)
+        return checked.status, checked.reason
+
+    for true in (
+        "PLA (polylactic acid) softens near its glass transition of about 55-60 °C [KB#mem_heat].",
+        "Polylactic acid softens near its glass transition of about 55-60 °C [KB#mem_heat].",
+        "Super glue lets go above about 80 °C [KB#mem_glue].",
+    ):
+        assert check(true)[0] == "supported", check(true)
+    assert check("PETG softens near its glass transition of 55-60 °C [KB#mem_heat].") == (
+        "dropped",
+        "PETG",  # as the claim writes it, not a lookup key
+    )
+
+
+def test_a_dropped_claim_says_what_the_chunk_is_about_as_both_write_it() -> None:
+    both = Chunk(
+        "mem_both",
+        "PLA softens near 55-60 °C. PA6 stays stiff far hotter.",
+        "filament/compare.md",
+        heading="Filament heat",
+    )
+    (checked,) = check_claims(
+        "PA6 softens near 55-60 °C [KB#mem_both].", shown_chunks({"mem_both": both})
+    )
+    assert (checked.status, checked.reason) == ("dropped", "PA6 (the chunk says it of PLA)")
+
+
 def test_misattributed_and_uncited_claims_are_retagged_and_unsupported_ones_dropped() -> None:
     answer = (
         "ASA or ABS.\n"

@@ -55,7 +55,7 @@ def test_a_claim_about_one_entity_citing_a_look_alike_entitys_chunk_is_not_suppo
     )
     shown = shown_chunks({"mem_cf": petg_cf})
     (claim,) = check_claims("PETG prints at 240-260 °C [KB#mem_cf].", shown)
-    assert claim.status == "dropped" and "petg" in claim.missing
+    assert claim.status == "dropped" and "PETG" in claim.missing
     (claim,) = check_claims("PETG-CF prints at 240-260 °C [KB#mem_cf].", shown)
     assert claim.supported
 
