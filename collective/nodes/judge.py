@@ -53,7 +53,7 @@ from collective.kb.support import (
     support_share,
 )
 from collective.kb.tools import VerificationTools
-from collective.models.base import Backend, ToolCall
+from collective.models.base import Backend, ChatResult, ToolCall
 from collective.models.refs import resolve_backend
 from collective.nodes.chunks import chunks_from_state, scored_chunks
 from collective.nodes.model_call import ModelCall, NodeProgress, call_model, emit
@@ -382,7 +382,7 @@ class _Ruling:
         if environment.entailment() == "judge":
             entail = await asyncio.to_thread(entailment_for, self.backend)
         shown = self._shown(draft.call, draft.transcript, tools)
-        text = self._clean(draft.call.result.text, draft.transcript.results)
+        text = self._clean(draft.call.result, draft.transcript.results)
         started = time.perf_counter()
         claims = await asyncio.to_thread(self._check, text, shown, entail)
         check: dict[str, Any] = {"claims": len(claims), "draft_support": _share(claims)}
@@ -434,9 +434,12 @@ class _Ruling:
             call=call,
         )
 
-    def _clean(self, text: str, tool_output: Sequence[str]) -> str:
+    def _clean(self, result: ChatResult, tool_output: Sequence[str]) -> str:
         instructions = [prompt.task_text(self.state["question"], verify=True), prompt.REVISE]
-        return prompt.clean(text, instructions, tool_output, self.headings, prompt.LINES)
+        cut = result.finish_reason == "length"
+        return prompt.clean(
+            result.text, instructions, tool_output, self.headings, prompt.LINES, cut
+        )
 
     def _check(self, text: str, shown: Mapping[str, Shown], entail: Any) -> list[Claim]:
         return check_claims(text, shown, entail, self.headings, _similarity(self.ctx))
@@ -545,7 +548,7 @@ class _Ruling:
             return None
         draft.budgets.append(revised.report_dict)
         fixed_shown = {**shown, **self._shown(revised, draft.transcript, None)}
-        return revised, self._clean(revised.result.text, draft.transcript.results), fixed_shown
+        return revised, self._clean(revised.result, draft.transcript.results), fixed_shown
 
 
 def _similarity(ctx: CouncilContext) -> Similar | None:

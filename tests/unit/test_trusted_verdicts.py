@@ -7,6 +7,7 @@ real); the council's own nodes, prompts and checks run as in a real run.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -123,6 +124,36 @@ async def test_a_verdict_ends_at_the_lines_its_format_allows() -> None:
     ]
     out = await ask("\n".join(lines))
     assert out["answer"].splitlines() == lines[:3]
+
+
+async def test_a_verdict_cut_at_its_output_cap_ends_at_its_last_finished_sentence() -> None:
+    # measured on `make demo`: the draft stopped at its 256 tokens inside a quoted sentence, and
+    # "- PLA ... about 55-60 °C; its heat deflection temperature [KB#...]" stood as its last line
+    class CutJudge(ScriptedBackend):
+        async def chat(self, messages, **kwargs):
+            result = await super().chat(messages, **kwargs)
+            return dataclasses.replace(result, finish_reason="length")
+
+    said = (
+        "ABS handles heat to around 95-100 °C [KB#mem_abs].\n"
+        "- PLA softens near 55-60 °C [KB#mem_pla]. Parts sag in hot"
+    )
+    out = await ask(CutJudge("judge", said))
+    assert out["answer"] == (
+        "ABS handles heat to around 95-100 °C [KB#mem_abs].\n"
+        "- PLA softens near 55-60 °C [KB#mem_pla]."
+    )
+    # a last line with no finished sentence goes whole; a lone line stays as it is
+    cut = "ABS handles heat to around 95-100 °C [KB#mem_abs].\n- PLA softens near 55"
+    assert (
+        judge_prompt.clean(cut, [], cut=True)
+        == "ABS handles heat to around 95-100 °C [KB#mem_abs]."
+    )
+    assert judge_prompt.clean(cut, []) == cut
+    assert (
+        judge_prompt.clean("ABS handles heat to around", [], cut=True)
+        == "ABS handles heat to around"
+    )
 
 
 def test_clean_keeps_the_answer_after_an_echoed_lead_in() -> None:
