@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from collective.kb import expansion, retrieval  # noqa: E402
+from collective.kb.rerank import RERANK_MODEL, rerank_setting  # noqa: E402
 from collective.kb.retrieval import Reranker, retrieve  # noqa: E402
 from collective.kb.sqlite_store import SqliteKnowledgeStore  # noqa: E402
 from collective.kb.store import Chunk  # noqa: E402
@@ -109,11 +110,9 @@ def load_sets(store: SqliteKnowledgeStore) -> dict[str, list[dict]]:
 
 def rerank_cache_path() -> Path:
     """The committed score cache of the configured reranker: one file per kind and model."""
-    from collective import environment
-    from collective.kb.rerank import RERANK_MODEL
     from collective.models.embedded import embedded_model
 
-    kind = environment.rerank() or "embedded"
+    kind = rerank_setting()
     model = embedded_model(f"embedded:{RERANK_MODEL}").key
     return ROOT / "bench" / "rerank_scores" / f"{kind}-{model}.json"
 
@@ -308,7 +307,7 @@ def main() -> None:
     meta |= {
         "fusion": args.fusion,
         "dense_weight": args.dense_weight,
-        "rerank": os.environ.get("COLLECTIVE_RERANK") or "embedded",
+        "rerank": rerank_setting(),
         "expansion_model": cache_doc.get("model"),
         "expansion_per_chunk_s": cache_doc.get("per_chunk_s_mean"),
         "wall_s": round(time.perf_counter() - run_started, 1),

@@ -123,7 +123,7 @@ def entailment() -> str:
 
 
 def rerank() -> str:
-    """`$COLLECTIVE_RERANK`: deep retrieval's reranker ("": the default, `embedded`)."""
+    """`$COLLECTIVE_RERANK`: deep retrieval's reranker ("": the default, `engine`)."""
     return _get(RERANK_ENV)
 
 

@@ -7,13 +7,12 @@ process): a candidate's score is the log-odds of "yes" over "no" as the next tok
     Question: ... Does the passage below answer this question? Reply yes or no.
     Passage: <heading>: <text>
 
-The question part is decoded once; the candidates are decoded together, one sequence each on
-a copy of it (`kv_unified`), in one batch. Scores are kept per (question, passage), so asking
-again costs nothing. `$COLLECTIVE_RERANK=none` turns it off (the test suite does: it loads a
-model). Measured on the eval KB in bench/README.md.
-
-The weights are shared with the judge's in-process backend on the same file
-(`collective.models.llamacpp_in_process.acquire_model`): one copy in memory, a context each.
+By default (`EngineReranker`) each candidate is a score request on the judge's in-process batch
+engine: no context or weights of its own, the question computed once by prefix sharing, the
+passages in the engine's shared batches. `$COLLECTIVE_RERANK=embedded` scores in a context of
+its own instead (`LlmReranker`, on the same weights: `acquire_model`); `none` turns it off (the
+test suite does: it loads a model). Scores are kept per (question, passage), so asking again
+costs nothing. Both measured on the eval KB in bench/README.md.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ if TYPE_CHECKING:
 
     from collective.models.batch_engine import BatchEngine
 
-__all__ = ["RERANK_MODEL", "LlmReranker", "configured_reranker"]
+__all__ = ["RERANK_MODEL", "EngineReranker", "LlmReranker", "configured_reranker", "rerank_setting"]
 
 RERANK_MODEL = "qwen2.5-coder-1.5b"
 """The embedded model deep reranks with (`collective.models.embedded.EMBEDDED_MODELS`)."""
@@ -255,18 +254,23 @@ def _logsumexp(values: np.ndarray) -> float:
     return top + float(np.log(np.exp(values - top).sum()))
 
 
+def rerank_setting() -> str:
+    """`$COLLECTIVE_RERANK`, or the default: `engine`."""
+    return environment.rerank() or "engine"
+
+
 def configured_reranker() -> Callable[[str, Sequence[Chunk]], list[float]] | None:
     """Deep's reranker on `RERANK_MODEL`, as `$COLLECTIVE_RERANK` says.
 
-    `embedded` (the default): `LlmReranker`, a context of its own on the shared weights;
-    `engine`: `EngineReranker`, score requests on the in-process backend's engine for that
-    model (the judge's, in the default council); `none`: no reranker.
+    `engine` (the default): `EngineReranker`, score requests on the in-process backend's engine
+    for that model (the judge's, in the default council); `embedded`: `LlmReranker`, a context
+    of its own on the shared weights; `none`: no reranker.
     `$COLLECTIVE_EMBEDDED_MODEL` (one model for every embedded spec) applies here too.
 
     Raises:
         ConfigError: `$COLLECTIVE_RERANK` is none of those.
     """
-    setting = environment.rerank() or "embedded"
+    setting = rerank_setting()
     if setting == "none":
         return None
     if setting == "engine":
@@ -279,6 +283,7 @@ def configured_reranker() -> Callable[[str, Sequence[Chunk]], list[float]] | Non
 
 
 @functools.cache
+@functools.cache  # its scores are kept between retrievals
 def _engine_reranker() -> EngineReranker:
     from collective.models.llamacpp_in_process import LlamaCppBackend
     from collective.models.registry import backend_from_spec

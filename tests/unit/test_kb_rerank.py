@@ -9,7 +9,7 @@ import pytest
 
 from collective.errors import ConfigError
 from collective.kb.demo import open_default_store
-from collective.kb.rerank import configured_reranker
+from collective.kb.rerank import EngineReranker, configured_reranker
 from collective.kb.retrieval import RERANK_CONFIDENT_K, RERANK_K, retrieve
 from collective.kb.sqlite_store import SqliteKnowledgeStore
 from collective.kb.store import Chunk
@@ -111,6 +111,17 @@ def test_a_failing_reranker_keeps_the_fused_order(store: SqliteKnowledgeStore) -
     result = retrieve(store, QUERY, "deep", reranker=broken)
     assert [c.id for c in result.injected] == [c.id for c in fused.injected]
     assert any("reranker failed (RuntimeError: no model)" in d for d in result.diagnostics)
+
+
+def test_the_default_reranker_scores_on_the_judges_engine_and_keeps_its_scores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # bench/README.md "Reranker on the judge's engine": as good on the eval sets, and no
+    # context of its own; made once, so a question's scores are not asked again
+    monkeypatch.delenv("COLLECTIVE_RERANK", raising=False)
+    first, again = configured_reranker(), configured_reranker()
+    assert isinstance(getattr(first, "__self__", None), EngineReranker)
+    assert first.__self__ is again.__self__  # type: ignore[union-attr]
 
 
 def test_rerank_setting_is_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
