@@ -245,14 +245,17 @@ def print_result(result: dict[str, Any], *, json_out: bool, quiet: bool) -> None
     console = Console()
     render_result(console, result, thread_id=result.get("thread_id"), quiet=quiet)
     reports = {b["node"]: b for b in result.get("budgets") or []}
-    cuts = [("the verdict", agents.JUDGE, "judge")] if result.get("answer_cut") else []
+    lost = "what it had not finished is left out"  # the judge ends at a finished sentence
+    cuts = [("the verdict", agents.JUDGE, "judge", lost)] if result.get("answer_cut") else []
     cuts += [
-        (p["member"], p["member"], "specialist") for p in result["proposals"] if p["answer_cut"]
+        (p["member"], p["member"], "specialist", "it ends mid-sentence")
+        for p in result["proposals"]
+        if p["answer_cut"]
     ]
-    for who, node, role in cuts:
+    for who, node, role, ends in cuts:
         cap = (reports.get(node) or {}).get("max_output_tokens", "?")
         console.print(
             f"[bold yellow]✂ {who} was cut at its output cap ({cap} tokens, finish_reason "
-            f"length): it ends mid-sentence; raise output_caps.{role} in the config[/]",
+            f"length): {ends}; raise output_caps.{role} in the config[/]",
             highlight=False,
         )

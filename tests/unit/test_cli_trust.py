@@ -211,6 +211,7 @@ async def test_answers_cut_at_the_output_cap_are_flagged_in_json_and_terminal(ca
     _print_result(result, json_out=False, quiet=True)
     out = capsys.readouterr().out
     assert "✂ the verdict was cut at its output cap" in out and "output_caps.judge" in out
+    assert "not finished is left out" in out and "mid-sentence" not in out  # judge.clean(cut=)
     _print_result(result, json_out=True, quiet=False)
     assert json.loads(capsys.readouterr().out)["answer_cut"] is True
 
