@@ -282,8 +282,7 @@ def configured_reranker() -> Callable[[str, Sequence[Chunk]], list[float]] | Non
     return _embedded_reranker().rerank
 
 
-@functools.cache
-@functools.cache  # its scores are kept between retrievals
+@functools.cache  # one per process: its scores are kept between retrievals
 def _engine_reranker() -> EngineReranker:
     from collective.models.llamacpp_in_process import LlamaCppBackend
     from collective.models.registry import backend_from_spec
