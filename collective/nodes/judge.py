@@ -438,7 +438,7 @@ class _Ruling:
         instructions = [prompt.task_text(self.state["question"], verify=True), prompt.REVISE]
         cut = result.finish_reason == "length"
         return prompt.clean(
-            result.text, instructions, tool_output, self.headings, prompt.LINES, cut
+            result.text, instructions, tool_output, self.headings, prompt.LINES, cut=cut
         )
 
     def _check(self, text: str, shown: Mapping[str, Shown], entail: Any) -> list[Claim]:
