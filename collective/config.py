@@ -235,7 +235,7 @@ class CollectiveConfig(_RunSettings):
         """Backend specs per role, for the smoke test (`specialist` lists one per member)."""
         members = self.specialist_backends
         return {
-            "planner": [self.planner],
+            **({"planner": [self.planner]} if self.planner else {}),
             "specialist": [members[i % len(members)] for i in range(self.members)],
             "judge": self.judges,
             "chat": [self.chat_backend],

@@ -84,6 +84,7 @@ def effective_rows(effective: EffectiveConfig) -> list[tuple[str, Any, Source, s
         "quorum": (math.ceil(config.members / 2), "ceil(k/2)"),
         "chat": (config.chat_backend, "the judge's backend"),
         "kb": (str(default_kb_path()), "the demo KB, seeded on first use"),
+        "planner": ("none", "no plan: the members answer the question as it is"),
         "rewriter": ("none", "queries are rewritten without a model"),
         "summarizer": ("none", "memory summaries are extractive"),
         "max_inject": ("profile", "the profile decides"),

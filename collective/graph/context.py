@@ -199,7 +199,11 @@ class CouncilContext:
 
     k: Annotated[int, Field(ge=1, le=64), WithJsonSchema({"type": "integer"})] = 2
     """Number of specialists (the config file's default: the sum of its group counts)."""
-    planner: BackendRef = "embedded"
+    planner: BackendRef | None = None
+    """The model that writes the council's plan (an angle for each member) before they answer;
+    None: no plan, the members answer the question as it is. None by default: no arm of the
+    bundled eval had a plan, its best (the judge's answer weighed against samples of its model)
+    had none, and on `make demo` the plan was 28% of the council's time (bench/README.md)."""
     specialists: Sequence[SpecialistRef] = (SpecialistGroup(backend=EMBEDDED_JUDGE, count=2),)
     """Backends of the specialists, cycled to `k` members: specs, `Backend` objects, or groups
     (`SpecialistGroup` or `{backend, count}`: `count` members on one backend), expanded to one

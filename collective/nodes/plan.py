@@ -20,8 +20,10 @@ __all__ = ["plan"]
 
 
 async def plan(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
-    """Ask the planner how the council should deliberate."""
+    """Ask the planner how the council should deliberate (no planner: no plan, no call)."""
     ctx = runtime.context
+    if ctx.planner is None:
+        return {"plan": ""}
     backend = resolve_backend(ctx.planner)
     progress = NodeProgress(agents.PLAN, backend.model)
     call = await call_model(

@@ -52,7 +52,7 @@ def write(tmp_path, text, name="c.toml"):
 def test_no_file_is_the_embedded_default_with_every_source_default():
     effective = load_config(None)
     config = effective.config
-    assert config.planner == "embedded" and config.judge == "embedded:qwen2.5-coder-1.5b"
+    assert config.planner is None and config.judge == "embedded:qwen2.5-coder-1.5b"
     # the eval's best arm at its cost: the judge's answer weighed against two samples of its model
     assert config.members == 2 and config.specialist_backends == [config.judge] * 2
     assert config.chat_backend == config.judge

@@ -49,7 +49,8 @@ def test_json_schemas_of_input_output_and_context():
     assert {"answer", "citations", "proposals", "budgets"} <= set(output)
     schema = graph.get_context_jsonschema()
     props = schema["properties"]
-    assert props["planner"]["type"] == "string"
+    assert [t["type"] for t in props["planner"]["anyOf"]] == ["string", "null"]
+    assert props["planner"]["default"] is None
     assert props["k"] == {"default": 2, "title": "K", "type": "integer"}
     assert props["memory_scope"]["enum"] == ["thread", "user"]
     assert "retry_attempts" not in props
@@ -64,11 +65,12 @@ async def test_no_context_means_the_defaults(monkeypatch):
         seen.append(spec)
         raise ConfigError("stop here")
 
-    monkeypatch.setattr("collective.nodes.plan.resolve_backend", spy)
+    monkeypatch.setattr("collective.nodes.specialist.resolve_backend", spy)
     monkeypatch.setattr("collective.nodes.retrieve.open_knowledge", lambda ctx: ListStore(CHUNKS))
     with pytest.raises(ConfigError, match="stop here"):
         await build_graph().ainvoke({"question": "Which filament for a hot car?"})
-    assert seen == [CouncilContext().planner]
+    assert CouncilContext().planner is None  # no plan: the members are the first model calls
+    assert seen[0] == CouncilContext().member_backend(0)
 
 
 async def test_context_as_a_json_object_with_budget_tables():
