@@ -41,7 +41,7 @@ from collective.memory.usage import (
     scope_for_section,
 )
 from collective.models.admission import default_admission
-from collective.models.base import Backend, ChatDelta, ChatResult, collect
+from collective.models.base import Backend, ChatDelta, ChatOptions, ChatResult, collect
 from collective.models.replicas import ReplicaFault
 from collective.models.tool_calls import text_calls, tool_call_schema
 from collective.prompts import council
@@ -134,6 +134,11 @@ class Request(TypedDict, total=False):
     where the backend has it (else the server's own `tool_choice`)."""
     output_cap: int | None
     """The largest answer this call needs (below the plan's output budget)."""
+    samples: int
+    """Completions of the one prompt (default 1): same-prompt samples, each sampled apart. One
+    request where the backend serves several (`Backend.most_samples`: llama-server's `n_cmpl`),
+    else one request each, sent at once (the in-process engine reads their prompt once); the
+    result is the first, `ChatResult.samples` the others."""
 
 
 @dataclass(frozen=True)
@@ -442,7 +447,8 @@ class _Call:
         report = replace(
             prompt.report,
             finish_reason=result.finish_reason,
-            output_tokens=result.usage.completion_tokens,
+            output_tokens=sum(r.usage.completion_tokens for r in (result, *result.samples)),
+            completions=1 + len(result.samples),
             shared_tokens=await _shared_tokens(prompt, counter),
             reused_tokens=reused_tokens(result),
             server=used.spec,
@@ -471,7 +477,8 @@ class _Call:
         forced = tools if choice == "required" and can_hold else None
         if forced:
             json_schema = tool_call_schema(forced)
-        tokens = prompt.report.prompt_tokens + max_tokens
+        samples = self.request.get("samples", 1)
+        tokens = (prompt.report.prompt_tokens + max_tokens) * samples  # a slot each
         streamed: list[ChatDelta] = []
         text_only = _text_only(self.on_token) if self.on_token and not forced else None
         replicas = len(self.backend.replicas()) > 1
@@ -482,16 +489,26 @@ class _Call:
 
         async with self._hold(candidates, tokens, on_wait) as backend:
             started = time.perf_counter()
-            stream = backend.stream(
-                prompt.messages,
+            options = ChatOptions(
                 max_tokens=max_tokens,
                 temperature=self.settings.temperature,
                 json_schema=json_schema,
                 tools=tools,
                 tool_choice=choice,
             )
+            one_request = samples > 1 and samples <= await backend.most_samples()
+            if one_request:
+                options["n"] = samples
+            first = backend.stream(prompt.messages, **options)
+            # Samples sent one by one differ by seed; the first keeps the backend's own.
+            others = [] if one_request else [
+                collect(backend.stream(prompt.messages, **_seeded(options, i)))
+                for i in range(1, samples)
+            ]  # fmt: skip
             try:
-                result = await collect(stream, on_delta if replicas else text_only)
+                result, *rest = await asyncio.gather(
+                    collect(first, on_delta if replicas else text_only), *others
+                )
             except PoolExhausted as error:
                 raise _PoolOut(backend, error) from error
             except BackendUnavailable as error:
@@ -504,6 +521,8 @@ class _Call:
                 if streamed or not replicas:
                     raise
                 raise _ReplicaDown(backend, error) from error  # before the first token
+        if rest:
+            result = replace(result, samples=rest)
         if tools and choice != "none":  # a call written as text (Qwen's braces) still counts
             result = text_calls(result, tools, required=bool(forced))
         result.timings.setdefault("wall_ms", (time.perf_counter() - started) * 1000)
@@ -563,6 +582,12 @@ async def _fitting(
     read = list(zip(others, windows, strict=True))
     fits = [r for r, w in read if isinstance(w, int) and w >= n_ctx]
     return [planned, *fits], [(r, w) for r, w in read if isinstance(w, BaseException)]
+
+
+def _seeded(options: ChatOptions, seed: int) -> ChatOptions:
+    seeded = options.copy()
+    seeded["seed"] = seed
+    return seeded
 
 
 def _why(error: BaseException) -> str:

@@ -73,14 +73,18 @@ class ScriptedBackend(Backend):
         json_schema=None,
         tools=None,
         tool_choice=None,
+        seed=None,
+        n=1,
     ) -> ChatResult:
         self.calls.append(list(messages))
         self.kwargs.append(
             {
                 "max_tokens": max_tokens,
+                "temperature": temperature,
                 "json_schema": json_schema,
                 "tools": tools,
                 "tool_choice": tool_choice,
+                "seed": seed,
             }
         )
         self.in_flight += 1

@@ -47,7 +47,10 @@ class BudgetReport:
     """Why the answer ended (`stop`, `length`: cut at `max_output_tokens` or by the context,
     `tool_calls`); None before the call or when the backend does not say."""
     output_tokens: int | None = None
-    """Tokens the answer took (None before the call)."""
+    """Tokens the answer took (None before the call); of all its completions together."""
+    completions: int = 1
+    """Completions of the one prompt (same-prompt samples), each within the prompt's window:
+    `fits` holds for every one."""
     shared_tokens: int | None = None
     """Prompt tokens outside the role's own part (`collective.prompts.council.OWN_PART`): the
     council's shared prefix, the same in every member's prompt; None for prompts without one."""
@@ -84,6 +87,7 @@ class BudgetReport:
             "memory_tier": self.memory_tier,
             "finish_reason": self.finish_reason,
             "output_tokens": self.output_tokens,
+            "completions": self.completions,
             "shared_tokens": self.shared_tokens,
             "reused_tokens": self.reused_tokens,
             "server": self.server,

@@ -41,7 +41,13 @@ from collective.nodes.retry import TRANSIENT_RETRY
 from collective.nodes.review import review
 from collective.nodes.specialist import specialist
 
-__all__ = ["build_answer_graph", "build_graph", "council_node", "route_specialists"]
+__all__ = [
+    "build_answer_graph",
+    "build_graph",
+    "council_node",
+    "member_sends",
+    "route_specialists",
+]
 
 DEFAULT_USER = "default"
 """The user id of runs that name none (memory is still kept per thread)."""
@@ -111,9 +117,24 @@ def route_specialists(state: CouncilState, runtime: Runtime[CouncilContext]) -> 
 
     Each specialist gets the chunks, the plan and the conversation; the draft the whole state.
     """
-    k = runtime.context.k
-    return [*(Send(agents.SPECIALIST, specialist_task(state, i)) for i in range(k)),
-            Send(agents.DRAFT, state)]  # fmt: skip
+    return [*member_sends(state, runtime.context, runtime.context.k), Send(agents.DRAFT, state)]
+
+
+def member_sends(state: CouncilState, ctx: CouncilContext, members: int) -> list[Send]:
+    """A `Send` per member, or one per run of members that sample one prompt alike.
+
+    Members sample alike without a plan (it names each member's angle) where
+    `CouncilContext.samples_alike` says so: one request answers those.
+    """
+    sends: list[Send] = []
+    first = 0
+    while first < members:
+        n = 1
+        while not state.get("plan") and first + n < members and ctx.samples_alike(first, first + n):
+            n += 1
+        sends.append(Send(agents.SPECIALIST, specialist_task(state, first, samples=n)))
+        first += n
+    return sends
 
 
 def build_graph(checkpointer: Any = None, store: Any = None, *, name: str = "collective") -> Any:
@@ -170,7 +191,7 @@ def build_answer_graph(
     """
 
     def route(state: CouncilState, runtime: Runtime[CouncilContext]) -> list[Send]:
-        return [Send(agents.SPECIALIST, specialist_task(state, i)) for i in range(members)]
+        return member_sends(state, runtime.context, members)
 
     builder = _builder(whole=retrieved or not members)
     stages = (agents.SPECIALIST,) if members else ()

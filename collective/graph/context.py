@@ -368,6 +368,20 @@ class CouncilContext:
             return 0.0
         return round(min(1.0, self.temperature + index * self.member_temperature_step), 3)
 
+    def samples_alike(self, a: int, b: int) -> bool:
+        """Whether members `a` and `b` sample one prompt alike, given no plan.
+
+        One backend, one temperature above 0 (greedy samples would all be one answer) and the
+        same chunks (`shared` evidence): such members are answered by one request for several
+        completions, told apart by their seeds.
+        """
+        return (
+            self.evidence == "shared"
+            and self.member_temperature(a) > 0
+            and self.member_backend(a) == self.member_backend(b)
+            and self.member_temperature(a) == self.member_temperature(b)
+        )
+
     def for_member(self, index: int) -> CouncilContext:
         """These settings as specialist `index` samples under them."""
         return self.but(temperature=self.member_temperature(index))

@@ -128,6 +128,9 @@ class SpecialistTask(TypedDict):
     conversation: str
     chunks: list[dict[str, Any]]
     retrieval_profile: str
+    samples: int
+    """Members from `index` on that sample this one prompt alike: one request answers them all
+    (`CouncilContext.samples_alike`)."""
 
 
 class ReviewTask(TypedDict):
@@ -151,9 +154,13 @@ def applied_profile(state: Mapping[str, Any]) -> str:
     return str(state.get("retrieval", {}).get("applied", "balanced"))
 
 
-def specialist_task(state: Mapping[str, Any], index: int) -> SpecialistTask:
-    """What specialist `index` (0-based) is sent: the question, plan, conversation, chunks."""
+def specialist_task(state: Mapping[str, Any], index: int, samples: int = 1) -> SpecialistTask:
+    """What specialist `index` (0-based) is sent: the question, plan, conversation, chunks.
+
+    `samples`: how many members from `index` on one request answers.
+    """
     return SpecialistTask(
+        samples=samples,
         member=agents.member(index),
         index=index,
         question=state["question"],

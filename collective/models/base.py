@@ -69,6 +69,9 @@ class ChatResult:
     reasoning: str | None = None
     """The model's separate reasoning text where the server returns one (gpt-oss `thinking`,
     llama-server `reasoning_content`); None otherwise."""
+    samples: list[ChatResult] = field(default_factory=list)
+    """The other completions of a request for several (`ChatOptions.n`), each with its own text,
+    usage and finish; this result is the first."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,11 @@ class ChatOptions(TypedDict, total=False):
     """`auto`, `required`, `none`: passed to llama-server (Ollama's API has none), kept in
     process (`Backend.forces_tool_calls`); the budgeted call keeps `required` on every backend
     with structured output (`collective.models.tool_calls`)."""
+    seed: int | None
+    """The sampling seed; None: the backend's own (same-prompt samples are given distinct ones)."""
+    n: int
+    """Completions of this one prompt, read once (default 1; at most `Backend.most_samples`):
+    the result is the first, `ChatResult.samples` the others."""
 
 
 class Backend(ABC):
@@ -185,6 +193,14 @@ class Backend(ABC):
         if result.text or result.reasoning:
             yield ChatDelta(result.text, result.reasoning or "")
         yield ChatDelta(result=result)
+
+    async def most_samples(self) -> int:
+        """The most completions one request may ask for (`ChatOptions.n`).
+
+        1 (this default): same-prompt samples are sent as requests of their own, at once
+        (`collective.budgeted_call`).
+        """
+        return 1
 
     async def pool(self) -> ServerPool | None:
         """The server's slots and the KV pool they share, read from the server.

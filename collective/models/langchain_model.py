@@ -148,8 +148,13 @@ class LangChainBackend(Backend):
         json_schema: dict[str, Any] | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
         tool_choice: str | None = None,
+        seed: int | None = None,
+        n: int = 1,  # one completion a request (`most_samples`)
     ) -> AsyncIterator[ChatDelta]:
-        """Stream through `astream`, closed once the answer reaches `max_tokens`."""
+        """Stream through `astream`, closed once the answer reaches `max_tokens`.
+
+        A chat model samples with its own seed: `seed` is not passed on.
+        """
         model = self.chat_model
         if "max_tokens" in type(model).model_fields:
             model = model.bind(max_tokens=max_tokens)

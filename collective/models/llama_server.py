@@ -438,6 +438,10 @@ class LlamaServerBackend(OpenAICompatBackend):
             self._n_ctx = n_ctx
         return self._n_ctx
 
+    async def most_samples(self) -> int:
+        """`n_cmpl` asks for at most as many completions as the server has slots."""
+        return (await self.pool()).slots
+
     async def pool(self) -> ServerPool:
         """The server's slots and KV pool, from `/props` and `/slots` (see `context_window`)."""
         await self.context_window()

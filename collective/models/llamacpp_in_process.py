@@ -584,6 +584,7 @@ class LlamaCppBackend(Backend):
         tool_choice: str | None = None,
         on_text: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
+        seed: int | None = None,
     ) -> ChatResult:
         chat = self._load_sync()
         engine = self.engine
@@ -621,6 +622,7 @@ class LlamaCppBackend(Backend):
                 on_text=on_text,
                 cancel=cancel or threading.Event(),
                 lookup=self.lookup,
+                seed=seed,
             )
         )
         wall_ms = (time.perf_counter() - started) * 1000
@@ -657,6 +659,8 @@ class LlamaCppBackend(Backend):
         json_schema: dict[str, Any] | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
         tool_choice: str | None = None,
+        seed: int | None = None,
+        n: int = 1,  # one completion a request (`most_samples`)
     ) -> AsyncIterator[ChatDelta]:
         """Generate in a worker thread, handing text over as it is written (`Backend.stream`).
 
@@ -700,6 +704,7 @@ class LlamaCppBackend(Backend):
                     tool_choice,
                     on_text=lambda text: put("text", text),
                     cancel=cancel,
+                    seed=seed,
                 )
             except Exception as exc:
                 put("error", exc)

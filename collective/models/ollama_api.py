@@ -497,6 +497,8 @@ class OllamaBackend(Backend):
         json_schema: dict[str, Any] | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
         tool_choice: str | None = None,
+        seed: int | None = None,
+        n: int = 1,  # one completion a request (`most_samples`)
     ) -> AsyncIterator[ChatDelta]:
         """Stream a chat from `/api/chat`, checked before and after (see module doc).
 
@@ -510,6 +512,7 @@ class OllamaBackend(Backend):
         counted = await self._check_fits(messages, tools, max_tokens, num_ctx, counter)
         options: dict[str, Any] = {"num_ctx": num_ctx, "num_predict": max_tokens}
         options |= {"temperature": temperature} | ({"stop": list(stop)} if stop else {})
+        options |= {"seed": seed} if seed is not None else {}
         kwargs = self._chat_fields(json_schema, tools)
         started = time.perf_counter()
         text: list[str] = []

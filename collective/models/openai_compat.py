@@ -17,6 +17,8 @@ llama-server, vLLM, SGLang, LM Studio and TGI all serve `/v1/chat/completions`:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import json
 import re
 import threading
@@ -220,7 +222,12 @@ def parse_chat_response(
 
 
 class StreamedReply:
-    """Assembles `/v1/chat/completions` server-sent events into the non-streaming body."""
+    """Assembles `/v1/chat/completions` server-sent events into the non-streaming body.
+
+    A request for several completions (`n`) streams each under its choice's `index`: the
+    first is this reply's, the others are kept apart (`sample_bodies`). llama-server sends a
+    completion's usage in the chunk after its last one, without a choice.
+    """
 
     def __init__(self, url: str, server: str = _SERVER) -> None:
         self.url = url
@@ -232,6 +239,10 @@ class StreamedReply:
         self.usage: Any = None
         self.timings: Any = None
         self.model = ""
+        self.others: dict[int, StreamedReply] = {}
+        """The other completions by choice index."""
+        self._finished: StreamedReply = self
+        """The completion that finished last: the one a choiceless usage chunk is about."""
 
     @property
     def started(self) -> bool:
@@ -239,7 +250,7 @@ class StreamedReply:
         return any(self.text) or any(self.reasoning) or bool(self.calls)
 
     def feed(self, payload: str, event: str = "message") -> ChatDelta | None:
-        """Take one server-sent event's data; the text it adds, if any.
+        """Take one server-sent event's data; the text it adds to the first completion, if any.
 
         Raises:
             BackendError: The server reported an error inside the stream.
@@ -261,27 +272,48 @@ class StreamedReply:
             # `{"error": {...}}`, vLLM's flat `{"object": "error", "message": ...}`, or bare
             raise http_error(500, chunk, self.url, server=self.server)
         self.model = str(chunk.get("model") or self.model)
-        self.usage = chunk.get("usage") or self.usage
-        self.timings = chunk.get("timings") or self.timings
         text = reasoning = ""
         for choice in chunk.get("choices") or []:
-            self.finish_reason = choice.get("finish_reason") or self.finish_reason
-            delta = choice.get("delta") or {}
-            text += delta.get("content") or ""
-            reasoning += delta.get("reasoning_content") or delta.get("reasoning") or ""
-            for i, call in enumerate(delta.get("tool_calls") or []):
-                # Each call arrives in pieces under its index: id and name first, then the
-                # arguments' JSON text in fragments.
-                slot = self.calls.setdefault(
-                    call.get("index", i), {"id": "", "name": "", "arguments": ""}
-                )
-                slot["id"] = call.get("id") or slot["id"]
-                function = call.get("function") or {}
-                slot["name"] += function.get("name") or ""
-                slot["arguments"] += function.get("arguments") or ""
+            index = choice.get("index") or 0
+            reply = self if index == 0 else self.others.setdefault(index, self._other())
+            added, thought = reply._take(choice)
+            if reply is self:
+                text, reasoning = text + added, reasoning + thought
+            if choice.get("finish_reason"):
+                self._finished = reply
+        last = self._finished
+        last.usage = chunk.get("usage") or last.usage
+        last.timings = chunk.get("timings") or last.timings
+        return ChatDelta(text, reasoning) if text or reasoning else None
+
+    def _other(self) -> StreamedReply:
+        reply = StreamedReply(self.url, self.server)
+        reply.model = self.model
+        return reply
+
+    def _take(self, choice: dict[str, Any]) -> tuple[str, str]:
+        """Add one choice's delta to this completion; the text and reasoning it adds."""
+        self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        delta = choice.get("delta") or {}
+        text = delta.get("content") or ""
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+        for i, call in enumerate(delta.get("tool_calls") or []):
+            # Each call arrives in pieces under its index: id and name first, then the
+            # arguments' JSON text in fragments.
+            slot = self.calls.setdefault(
+                call.get("index", i), {"id": "", "name": "", "arguments": ""}
+            )
+            slot["id"] = call.get("id") or slot["id"]
+            function = call.get("function") or {}
+            slot["name"] += function.get("name") or ""
+            slot["arguments"] += function.get("arguments") or ""
         self.text.append(text)
         self.reasoning.append(reasoning)
-        return ChatDelta(text, reasoning) if text or reasoning else None
+        return text, reasoning
+
+    def sample_bodies(self) -> list[dict[str, Any]]:
+        """The other completions' bodies (`body`), by choice index."""
+        return [self.others[i].body() for i in sorted(self.others)]
 
     def body(self) -> dict[str, Any]:
         """What the non-streaming endpoint would have answered (for `parse_chat_response`)."""
@@ -519,6 +551,8 @@ class OpenAICompatBackend(Backend):
         stop: Sequence[str] | None,
         json_schema: dict[str, Any] | None,
         tool_choice: str | None,
+        seed: int | None = None,
+        n: int = 1,
     ) -> dict[str, Any]:
         """The streaming `/v1/chat/completions` body."""
         body = chat_body(messages, tools) | self._extra_body()
@@ -528,6 +562,10 @@ class OpenAICompatBackend(Backend):
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        if seed is not None:
+            body["seed"] = seed
+        if n > 1:
+            body["n"] = n  # llama-server: `n_cmpl`, the prompt read once
         if stop:
             body["stop"] = list(stop)
         if tools and tool_choice:
@@ -549,12 +587,15 @@ class OpenAICompatBackend(Backend):
         json_schema: dict[str, Any] | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
         tool_choice: str | None = None,
+        seed: int | None = None,
+        n: int = 1,
     ) -> AsyncIterator[ChatDelta]:
         """Stream a chat from `/v1/chat/completions` as server-sent events (see `Backend.stream`).
 
         Usage (and timings, where the server reports them) come from the final chunk; tool
         calls and reasoning are assembled from their deltas. Closing the stream closes the
-        connection, and the server then stops generating and frees the slot.
+        connection, and the server then stops generating and frees the slot. With `n` > 1 the
+        first completion streams and the others come in the result's `samples`.
         """
         counted: int | None = None
         count_ms = None
@@ -570,6 +611,8 @@ class OpenAICompatBackend(Backend):
             stop=stop,
             json_schema=json_schema,
             tool_choice=tool_choice,
+            seed=seed,
+            n=n,
         )
         sent = time.perf_counter()
         reply = StreamedReply(self.base_url, self.server)
@@ -581,12 +624,13 @@ class OpenAICompatBackend(Backend):
                 delta = reply.feed(data, event)
                 if delta is not None:
                     yield delta
-        result = parse_chat_response(
-            reply.body(),
-            url=self.base_url,
-            wall_ms=(time.perf_counter() - sent) * 1000,
-            server=self.server,
+        wall_ms = (time.perf_counter() - sent) * 1000
+        parse = functools.partial(
+            parse_chat_response, url=self.base_url, wall_ms=wall_ms, server=self.server
         )
+        result = parse(reply.body())
+        if reply.others:
+            result = dataclasses.replace(result, samples=list(map(parse, reply.sample_bodies())))
         if count_ms is not None:
             result.timings["count_ms"] = count_ms
         if counted is not None and result.usage.prompt_tokens > counted:

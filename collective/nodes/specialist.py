@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -10,11 +11,12 @@ from langgraph.runtime import Runtime
 from collective import agents
 from collective.budget.assembly import SectionContent, chunks_section, text_section
 from collective.budget.trimming import Scored
-from collective.errors import BackendError, BackendTimeout, BudgetError
+from collective.errors import BackendError, BackendTimeout, BudgetError, InvalidResponse
 from collective.graph.context import CouncilContext
 from collective.graph.state import Proposal, SpecialistTask
 from collective.kb.citations import split_citations
 from collective.kb.evidence import MemberEvidence
+from collective.models.base import ChatResult
 from collective.models.refs import resolve_backend
 from collective.nodes.chunks import chunks_from_state, scored_chunks
 from collective.nodes.model_call import ModelCall, NodeProgress, call_model
@@ -25,22 +27,27 @@ __all__ = ["member_sections", "specialist"]
 
 
 async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
-    """Answer as one member; a failure is recorded in the proposal, never fatal to the council.
+    """Answer as one member, or as several that sample one prompt alike in one request.
+
+    `task["samples"]` members from `task["index"]` on; a failure is recorded in the proposals,
+    never fatal to the council.
 
     Transient backend errors are raised while LangGraph's retry policy has attempts left.
     """
     ctx = runtime.context
-    member = task["member"]
-    backend = resolve_backend(ctx.member_backend(task["index"]))
+    index, samples = task["index"], task.get("samples", 1)
+    names = [agents.member(index + j) for j in range(samples)]
+    member = names[0] if samples == 1 else None  # samples are named by none in the prompt
+    backend = resolve_backend(ctx.member_backend(index))
     chunks = scored_chunks(chunks_from_state(task["chunks"]), ctx.hidden_tags)
-    kb = MemberEvidence(chunks, ctx.k, task["index"], ctx.evidence)  # shared, or head + slice
-    progress = NodeProgress(member, backend.model)
-    written: list[str] = []  # what the member has streamed, kept if it runs out of time
+    kb = MemberEvidence(chunks, ctx.k, index, ctx.evidence)  # shared, or head + slice
+    progress = [NodeProgress(name, backend.model) for name in names]
+    written: list[str] = []  # what the first member has streamed, kept if it runs out of time
     try:
         call = await asyncio.wait_for(
             call_model(
-                ctx.for_member(task["index"]),  # members on one model sample differently
-                node=member,
+                ctx.for_member(index),  # members on one model sample differently
+                node=names[0],
                 backend=backend,
                 contents=member_sections(
                     task["question"], task["plan"], task["conversation"], chunks, member, ctx.k, kb
@@ -49,44 +56,81 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
                 question=task["question"],
                 retrieval_profile=task["retrieval_profile"],
                 on_token=written.append,
+                samples=samples,
             ),
             timeout=ctx.specialist_timeout_s,
         )
     except (BackendError, BudgetError, TimeoutError) as error:
         if isinstance(error, TimeoutError) and "".join(written).strip():
-            return _partial(member, backend.model, "".join(written).strip(), kb, progress)
+            partial = _partial(names[0], backend.model, "".join(written).strip(), kb, progress[0])
+            error = BackendTimeout(
+                f"the samples after {names[0]}'s ({backend.model}) were not finished within "
+                f"{ctx.specialist_timeout_s:g} s"
+            )
+            return _merge([partial, *_each_failed(names[1:], backend.model, error, progress[1:])])
         if isinstance(error, TimeoutError):
             error = BackendTimeout(
-                f"{member} ({backend.model}) gave no answer within {ctx.specialist_timeout_s:g} s; "
-                "raise specialist_timeout_s or use a faster model"
+                f"{names[0]} ({backend.model}) gave no answer within "
+                f"{ctx.specialist_timeout_s:g} s; raise specialist_timeout_s or use a faster model"
             )
         attempt = runtime.execution_info.node_attempt if runtime.execution_info else 1
         if is_transient(error) and attempt < TRANSIENT_RETRY.max_attempts:
             raise error from None
-        return _failed(member, backend.model, f"{type(error).__name__}: {error}", progress)
-    text = call.result.text.strip()
-    if not text:  # a member that stops at once gave no answer: it does not count to the quorum
-        why = (
-            f"{member} ({backend.model}) wrote nothing (finish_reason {call.result.finish_reason})"
-        )
-        return _failed(member, backend.model, f"EmptyAnswer: {why}", progress, call)
-    timings = progress.done(call)
+        return _merge(_each_failed(names, backend.model, error, progress))
+    results = [call.result, *call.result.samples]
     # Only chunks the prompt really showed (kept after trimming, tag intact) can be cited.
-    cited, unknown = split_citations(text, call.prompt.kept("kb_chunks"))
+    shown = tuple(call.prompt.kept("kb_chunks"))
+    outs = [
+        _answered(name, backend.model, result, shown, kb, one, replace(call, result=result))
+        for name, result, one in zip(names, results, progress, strict=False)
+    ]
+    missing = InvalidResponse(f"{backend.spec} gave {len(results)} of {samples} completions")
+    outs += _each_failed(names[len(results) :], backend.model, missing, progress[len(results) :])
+    return _merge(outs) | {"budgets": [call.report_dict]}
+
+
+def _answered(
+    member: str,
+    model: str,
+    result: ChatResult,
+    shown: tuple[str, ...],
+    kb: MemberEvidence,
+    progress: NodeProgress,
+    call: ModelCall,
+) -> dict[str, Any]:
+    """One member's proposal from its completion (none written: a failed proposal)."""
+    text = result.text.strip()
+    if not text:  # a member that stops at once gave no answer: it does not count to the quorum
+        why = f"{member} ({model}) wrote nothing (finish_reason {result.finish_reason})"
+        return _failed(member, model, f"EmptyAnswer: {why}", progress, call)
+    cited, unknown = split_citations(text, shown)
     proposal = Proposal(
         member=member,
-        model=backend.model,
+        model=model,
         text=text,
         citations=cited,
         unknown_citations=unknown,
         error=None,
-        evidence=kb.summary(call.prompt.kept("kb_chunks")),
+        evidence=kb.summary(shown),
     )
-    return {
-        "proposals": [proposal],
-        "budgets": [call.report_dict],
-        "timings": timings,
-    }
+    return {"proposals": [proposal], "timings": progress.done(call)}
+
+
+def _merge(outs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The state update of several members' outcomes (proposals in member order)."""
+    merged: dict[str, Any] = {"proposals": [], "timings": {}}
+    for out in outs:
+        merged["proposals"] += out["proposals"]
+        merged["timings"] |= out["timings"]
+    return merged
+
+
+def _each_failed(
+    members: list[str], model: str, error: Exception, progress: list[NodeProgress]
+) -> list[dict[str, Any]]:
+    """The failed proposals of `members`, all for one `error`."""
+    why = f"{type(error).__name__}: {error}"
+    return [_failed(m, model, why, p) for m, p in zip(members, progress, strict=True)]
 
 
 def member_sections(
@@ -94,7 +138,7 @@ def member_sections(
     plan: str,
     conversation: str,
     chunks: list[Scored],
-    member: str,
+    member: str | None,
     k: int,
     evidence: MemberEvidence | None = None,
 ) -> list[SectionContent]:
@@ -120,15 +164,12 @@ def member_sections(
 def _failed(
     member: str, model: str, error: str, progress: NodeProgress, call: ModelCall | None = None
 ) -> dict[str, Any]:
-    """The proposal of a member that gave no answer: its error, and its call's report if any."""
+    """The proposal of a member that gave no answer, with its error."""
     timings = progress.done(call, status="failed", error=error.partition(": ")[2] or error)
     failed = Proposal(
         member=member, model=model, text="", citations=[], unknown_citations=[], error=error
     )
-    out: dict[str, Any] = {"proposals": [failed], "timings": timings}
-    if call is not None:
-        out["budgets"] = [call.report_dict]
-    return out
+    return {"proposals": [failed], "timings": timings}
 
 
 def _partial(

@@ -275,3 +275,41 @@ async def test_a_loading_server_is_waited_for_within_the_bound(
         await patient.aclose()
         proc.terminate()
         proc.wait(timeout=10)
+
+
+async def test_members_that_sample_alike_are_one_n_cmpl_request(
+    backend: LlamaServerBackend,
+) -> None:
+    """Two members sampling one prompt alike: one request for two completions (`n_cmpl`), each
+    a member's own answer, the call's report one of two completions within the slot."""
+    from collective.graph.builder import build_answer_graph
+    from collective.kb.store import Chunk
+    from tests.fakes import ListStore
+
+    requests: list[dict[str, object]] = []
+    stream = backend.stream
+
+    def counted(messages, **options):
+        requests.append(options)
+        return stream(messages, **options)
+
+    backend.stream = counted  # type: ignore[method-assign]
+    ctx = CouncilContext(
+        k=2,
+        specialists=[backend],
+        judge=backend,
+        knowledge=ListStore([Chunk("mem_a", "ASA resists heat up to 95 C.", "a.md", score=0.9)]),
+        retrieval="lean",
+        evidence="shared",
+        temperature=0.9,
+        member_temperature_step=0.0,
+        output_caps={"specialist": 24},
+    )
+    graph = build_answer_graph(2, judge=False)
+    out = await graph.ainvoke({"question": "Which filament survives a hot car?"}, context=ctx)
+    assert [r.get("n") for r in requests] == [2]
+    assert [p["member"] for p in out["proposals"]] == ["specialist-1", "specialist-2"]
+    assert all(p["text"] and not p["error"] for p in out["proposals"])
+    (report,) = out["budgets"]
+    assert report["completions"] == 2 and report["fits"] and report["n_ctx"] == SLOT
+    assert report["output_tokens"] <= 2 * 24
