@@ -405,7 +405,8 @@ def mark_cut_answers(result: dict[str, Any]) -> dict[str, Any]:
     """Flag answers that stopped at their output cap (`finish_reason` `length`).
 
     Adds `finish_reason` and `answer_cut` for the verdict (the judge's last call) and the same
-    two keys to each proposal, from the budget report of its call.
+    two keys to each proposal, from the proposal (samples answered by one call) or else the
+    budget report of its call.
     """
     reports = {b["node"]: b for b in result.get("budgets") or []}  # the last call per node
     judge = reports.get(agents.JUDGE) or {}
@@ -413,7 +414,9 @@ def mark_cut_answers(result: dict[str, Any]) -> dict[str, Any]:
     result["answer_cut"] = judge.get("finish_reason") == "length"
     proposals = []
     for proposal in result.get("proposals") or []:
-        reason = (reports.get(proposal["member"]) or {}).get("finish_reason")
+        reason = proposal.get("finish_reason") or (reports.get(proposal["member"]) or {}).get(
+            "finish_reason"
+        )
         proposals.append({**proposal, "finish_reason": reason, "answer_cut": reason == "length"})
     result["proposals"] = proposals
     return result

@@ -245,17 +245,18 @@ def print_result(result: dict[str, Any], *, json_out: bool, quiet: bool) -> None
     console = Console()
     render_result(console, result, thread_id=result.get("thread_id"), quiet=quiet)
     reports = {b["node"]: b for b in result.get("budgets") or []}
-    lost = "what it had not finished is left out"  # the judge ends at a finished sentence
-    cuts = [("the verdict", agents.JUDGE, "judge", lost)] if result.get("answer_cut") else []
-    cuts += [
-        (p["member"], p["member"], "specialist", "it ends mid-sentence")
-        for p in result["proposals"]
-        if p["answer_cut"]
-    ]
-    for who, node, role, ends in cuts:
-        cap = (reports.get(node) or {}).get("max_output_tokens", "?")
+    # A cut answer ends at its last finished sentence (`collective.prompts.council.finished`).
+    cuts = [("the verdict", agents.JUDGE, "judge")] if result.get("answer_cut") else []
+    cuts += [(p["member"], p["member"], "specialist") for p in result["proposals"]
+             if p["answer_cut"]]  # fmt: skip
+    members = [b for b in reports.values() if agents.role_of(b["node"]) == "specialist"]
+    for who, node, role in cuts:
+        # Samples answered by one call share its report, under the first one's name.
+        report = reports.get(node) or (members[0] if role == "specialist" and members else {})
+        cap = report.get("max_output_tokens", "?")
         console.print(
             f"[bold yellow]✂ {who} was cut at its output cap ({cap} tokens, finish_reason "
-            f"length): {ends}; raise output_caps.{role} in the config[/]",
+            f"length): what it had not finished is left out; raise output_caps.{role} in the "
+            "config[/]",
             highlight=False,
         )

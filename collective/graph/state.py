@@ -46,6 +46,8 @@ class Proposal(TypedDict):
     """Why the member produced nothing (failure or timeout); None when it answered."""
     partial: NotRequired[bool]
     """True when the member ran out of time: `text` is what it had written by then."""
+    finish_reason: NotRequired[str | None]
+    """Why its answer ended (`length`: at its output cap, its unfinished sentence left out)."""
     evidence: NotRequired[dict[str, Any]]
     """What the member read (`collective.kb.evidence`): `mode` (shared or split), the shared
     `head` and its `own` slice (split), the chunks its prompt kept (`seen`) and the `reason`."""

@@ -21,6 +21,7 @@ from collective.models.refs import resolve_backend
 from collective.nodes.chunks import chunks_from_state, scored_chunks
 from collective.nodes.model_call import ModelCall, NodeProgress, call_model
 from collective.nodes.retry import TRANSIENT_RETRY, is_transient
+from collective.prompts import council
 from collective.prompts import specialist as prompt
 
 __all__ = ["member_sections", "specialist"]
@@ -56,6 +57,7 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
                 question=task["question"],
                 retrieval_profile=task["retrieval_profile"],
                 on_token=written.append,
+                output_cap=_answer_cap(ctx),
                 samples=samples,
             ),
             timeout=ctx.specialist_timeout_s,
@@ -89,6 +91,16 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
     return _merge(outs) | {"budgets": [call.report_dict]}
 
 
+def _answer_cap(ctx: CouncilContext) -> int | None:
+    """A member's output cap: the format's (`prompt.MAX_TOKENS`) where the config sets none.
+
+    `output_caps.specialist`, or a `budgets.specialist` plan with its own output, sizes members'
+    answers instead.
+    """
+    configured = agents.ROLES[agents.SPECIALIST] in {*ctx.output_caps, *ctx.budgets}
+    return None if configured else prompt.MAX_TOKENS
+
+
 def _answered(
     member: str,
     model: str,
@@ -100,6 +112,8 @@ def _answered(
 ) -> dict[str, Any]:
     """One member's proposal from its completion (none written: a failed proposal)."""
     text = result.text.strip()
+    if result.finish_reason == "length":  # stopped at the cap: no half claim goes on
+        text = council.finished(text)
     if not text:  # a member that stops at once gave no answer: it does not count to the quorum
         why = f"{member} ({model}) wrote nothing (finish_reason {result.finish_reason})"
         return _failed(member, model, f"EmptyAnswer: {why}", progress, call)
@@ -112,6 +126,7 @@ def _answered(
         unknown_citations=unknown,
         error=None,
         evidence=kb.summary(shown),
+        finish_reason=result.finish_reason,
     )
     return {"proposals": [proposal], "timings": progress.done(call)}
 

@@ -9,12 +9,13 @@ instead of reading it once per member: in process the batch engine copies it
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from collective.budget.counting import ChatMessage
 from collective.kb.evidence import SLICE
 
-__all__ = ["OWN_PART", "SYSTEM", "compose", "own_part", "task_text"]
+__all__ = ["OWN_PART", "SYSTEM", "compose", "finished", "own_part", "task_text"]
 
 SYSTEM = """You are on a council of {k} specialists that answers a question from a knowledge \
 base: a planner sets a strategy, each specialist answers on its own, then a judge writes the \
@@ -66,3 +67,20 @@ def compose(sections: Mapping[str, str]) -> list[ChatMessage]:
         {"role": "system", "content": sections["system"]},
         {"role": "user", "content": "\n\n".join(user)},
     ]
+
+
+_SENTENCE_END = re.compile(r"[.!?](?:\s*\[[^\]\n]*\])*[.!?]?(?=\s|$)")
+
+
+def finished(answer: str) -> str:
+    """`answer` up to its last finished sentence: an output cap stopped it mid-way.
+
+    A last line without a finished sentence goes whole, unless it is the only line.
+    """
+    if answer.endswith("\n"):
+        return answer
+    head, _, last = answer.rpartition("\n")
+    ends = [m.end() for m in _SENTENCE_END.finditer(last)]
+    if ends:
+        return f"{head}\n{last[: ends[-1]]}" if head else last[: ends[-1]]
+    return head if head.strip() else answer

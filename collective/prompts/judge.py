@@ -203,7 +203,7 @@ def clean(
         cut: The answer stopped at its output cap: its unfinished last sentence is left out.
     """
     if cut:
-        answer = _finished(answer)
+        answer = council.finished(answer)
     told, lead_ins = _ngrams(instructions), _ngrams(instructions, n=4)
     prompt_words = [f" {' '.join(_words(text))} " for text in instructions]
     tools = _ngrams(tool_output, n=6)
@@ -243,23 +243,6 @@ def clean(
         if line.lstrip(" -*•").startswith("Decision:") or len(lines) == most_lines:
             break
     return "\n".join(lines).strip()
-
-
-_SENTENCE_END = re.compile(r"[.!?](?:\s*\[[^\]\n]*\])*[.!?]?(?=\s|$)")
-
-
-def _finished(answer: str) -> str:
-    """`answer` up to its last finished sentence: an output cap stopped it mid-way.
-
-    A last line without a finished sentence goes whole, unless it is the only line.
-    """
-    if answer.endswith("\n"):
-        return answer
-    head, _, last = answer.rpartition("\n")
-    ends = [m.end() for m in _SENTENCE_END.finditer(last)]
-    if ends:
-        return f"{head}\n{last[: ends[-1]]}" if head else last[: ends[-1]]
-    return head if head.strip() else answer
 
 
 def _facts(line: str) -> tuple[frozenset[str], tuple[Quantity, ...]]:

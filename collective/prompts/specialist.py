@@ -9,7 +9,7 @@ from __future__ import annotations
 from collective.kb.citations import neutralise
 from collective.prompts import council
 
-__all__ = ["ANSWER", "SYSTEM", "compose", "task_text"]
+__all__ = ["ANSWER", "MAX_TOKENS", "SYSTEM", "compose", "task_text"]
 
 SYSTEM = council.SYSTEM
 """Shared by all members: `SYSTEM.format(k=...)` (a `member=` argument is ignored)."""
@@ -21,6 +21,14 @@ three reasons, one per line starting with "- ", each stating what its chunk says
 that chunk's tag copied exactly from the knowledge base. Write each thing once."""
 """Last in the prompt, the tag format spelled out (small members otherwise rarely cite; the
 system prompt shows an example tag) and no placeholder a small model could copy (`<reason>`)."""
+
+
+MAX_TOKENS = 128
+"""A member's output cap where the config sets none: the answer `ANSWER` asks for (a sentence
+and three reasons, each with its tag, about 30 tokens a line), and the cap of the bundled
+eval's members, the table the default follows. Uncapped, members of the 1.5B without a plan
+wrote 186-227 tokens on `make demo` (copying chunks whole), all decoded beside the judge's own
+answer."""
 
 
 def task_text(question: str, plan: str, member: str | None, k: int = 0) -> str:
