@@ -283,3 +283,35 @@ async def test_a_server_overflow_refits_to_its_n_ctx_and_retries_once():
     with pytest.raises(ContextOverflow):
         await build_graph().ainvoke({"question": "q"}, context=context(judge=twice))
     assert len(twice.calls) == 4
+
+
+class StopsAtItsCap(ScriptedBackend):
+    """Writes past any cap: its answer stops at `max_tokens` (`finish_reason` length)."""
+
+    async def chat(self, messages, *, max_tokens, **options):
+        from dataclasses import replace
+
+        result = await super().chat(messages, max_tokens=max_tokens, **options)
+        return replace(result, finish_reason="length")
+
+
+async def test_members_answers_are_capped_and_a_cut_one_ends_at_a_finished_sentence():
+    """No cap configured: a member's answer stops at the format's 128 tokens, and what it had
+    not finished does not reach the judge (before: 384-512 tokens, and the half line kept)."""
+    from collective.prompts import specialist
+    from collective.session import mark_cut_answers
+
+    member = StopsAtItsCap("spec", "Use ASA [KB#mem_asa].\n- It keeps its shape in a hot")
+    out = await build_graph().ainvoke(
+        {"question": "Which filament for a hot car?"}, context=context(specialists=[member], k=1)
+    )
+    assert member.kwargs[0]["max_tokens"] == specialist.MAX_TOKENS == 128
+    (proposal,) = mark_cut_answers(out)["proposals"]
+    assert proposal["text"] == "Use ASA [KB#mem_asa]."
+    assert proposal["answer_cut"] and proposal["finish_reason"] == "length"
+    caps = {"specialist": 300}
+    member = ScriptedBackend("spec", cite_first)
+    await build_graph().ainvoke(
+        {"question": "Which filament?"}, context=context(specialists=[member], output_caps=caps)
+    )
+    assert member.kwargs[0]["max_tokens"] == 300  # the config's cap stands
