@@ -31,7 +31,8 @@ def workdir(tmp_path, monkeypatch, gguf_path):
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "collective.toml").write_text(
-        "k = 1\n[output_caps]\nplanner = 16\nspecialist = 48\njudge = 48\nchat = 32\n"
+        'k = 1\nplanner = "embedded"\n'  # the plan's path too (no planner is the default)
+        "[output_caps]\nplanner = 16\nspecialist = 48\njudge = 48\nchat = 32\n"
     )
     return tmp_path
 

@@ -12,6 +12,7 @@ pytestmark = pytest.mark.integration
 def ctx(tmp_path, gguf_path):
     return CouncilContext(
         k=2,
+        planner="embedded",  # the plan's path too (no planner is the default)
         kb=str(tmp_path / "kb.sqlite"),
         output_caps={"planner": 48, "specialist": 96, "judge": 128},
         usage_log=str(tmp_path / "usage.jsonl"),
