@@ -35,18 +35,13 @@ def task_text(question: str, plan: str, member: str | None, k: int = 0) -> str:
     """The task: the question, the council's plan (neutralised: model text), the member's part.
 
     The question and the plan are the same for every member; only the part after
-    `council.OWN_PART` names the member. Same-prompt samples (`member` None, no plan) are
-    named by none: one prompt serves them all.
+    `council.OWN_PART` names the member, and its angle where there is a plan. Same-prompt
+    samples (`member` None, no plan) are named by none: one prompt serves them all.
     """
     text = f"Question: {question}"
     if plan:
         text += f"\n\n## Council plan\n{neutralise(plan)}"
-    if member is None:
-        of = f"one of {k} specialists on the council" if k else "a specialist"
-        return f"{text}\n\n{council.OWN_PART}\nYou are {of}. Answer the whole question.\n{ANSWER}"
-    of = f", one of {k} specialists on the council" if k else ""
-    own = (
-        f"{council.OWN_PART}\nYou are {member}{of}. Follow your angle from the council's plan, "
-        f"but answer the whole question.\n{ANSWER}"
-    )
-    return f"{text}\n\n{own}"
+    of = f"one of {k} specialists on the council" if k else ""
+    who = ", ".join(part for part in (member, of) if part) or "a specialist"
+    follow = "Follow your angle from the council's plan, but answer" if plan else "Answer"
+    return f"{text}\n\n{council.OWN_PART}\nYou are {who}. {follow} the whole question.\n{ANSWER}"

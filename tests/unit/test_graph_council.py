@@ -315,3 +315,16 @@ async def test_members_answers_are_capped_and_a_cut_one_ends_at_a_finished_sente
         {"question": "Which filament?"}, context=context(specialists=[member], output_caps=caps)
     )
     assert member.kwargs[0]["max_tokens"] == 300  # the config's cap stands
+
+
+async def test_a_member_is_told_to_follow_the_plan_only_when_there_is_one():
+    """Without a planner (the default) the members' part named a plan that was not there."""
+    for planner, told in ((None, False), (ScriptedBackend("planner", "Specialist 1: heat."), True)):
+        member = ScriptedBackend("spec", cite_first)
+        await build_graph().ainvoke(
+            {"question": "Which filament?"},
+            context=context(planner=planner, specialists=[member], k=1),
+        )
+        own = member.calls[0][-1]["content"].rpartition("## Your part")[2]
+        assert ("council's plan" in own) is told
+        assert "Answer the whole question." in own or "answer the whole question." in own
