@@ -506,7 +506,7 @@ class _Call:
                 for i in range(1, samples)
             ]  # fmt: skip
             try:
-                result, *rest = await asyncio.gather(
+                result, *rest = await _together(
                     collect(first, on_delta if replicas else text_only), *others
                 )
             except PoolExhausted as error:
@@ -582,6 +582,16 @@ async def _fitting(
     read = list(zip(others, windows, strict=True))
     fits = [r for r, w in read if isinstance(w, int) and w >= n_ctx]
     return [planned, *fits], [(r, w) for r, w in read if isinstance(w, BaseException)]
+
+
+async def _together(*calls: Awaitable[ChatResult]) -> list[ChatResult]:
+    """Every call's result, in order; one that fails stops the others (their streams close)."""
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()  # nothing to those done
 
 
 def _seeded(options: ChatOptions, seed: int) -> ChatOptions:

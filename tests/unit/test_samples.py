@@ -158,3 +158,28 @@ async def test_a_server_that_gives_fewer_completions_fails_the_members_left() ->
     result = await members_answer(alike(members))
     assert [bool(p["error"]) for p in result["proposals"]] == [False, True, True]
     assert "gave 1 of 3 completions" in result["proposals"][1]["error"]
+
+
+async def test_a_sample_that_fails_stops_the_others() -> None:
+    """Sent one by one, a failed sample's call fails the group and the other requests are
+    stopped (before, they ran on to their end, unread)."""
+    import asyncio
+
+    from collective.errors import InvalidResponse
+
+    stopped: list[int] = []
+
+    class OneFails(ScriptedBackend):
+        async def chat(self, messages, *, seed=None, **options) -> ChatResult:
+            if seed == 1:
+                raise InvalidResponse("garbled")
+            try:
+                await asyncio.sleep(0 if seed is None else 60)
+            except asyncio.CancelledError:
+                stopped.append(seed)
+                raise
+            return await super().chat(messages, seed=seed, **options)
+
+    result = await asyncio.wait_for(members_answer(alike(OneFails("m", "ASA [KB#mem_a]"))), 30)
+    assert all("garbled" in p["error"] for p in result["proposals"])
+    assert stopped == [2]
