@@ -185,8 +185,11 @@ class RunStart:
             return []
         pending = [agents.NODES.index(n) for n in self.snapshot.next if n in agents.NODES]
         first = min(pending, default=len(agents.NODES))
+        planned = bool((self.snapshot.values or {}).get("plan"))  # no planner: no plan row
         done: list[tuple[str, str | None]] = [
-            (n, None) for n in agents.NODES[:first] if n in agents.OWN_ROW
+            (n, None)
+            for n in agents.NODES[:first]
+            if n in agents.OWN_ROW and (n != agents.PLAN or planned)
         ]
         if first > agents.NODES.index(agents.SPECIALIST) or agents.SPECIALIST in self.snapshot.next:
             proposals = (self.snapshot.values or {}).get("proposals", [])
@@ -377,7 +380,7 @@ def _hear(mode: str, chunk: Any, watch: Watch) -> None:
             if node == agents.SPECIALIST and isinstance(update, dict):
                 for proposal in update.get("proposals") or []:
                     watch.on_finished(proposal["member"], proposal.get("error"))
-            elif node in agents.OWN_ROW:
+            elif node in agents.OWN_ROW and update:  # a plan node without a planner: none
                 watch.on_finished(node, None)
 
 

@@ -246,17 +246,19 @@ def print_result(result: dict[str, Any], *, json_out: bool, quiet: bool) -> None
     render_result(console, result, thread_id=result.get("thread_id"), quiet=quiet)
     reports = {b["node"]: b for b in result.get("budgets") or []}
     # A cut answer ends at its last finished sentence (`collective.prompts.council.finished`).
-    cuts = [("the verdict", agents.JUDGE, "judge")] if result.get("answer_cut") else []
-    cuts += [(p["member"], p["member"], "specialist") for p in result["proposals"]
-             if p["answer_cut"]]  # fmt: skip
-    members = [b for b in reports.values() if agents.role_of(b["node"]) == "specialist"]
-    for who, node, role in cuts:
+    cuts = []
+    if result.get("answer_cut"):
+        cuts.append(("the verdict was cut at its", reports.get(agents.JUDGE), "judge"))
+    if cut := [p["member"] for p in result["proposals"] if p["answer_cut"]]:
         # Samples answered by one call share its report, under the first one's name.
-        report = reports.get(node) or (members[0] if role == "specialist" and members else {})
-        cap = report.get("max_output_tokens", "?")
+        members = [b for b in reports.values() if agents.role_of(b["node"]) == "specialist"]
+        report = reports.get(cut[0]) or (members[0] if members else None)
+        who = f"{cut[0]} was cut at its" if len(cut) == 1 else f"{', '.join(cut)} were cut at their"
+        cuts.append((who, report, "specialist"))
+    for who, report, role in cuts:
+        cap = (report or {}).get("max_output_tokens", "?")
         console.print(
-            f"[bold yellow]✂ {who} was cut at its output cap ({cap} tokens, finish_reason "
-            f"length): what it had not finished is left out; raise output_caps.{role} in the "
-            "config[/]",
+            f"[bold yellow]✂ {who} output cap ({cap} tokens, finish_reason length): what was "
+            f"not finished is left out; raise output_caps.{role} in the config[/]",
             highlight=False,
         )

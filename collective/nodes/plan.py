@@ -23,7 +23,7 @@ async def plan(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[st
     """Ask the planner how the council should deliberate (no planner: no plan, no call)."""
     ctx = runtime.context
     if ctx.planner is None:
-        return {"plan": ""}
+        return {}  # nothing planned: no row in the live view, the members read no plan
     backend = resolve_backend(ctx.planner)
     progress = NodeProgress(agents.PLAN, backend.model)
     call = await call_model(

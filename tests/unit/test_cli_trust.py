@@ -312,3 +312,34 @@ def test_a_profile_that_does_not_exist_is_refused_when_the_config_loads(tmp_path
     )
     status, out, err = run(["config", "show", "--config", str(tmp_path / "c.toml")])
     assert status == 2 and "max_budget 50 is below base_budget 100" in err
+
+
+async def test_members_cut_at_their_cap_are_told_in_one_line_and_no_planner_no_plan_row(capsys):
+    """Members that stop at their cap (the default's 128 tokens) are named in one notice, and
+    a council without a planner shows no plan row (before: a `plan done` row with nothing)."""
+    import dataclasses
+
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from collective.commands.ask import print_result as _print_result
+    from collective.config import CollectiveConfig
+    from collective.graph import build_graph
+    from collective.models.base import ChatResult
+    from collective.session import CouncilSession, Watch, run_council
+    from tests.fakes import ScriptedBackend
+    from tests.unit.test_graph_council import context
+
+    class CutMember(ScriptedBackend):
+        async def chat(self, messages, **kwargs) -> ChatResult:
+            result = await super().chat(messages, **kwargs)
+            return dataclasses.replace(result, finish_reason="length")
+
+    finished: list[str] = []
+    watch = Watch(on_finished=lambda node, error: finished.append(node))
+    session = CouncilSession(build_graph(InMemorySaver()), None, CollectiveConfig())
+    ctx = context(planner=None, k=2, specialists=[CutMember("m", "ASA [KB#mem_asa]. It keeps")])
+    result = await run_council(session, "Which filament?", "t1", context=ctx, watch=watch)
+    assert "plan" not in finished and {"retrieve", "specialist-1", "judge"} <= set(finished)
+    _print_result(result, json_out=False, quiet=True)
+    out = capsys.readouterr().out
+    assert out.count("✂") == 1 and "specialist-1, specialist-2 were cut at their output cap" in out
