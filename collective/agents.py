@@ -95,9 +95,12 @@ def member_index(name: str) -> int:
     return int(name.removeprefix(f"{SPECIALIST}-")) - 1
 
 
-def live_rows(k: int) -> list[str]:
-    """The live view's rows for a council of `k`, in the order a run reaches them."""
-    return [RETRIEVE, PLAN, *members(k), JUDGE]
+def live_rows(k: int, planned: bool = True) -> list[str]:
+    """The live view's rows for a council of `k`, in the order a run reaches them.
+
+    `planned`: a planner plans (else no `plan` row).
+    """
+    return [RETRIEVE, *([PLAN] if planned else []), *members(k), JUDGE]
 
 
 def reviewer(name: str) -> str:

@@ -197,7 +197,7 @@ def _run_with_progress(
     views = ExitStack()
 
     def on_start(start: RunStart) -> Watch:
-        view = ProgressView(start.config.members, err)
+        view = ProgressView(start.config.members, err, planned=start.config.planner is not None)
         if show_progress:
             views.enter_context(view)
         return Watch(

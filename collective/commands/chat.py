@@ -221,7 +221,9 @@ class ChatSession:
 
         assert self._session is not None
         session = self._session
-        view = ProgressView(self.config.members, Console(stderr=True))
+        view = ProgressView(
+            self.config.members, Console(stderr=True), planned=self.config.planner is not None
+        )
 
         async def go() -> dict[str, Any]:
             # The greeting said that an unfinished council run is dropped by a new question.

@@ -105,10 +105,12 @@ class ProgressView:
     Args:
         k: Specialists expected (their rows show `waiting` from the start).
         console: Where to draw (stderr for `ask`).
+        planned: Whether a planner plans (no planner: no `plan` row).
     """
 
     k: int
     console: Console
+    planned: bool = True
     rows: dict[str, _Row] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     verdict: list[str] = field(default_factory=list)
@@ -119,7 +121,7 @@ class ProgressView:
     _live: Live | None = None
 
     def __post_init__(self) -> None:
-        for node in agents.live_rows(self.k):
+        for node in agents.live_rows(self.k, self.planned):
             self.rows[node] = _Row()
 
     def __enter__(self) -> ProgressView:

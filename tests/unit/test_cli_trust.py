@@ -340,6 +340,12 @@ async def test_members_cut_at_their_cap_are_told_in_one_line_and_no_planner_no_p
     ctx = context(planner=None, k=2, specialists=[CutMember("m", "ASA [KB#mem_asa]. It keeps")])
     result = await run_council(session, "Which filament?", "t1", context=ctx, watch=watch)
     assert "plan" not in finished and {"retrieve", "specialist-1", "judge"} <= set(finished)
+    from rich.console import Console
+
+    from collective.commands.render import ProgressView
+
+    view = ProgressView(2, Console(), planned=ctx.planner is not None)
+    assert list(view.rows) == ["retrieve", "specialist-1", "specialist-2", "judge"]
     _print_result(result, json_out=False, quiet=True)
     out = capsys.readouterr().out
     assert out.count("✂") == 1 and "specialist-1, specialist-2 were cut at their output cap" in out
