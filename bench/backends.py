@@ -54,6 +54,25 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
+def _start(binary: str, model: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
+    """llama-server with `model` on a free port and `args`, once its `/health` answers 200."""
+    port = _port()
+    argv = [binary, "-m", str(model), "--host", "127.0.0.1"]
+    argv += ["--port", str(port), "-t", str(os.cpu_count() or 2), *args]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError(f"llama-server {' '.join(args)} did not start")
+
+
 async def _run(url: str, calls: int) -> dict[str, float]:
     note = "PETG prints at 230-250 °C and softens near 70 °C; PLA softens near 60 °C. "
     messages = [

@@ -23,17 +23,14 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-import httpx
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from backends import _binary, _port  # noqa: E402  (same folder: llama-server set-up)
+from backends import _binary, _start  # noqa: E402  (same folder: llama-server set-up)
 
 from collective.budget.assembly import chunks_section, text_section  # noqa: E402
 from collective.budget.plans import ModelBudget  # noqa: E402
@@ -51,24 +48,6 @@ HUGE = " ".join(
     f"Aspirin note {i}: acetylsalicylic acid irreversibly inhibits the COX enzymes."
     for i in range(400)
 )
-
-
-def _start(binary: str, *args: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = _port()
-    argv = [binary, "-m", str(embedded_model_path("gemma-3-270m")), "--host", "127.0.0.1"]
-    argv += ["--port", str(port), "-t", str(os.cpu_count() or 2), *args]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError(f"llama-server {' '.join(args)} did not start")
 
 
 async def _council(url: str, k: int, prompt_tokens: int) -> tuple[float, int, int, int]:
@@ -135,7 +114,7 @@ def main() -> None:
                     flags = ("-c", str(args.pool), "-np", str(k), "--kv-unified")
                 else:
                     flags = ("-c", str(args.slot * k), "-np", str(k))
-                proc, url = _start(binary, *flags)
+                proc, url = _start(binary, embedded_model_path("gemma-3-270m"), *flags)
                 try:
                     spec = url if layout == "unified" else url + "?kv=per-slot"
                     done.append(asyncio.run(_council(spec, k, args.prompt)))

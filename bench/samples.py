@@ -20,9 +20,7 @@ import argparse
 import asyncio
 import os
 import re
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,6 +29,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from backends import _binary, _start  # noqa: E402  (same folder: llama-server set-up)
+
 from collective.graph import CouncilContext  # noqa: E402
 from collective.graph.builder import build_answer_graph  # noqa: E402
 from collective.models.embedded import embedded_model, embedded_model_path  # noqa: E402
@@ -38,30 +38,6 @@ from collective.models.llama_server import LlamaServerBackend  # noqa: E402
 
 QUESTION = "Which filament should I use for a part that sits in a hot car, and why?"
 VARIANTS = ("one request (n_cmpl)", "a request each")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def serve(binary: str, model: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    argv = [binary, "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-np", "2"]
-    argv += ["-c", "8192", "-t", str(os.cpu_count() or 2), "--metrics"]
-    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return server, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    server.kill()
-    raise SystemExit(f"llama-server at {url} did not start in 120 s")
 
 
 def prompt_tokens_total(url: str) -> int:
@@ -98,21 +74,16 @@ async def members(url: str, one_request: bool) -> tuple[float, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--server-binary", default=os.environ.get("COLLECTIVE_LLAMA_SERVER"))
+    parser.add_argument("--server-binary")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--model", default="qwen2.5-coder-1.5b")
     args = parser.parse_args()
-    if not args.server_binary:  # the binary `make test` builds (cached outside the repo)
-        build = Path(__file__).resolve().parents[1] / "ops" / "llama-server" / "build.sh"
-        env = {**os.environ, "PYTHON": sys.executable}
-        args.server_binary = subprocess.run(
-            ["bash", str(build)], check=True, capture_output=True, text=True, env=env
-        ).stdout.strip()
+    binary = args.server_binary or _binary()  # `make test`'s, cached outside the repo
     model = embedded_model_path(embedded_model(f"embedded:{args.model}").key)
     walls: dict[str, list[float]] = {v: [] for v in VARIANTS}
     for round_ in range(args.rounds):
         for variant in VARIANTS:
-            server, url = serve(args.server_binary, model)
+            server, url = _start(binary, model, "-np", "2", "-c", "8192", "--metrics")
             try:
                 wall, output = asyncio.run(members(url, variant == VARIANTS[0]))
                 computed = prompt_tokens_total(url)
