@@ -74,6 +74,9 @@ class Extreme:
     def line(self) -> str:
         """The verdict's lead line: the direction, what was compared, the claim as it stands."""
         text = _BULLET.sub("", self.claim.text.strip())
+        _, colon, sentence = text.partition(": ")
+        if colon and self.subject.lower() in sentence.lower() and quantities(sentence):
+            text = sentence  # a model's own framing ("X has the next highest ...: X has ...")
         if self.subject.lower() not in text.lower():  # "It has a density of ...": name it
             text = f"{self.subject}: {text}"
         named = f" ({self.asked_about} asked about)" if self.asked_about > self.compared else ""

@@ -129,3 +129,19 @@ def test_a_claim_that_does_not_name_its_thing_is_led_by_the_things_name():
     found = extreme("Which is densest: 6061-T6, 316 or C110?", [AL, STEEL, it], SOURCES)
     assert found is not None
     assert found.line == "Highest of 3 compared: C110: It has a density of about 8.96 g/cm3. [KB#c]"
+
+
+def test_a_models_framing_before_the_chunks_sentence_is_left_out_of_the_lead():
+    # measured in the eval: a sample framed the highest as "the next highest", then copied
+    # the chunk's sentence; the lead said "Highest of 2 compared: ... the next highest ..."
+    framed = _claim("Hard maple has the next highest Janka hardness: Hard maple has a density "
+                    "of about 0.70 g/cm3; Janka hardness about 1450 lbf.", "h")  # fmt: skip
+    oak = _claim("White oak has a density of about 0.75 g/cm3; Janka hardness about 1360 lbf.",
+                 "i")  # fmt: skip
+    found = extreme("Which has the highest Janka hardness: white oak or hard maple?",
+                    [oak, framed], SOURCES)  # fmt: skip
+    assert found is not None and found.claim is framed
+    assert found.line == (
+        "Highest of 2 compared: Hard maple has a density of about 0.70 g/cm3; Janka hardness "
+        "about 1450 lbf. [KB#h]"
+    )
