@@ -22,7 +22,7 @@ from collective.kb.chunking import HEADING_SEPARATOR, heading_root
 from collective.kb.quantities import in_base_units, kinds_named, quantities
 from collective.kb.support import Claim
 
-__all__ = ["Extreme", "asked", "extreme", "thing"]
+__all__ = ["Extreme", "asked", "extreme", "off_question", "thing"]
 
 Direction = Literal["highest", "lowest"]
 
@@ -118,6 +118,25 @@ def thing(heading: str, source: str) -> str:
     return heading_root(heading) or source
 
 
+def _named(question: str, things: Iterable[str]) -> set[str]:
+    """The things (`thing`) the question names, each as a whole word or phrase."""
+    low = question.lower()
+    return {t for t in things if re.search(rf"(?<!\w){re.escape(t.lower())}(?!\w)", low)}
+
+
+def off_question(question: str, claims: Iterable[Claim], things: Mapping[str, str]) -> list[Claim]:
+    """The cited claims about none of the two or more things `question` names.
+
+    Asked "white ash or teak?", a line citing only white oak's chunk answers another question.
+    Where the question names fewer than two of the things (`things`: what each chunk is about),
+    none is off it.
+    """
+    named = _named(question, things.values())
+    if len(named) < 2:
+        return []
+    return [c for c in claims if c.cited and not {things.get(i) for i in c.cited} & named]
+
+
 def extreme(question: str, claims: Iterable[Claim], things: Mapping[str, str]) -> Extreme | None:
     """The supported claim with the highest or lowest figure `question` asks for, or None.
 
@@ -131,9 +150,7 @@ def extreme(question: str, claims: Iterable[Claim], things: Mapping[str, str]) -
     direction = asked(question)
     if direction is None:
         return None
-    low_question = question.lower()
-    named = {t for t in things.values() if re.search(rf"(?<!\w){re.escape(t.lower())}(?!\w)",
-                                                     low_question)}  # fmt: skip
+    named = _named(question, things.values())
     # the words that say which figure: not the things', not a kind's (`temperature`), no filler
     asked_words = {w for w in _words(question) - _words(" ".join(named)) - _FILLER - _HIGH - _LOW
                    if not kinds_named(w)}  # fmt: skip

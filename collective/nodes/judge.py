@@ -39,7 +39,7 @@ from collective.kb.citations import check_citations, neutralise, shown_ids
 from collective.kb.embeddings import embedder_for
 from collective.kb.entailment import entailment_for
 from collective.kb.evidence import council_evidence
-from collective.kb.extremes import extreme, thing
+from collective.kb.extremes import extreme, off_question, thing
 from collective.kb.store import Chunk
 from collective.kb.support import (
     Claim,
@@ -338,6 +338,12 @@ class _Ruling:
         supplied = own.shown if stands is verdict else _member_shown(stands, self.chunks)
         text = stands.text
         things = {i: thing(chunk.heading, chunk.source) for i, chunk in self.chunks.items()}
+        standing = [c for c in final if c.status != "dropped"]
+        off = off_question(self.state["question"], standing, things)
+        if off and len(off) < len(standing):  # lines on things the question does not name
+            text = revise(text, [dataclasses.replace(c, status="dropped") for c in off])
+            final = [dataclasses.replace(c, status="dropped") if c in off else c for c in final]
+            notes.append(f"left out {len(off)} line(s) on things the question does not name")
         every = [c for answer in (verdict, *self.members) for c in answer.claims]
         if text != NO_ANSWER and (lead := extreme(self.state["question"], every, things)):
             # the figures compared, not the judge's arithmetic, name the one asked for

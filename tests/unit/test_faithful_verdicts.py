@@ -189,3 +189,27 @@ async def test_a_which_is_highest_verdict_leads_with_the_highest_figure_its_clai
     # a question that asks for no extreme keeps the judge's verdict as it is
     out = await build_graph().ainvoke({"question": "What is 316's density?"}, context=ctx)
     assert not out["answer"].startswith("Highest")
+
+
+async def test_a_line_on_a_thing_the_question_does_not_name_is_left_out() -> None:
+    # Read in the eval: asked "white ash or teak?", the verdict gave teak's and white oak's
+    # hardness; asked about seven woods, it added black walnut's.
+    judge = judge_says(
+        "316 stainless steel has a density of about 8.00 g/cm3 [KB#mem_ss].\n"
+        "- 6061-T6 aluminium has a density of about 2.70 g/cm3 [KB#mem_al]."
+    )
+    member = ScriptedBackend("spec", "C110 copper has a density of about 8.96 g/cm3 [KB#mem_cu].")
+    ctx = context(judge=judge, specialists=[member], knowledge=ListStore(METALS),
+                  judge_tools=False)  # fmt: skip
+    question = "Which is denser, 316 stainless steel or C110 copper?"
+    out = await build_graph().ainvoke({"question": question}, context=ctx)
+    assert out["answer"].splitlines() == [
+        "Highest of 2 compared: C110 copper has a density of about 8.96 g/cm3 [KB#mem_cu].",
+        "316 stainless steel has a density of about 8.00 g/cm3 [KB#mem_ss].",
+    ]
+    assert "mem_al" not in {c["id"] for c in out["citations"]}
+    left_out = [c for c in out["claims"] if "6061-T6" in c["text"]]
+    assert [c["status"] for c in left_out] == ["dropped"]
+    # a question that names no two of the things keeps every line
+    out = await build_graph().ainvoke({"question": "How dense are these metals?"}, context=ctx)
+    assert "6061-T6 aluminium" in out["answer"]

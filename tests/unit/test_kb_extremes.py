@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from collective.kb.extremes import asked, extreme
+from collective.kb.extremes import asked, extreme, off_question
 from collective.kb.support import Claim
 
 SOURCES = {"a": "6061-T6", "b": "316", "c": "C110", "d": "C110", "e": "PLA", "f": "PA12 nylon",
@@ -145,3 +145,12 @@ def test_a_models_framing_before_the_chunks_sentence_is_left_out_of_the_lead():
         "Highest of 2 compared: Hard maple has a density of about 0.70 g/cm3; Janka hardness "
         "about 1450 lbf. [KB#h]"
     )
+
+
+def test_off_question_claims_cite_none_of_the_things_the_question_names():
+    both = _claim("C110 copper is denser than 6061-T6 aluminium.", "c")
+    both = Claim(both.text, ("c", "a"), "supported", "")  # type: ignore[arg-type]
+    claims = [AL, STEEL, COPPER, both]
+    question = "Which is denser, 316 or C110?"
+    assert off_question(question, claims, SOURCES) == [AL]
+    assert off_question("Which metal is densest?", claims, SOURCES) == []  # names none of them
