@@ -125,14 +125,15 @@ def _named(question: str, things: Iterable[str]) -> set[str]:
 
 
 def off_question(question: str, claims: Iterable[Claim], things: Mapping[str, str]) -> list[Claim]:
-    """The cited claims about none of the two or more things `question` names.
+    """The cited claims about none of the two or more things `question` asks to rank.
 
-    Asked "white ash or teak?", a line citing only white oak's chunk answers another question.
-    Where the question names fewer than two of the things (`things`: what each chunk is about),
-    none is off it.
+    Asked "which is harder, white ash or teak?", a line citing only white oak's chunk answers
+    another question. Only a question that asks for the highest or lowest (`asked`) of two or
+    more things it names (`things`: what each chunk is about) has lines off it: "PLA or PETG for
+    a hot car?" may well be answered with ASA.
     """
     named = _named(question, things.values())
-    if len(named) < 2:
+    if asked(question) is None or len(named) < 2:
         return []
     return [c for c in claims if c.cited and not {things.get(i) for i in c.cited} & named]
 

@@ -154,3 +154,5 @@ def test_off_question_claims_cite_none_of_the_things_the_question_names():
     question = "Which is denser, 316 or C110?"
     assert off_question(question, claims, SOURCES) == [AL]
     assert off_question("Which metal is densest?", claims, SOURCES) == []  # names none of them
+    # a choice that ranks nothing may be answered with a third thing
+    assert off_question("Should I machine 316 or C110 for this part?", claims, SOURCES) == []
