@@ -82,7 +82,8 @@ _KINDS: dict[str, tuple[str, frozenset[str]]] = {
 """Per dimensionality: the noun that completes a label ("bed" → "bed temperature"), and the
 words that already say what a label measures."""
 
-_KIND_STEMS = frozenset().union(*(says for _, says in _KINDS.values()))
+_NOUN_STEMS = frozenset(stem(w) for noun, _ in _KINDS.values() for w in (noun, "range", "point"))
+"""What completes a property's name ("melting range"): a question need not say it."""
 _CURRENCY = re.compile(
     r"(?P<symbol>[$€£¥])\s?(?P<low>\d[\d,]*(?:\.\d+)?)(?:\s?(?:-|–|to)\s?[$€£¥]?\s?"
     r"(?P<high>\d[\d,]*(?:\.\d+)?))?"
@@ -475,7 +476,8 @@ _ASKS = {
     "affordable": "price", "light": "density", "heavy": "density", "dense": "density",
     "weight": "density", "hard": "hardness", "soft": "hardness", "strong": "strength",
     "weak": "strength", "hot": "temperature", "cold": "temperature", "warm": "temperature",
-    "cool": "temperature", "slippery": "friction", "slick": "friction",
+    "cool": "temperature", "slippery": "friction", "slick": "friction", "weigh": "density",
+    "long": "time", "short": "time", "quick": "time", "fast": "time", "slow": "time",
 }  # fmt: skip
 """What an adjective or its comparison asks for (`cheapest`: price): nouns of English, matched
 against the KB's own property names."""
@@ -484,7 +486,7 @@ against the KB's own property names."""
 def _asked(word: str) -> str | None:
     """The noun `word`'s comparison asks for (`heaviest`, `densest`, `hotter`), if any."""
     w = word.lower()
-    roots = [w]
+    roots = [w, stem(w)]
     for suffix in ("est", "er"):
         if w.endswith(suffix) and len(w) > len(suffix) + 2:
             root = w[: -len(suffix)]
@@ -596,7 +598,7 @@ class KbVocabulary(Vocabulary):
         scored: dict[str, int] = {}
         for prop in self._by_property:
             words = set(content_words(prop))
-            own = words - _KIND_STEMS  # "nozzle" of "nozzle temperature"
+            own = words - _NOUN_STEMS  # "nozzle" of "nozzle temperature", all of "heat resistance"
             if (own and own <= stems) or words & asked_stems:
                 scored[prop] = 2 * len(words & stems) + len(words & asked_stems)
         if not scored:
