@@ -225,3 +225,22 @@ def test_kb_figures_lists_one_property_sorted_in_one_unit(store):
     assert out.index("western red cedar") < out.index("hard maple")  # lowest first
     code, out, _ = run(["kb", "figures", "--kb", store.path])
     assert code == 0 and "nozzle temperature" in out and "°C" in out
+
+
+def test_a_user_added_name_is_used_by_retrieval(tmp_path, kb_dir):
+    from collective.kb.retrieval import retrieve
+
+    kb = SqliteKnowledgeStore(tmp_path / "kb.sqlite", embedder=None)
+    kb.add_paths([DATA / "eval_kb" / "plastic"], base=DATA, embed=False)
+    question = "What is the density of Teflon?"
+    before = retrieve(kb, question, "balanced")
+    assert not any(c.source.endswith("ptfe.md") for c in before.injected[:3])
+    kb.add_names("eval_kb/plastic/ptfe.md", ["Teflon"])
+    after = retrieve(kb, question, "balanced")
+    assert after.injected[0].source == "eval_kb/plastic/ptfe.md"
+    assert after.injected[0].heading == "PTFE > Density"
+    assert any(d.startswith("names: Teflon: PTFE; searched as 'What is the density of PTFE?'")
+               for d in after.diagnostics)  # fmt: skip
+    # The claim check's vocabulary is the same one: the name resolves there too.
+    assert [n.thing.title for n in kb.vocabulary().named_in("Teflon is inert")] == ["PTFE"]
+
