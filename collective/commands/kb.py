@@ -205,18 +205,27 @@ def _expand(store: SqliteKnowledgeStore, *, quiet: bool) -> dict[str, object]:
     from collective.kb.demo import demo_expansions
 
     expander, model = expansion.configured_expander()
-    if expander is None:
+    namer, namer_model = expansion.configured_namer()
+    if expander is None and namer is None:
         return {"model": "none ($COLLECTIVE_KB_EXPANSION=none)"}
-    cache = expansion.load_cache(demo_expansions())
-
-    namer = expansion.configured_namer()
+    cache = expansion.load_cache(demo_expansions()) if expander is not None else {}
 
     def run(progress: Progress | None) -> expansion.ExpansionStats:
         return expansion.expand_missing(
-            store, expander, model=model, cache=cache, progress=progress, namer=namer
+            store,
+            expander,
+            model=model,
+            cache=cache,
+            progress=progress,
+            namer=namer,
+            namer_model=namer_model,
+            names_only=expander is None,
         )
 
-    return _with_progress(run, quiet=quiet, what="expanding chunks").to_dict()
+    stats = _with_progress(run, quiet=quiet, what="expanding chunks").to_dict()
+    if expander is None:
+        return {"model": "none ($COLLECTIVE_KB_EXPANSION=none)", "named": stats["named"]}
+    return stats
 
 
 def _expand_added(store: SqliteKnowledgeStore, *, quiet: bool) -> tuple[dict[str, object], str]:
@@ -235,9 +244,10 @@ def _expand_added(store: SqliteKnowledgeStore, *, quiet: bool) -> tuple[dict[str
 def _expansion_line(expanded: dict[str, object]) -> str:
     if "generated" not in expanded:
         return str(expanded["model"])
+    named = f"; {expanded['named']} documents named" if expanded.get("named") else ""
     return (
         f"{expanded['generated']} written by {expanded['model']} "
-        f"({expanded['per_chunk_s']} s a chunk), {expanded['cached']} from the cache"
+        f"({expanded['per_chunk_s']} s a chunk), {expanded['cached']} from the cache{named}"
     )
 
 

@@ -12,9 +12,10 @@ What a model writes from untrusted chunk text is cleaned (`clean_expansion`) bef
 letters, digits and plain punctuation only, so no control token, citation tag or markup can get
 into the index, and a few short lines at most, so no chunk can stuff itself into every query.
 
-In the same pass the model is asked, once per document, what else the document's thing is called
-(trade names, acronyms, everyday names: "Teflon" for PTFE, "super glue" for cyanoacrylate); the
-store keeps each name that names no other document better (`collective.kb.names`).
+In the same pass a model named by `$COLLECTIVE_KB_NAMES` (none by default: the bundled small
+models write wrong names, bench/README.md) is asked, once per document, what else the document's
+thing is called (trade names, acronyms, everyday names: "Teflon" for PTFE); the store keeps each
+name that names no other document better (`collective.kb.names`).
 
 Generated expansions can be kept in a JSON cache keyed by the chunk's content
 (`content_key`): the demo KB ships one (`collective/data/demo_kb_expansions.json`), so building
@@ -56,6 +57,7 @@ __all__ = [
     "contextual_header",
     "expand_missing",
     "load_cache",
+    "model_names",
     "prompt",
 ]
 
@@ -79,13 +81,20 @@ PROMPT = (
     "passage's technical terms. Then a line 'Keywords:' with everyday words for it.\n"
     "1."
 )
-NAMES_PROMPT = (
-    "Passage about {title}:\n{text}\n\n"
-    "What other names do people use for {title}? Give its abbreviation or full name, trade "
-    "names and everyday names, comma-separated, at most 5; write none if it has no other name.\n"
-    "Other names:"
+NAMES_EXAMPLES = (
+    ("polystyrene", "PS, Styrofoam"),
+    ("polyvinyl butyral", "PVB, Butvar"),
+    ("neoprene", "polychloroprene, CR rubber"),
+    ("sodium bicarbonate", "baking soda, bicarb"),
 )
-NAMES_MAX_TOKENS = 32
+"""The form a model is shown (things no KB of this project holds; a name it copies is dropped)."""
+NAMES_PROMPT = (
+    "Other names a material goes by: abbreviations, chemical names, trade names, everyday "
+    "names.\n"
+    + "".join(f"{thing}: {names}\n" for thing, names in NAMES_EXAMPLES)
+    + "Complete the last line in the same form, nothing else.\n{title}:"
+)
+NAMES_MAX_TOKENS = 40
 _PASSAGE_CHARS = 900
 MAX_TOKENS = 72
 """Tokens a model may write for one expansion (three questions and a keyword line)."""
@@ -167,33 +176,55 @@ def backend_namer(
     """A namer that asks `backend` (greedy decoding) what else a document's thing is called."""
 
     def name(title: str, text: str) -> str:
-        content = NAMES_PROMPT.format(title=title, text=" ".join(text.split())[:_PASSAGE_CHARS])
+        del text  # the title alone: a passage made the small models copy its sentences
         request = backend.chat(
-            [{"role": "user", "content": content}], max_tokens=max_tokens, temperature=0.0
+            [{"role": "user", "content": NAMES_PROMPT.format(title=title)}],
+            max_tokens=max_tokens,
+            temperature=0.0,
         )
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             try:
-                return pool.submit(asyncio.run, request).result(timeout).text.split("\n")[0]
+                written = pool.submit(asyncio.run, request).result(timeout).text
             except concurrent.futures.TimeoutError as exc:
                 raise BackendTimeout(
-                    f"the expansion model took over {timeout:g} s to name one document"
+                    f"the naming model took over {timeout:g} s to name one document"
                 ) from exc
+        return model_names(title, written)
 
     return name
 
 
-def configured_namer() -> Namer | None:
-    """The namer of `$COLLECTIVE_KB_EXPANSION`'s model (None for `none`): the expansions' own.
+def model_names(title: str, written: str) -> str:
+    """The names of a model's line that may be a document's: comma-separated.
+
+    Its first line, split at commas and colons; a name of the prompt's examples, the title
+    itself, one of two characters or of more than four words is dropped.
+    """
+    line = written.strip().split("\n")[0].replace(":", ",")  # "title: names" or "name: title"
+    shown = {n.strip().lower() for _, names in NAMES_EXAMPLES for n in names.split(",")}
+    shown |= {thing for thing, _ in NAMES_EXAMPLES}
+    kept = [
+        n.strip()
+        for n in line.split(",")
+        if len(n.strip()) > 2
+        and len(n.split()) <= 4
+        and n.strip().lower() not in shown | {title.lower()}
+    ]
+    return ", ".join(kept)
+
+
+def configured_namer() -> tuple[Namer | None, str]:
+    """The namer `$COLLECTIVE_KB_NAMES` names (None: unset or `none`, the default), its model.
 
     Raises:
         ConfigError: The spec names no known backend.
     """
-    spec = environment.kb_expansion() or DEFAULT_EXPANSION_MODEL
-    if spec == "none":
-        return None
+    spec = environment.kb_names()
+    if not spec or spec == "none":
+        return None, "none"
     from collective.models.registry import backend_from_spec
 
-    return backend_namer(backend_from_spec(spec))
+    return backend_namer(backend_from_spec(spec)), spec
 
 
 def configured_expander() -> tuple[Expander | None, str]:
@@ -272,6 +303,8 @@ def expand_missing(
     cache: Mapping[str, str] | None = None,
     progress: Progress | None = None,
     namer: Namer | None = None,
+    namer_model: str = "",
+    names_only: bool = False,
 ) -> ExpansionStats:
     """Give every chunk without an expansion one: from `cache`, else written by `expander`.
 
@@ -286,17 +319,19 @@ def expand_missing(
         cache: Expansions by `content_key`.
         progress: Called with `(done, total)` after each document named and each chunk.
         namer: What names a document (`backend_namer`); None: no names from a model.
+        namer_model: The name recorded with a document's names (default: `model`).
+        names_only: Name the documents only (no chunk is expanded).
 
     Returns:
         Counts and the time per written expansion.
     """
     stats = ExpansionStats(model=model)
     unnamed = store.unnamed() if namer is not None else []
-    todo = store.unexpanded()
+    todo = [] if names_only else store.unexpanded()
     total = len(unnamed) + len(todo)
     for done, (source, title, opening) in enumerate(unnamed, 1):
         if namer is not None:
-            store.set_model_names(source, namer(title, opening), model)
+            store.set_model_names(source, namer(title, opening), namer_model or model)
             stats.named += 1
         if progress is not None:
             progress(done, total)
