@@ -30,7 +30,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,7 +44,9 @@ if TYPE_CHECKING:
     from collective.models.base import Backend
 
 __all__ = [
+    "BackendExpander",
     "DEFAULT_EXPANSION_MODEL",
+    "EXPANSION_BATCH",
     "ExpansionStats",
     "Expander",
     "Namer",
@@ -144,30 +146,61 @@ def clean_expansion(text: str) -> str:
     return "\n".join(lines)[:MAX_CHARS].strip()
 
 
-def backend_expander(
-    backend: Backend, *, max_tokens: int = MAX_TOKENS, timeout: float = 120.0
-) -> Expander:
-    """An expander that asks `backend` (greedy decoding) to write a chunk's expansion.
+EXPANSION_BATCH = 4
+"""Chunks expanded at once when the model serves concurrent requests together (the in-process
+model's batch engine, a server's slots); each batch is committed as it finishes."""
 
-    The chunk's text is the user's content, which every backend keeps from becoming control
-    tokens (escaped over HTTP, tokenized as plain text in process).
+
+class BackendExpander:
+    """An `Expander` that asks a backend (greedy decoding) for a chunk's expansion.
+
+    `many` asks for several chunks' at once: on the in-process model they are decoded together
+    in one batch, on a server in its slots. The chunk's text is the user's content, which every
+    backend keeps from becoming control tokens (escaped over HTTP, tokenized as plain text in
+    process).
     """
 
-    def expand(header: str, text: str) -> str:
-        request = backend.chat(
-            [{"role": "user", "content": prompt(header, text)}],
-            max_tokens=max_tokens,
-            temperature=0.0,
-        )
+    def __init__(self, backend: Backend, *, max_tokens: int = MAX_TOKENS, timeout: float = 120.0):
+        """An expander on `backend`; `timeout` bounds each chunk's expansion."""
+        self.backend = backend
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+
+    def __call__(self, header: str, text: str) -> str:
+        """One chunk's expansion (see `Expander`)."""
+        return self.many([(header, text)])[0]
+
+    def many(self, chunks: Sequence[tuple[str, str]]) -> list[str]:
+        """The expansions of several `(header, text)` chunks, asked for together."""
+
+        async def all_of() -> list[str]:
+            results = await asyncio.gather(
+                *(
+                    self.backend.chat(
+                        [{"role": "user", "content": prompt(header, text)}],
+                        max_tokens=self.max_tokens,
+                        temperature=0.0,
+                    )
+                    for header, text in chunks
+                )
+            )
+            return [r.text for r in results]
+
+        limit = self.timeout * max(1, len(chunks))
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             try:
-                return pool.submit(asyncio.run, request).result(timeout).text
+                return pool.submit(asyncio.run, all_of()).result(limit)
             except concurrent.futures.TimeoutError as exc:
                 raise BackendTimeout(
-                    f"the expansion model took over {timeout:g} s for one chunk"
+                    f"the expansion model took over {limit:g} s for {len(chunks)} chunks"
                 ) from exc
 
-    return expand
+
+def backend_expander(
+    backend: Backend, *, max_tokens: int = MAX_TOKENS, timeout: float = 120.0
+) -> BackendExpander:
+    """An expander that asks `backend` (greedy decoding) to write chunks' expansions."""
+    return BackendExpander(backend, max_tokens=max_tokens, timeout=timeout)
 
 
 def backend_namer(
@@ -305,12 +338,14 @@ def expand_missing(
     namer: Namer | None = None,
     namer_model: str = "",
     names_only: bool = False,
+    batch: int = EXPANSION_BATCH,
 ) -> ExpansionStats:
     """Give every chunk without an expansion one: from `cache`, else written by `expander`.
 
-    With a `namer`, each document the model has not named yet is named first. Each expansion
-    and each document's names are committed as they are made, so an interrupted run keeps
-    what it finished and the next run goes on from there.
+    With a `namer`, each document the model has not named yet is named first. Expansions are
+    asked for `batch` chunks at a time; each batch and each document's names are committed as
+    they are made, so an interrupted run keeps what it finished and the next run goes on from
+    there.
 
     Args:
         store: The KB.
@@ -321,6 +356,8 @@ def expand_missing(
         namer: What names a document (`backend_namer`); None: no names from a model.
         namer_model: The name recorded with a document's names (default: `model`).
         names_only: Name the documents only (no chunk is expanded).
+        batch: Chunks asked for at once when the expander can (`BackendExpander.many`); the
+            time recorded for each is the batch's share.
 
     Returns:
         Counts and the time per written expansion.
@@ -335,23 +372,36 @@ def expand_missing(
             stats.named += 1
         if progress is not None:
             progress(done, total)
-    for done, (rowid, source, heading, text) in enumerate(todo, len(unnamed) + 1):
-        known = (cache or {}).get(content_key(heading, text))
-        if known is not None:
-            store.set_expansion(rowid, clean_expansion(known), "cache")
-            stats.cached += 1
-        elif expander is not None:
-            header = contextual_header(source, heading)
+    many = getattr(expander, "many", None)
+    size = max(1, batch) if callable(many) else 1
+    done = len(unnamed)
+    for start in range(0, len(todo), size):
+        group = todo[start : start + size]
+        asked = []
+        for rowid, source, heading, text in group:
+            known = (cache or {}).get(content_key(heading, text))
+            if known is not None:
+                store.set_expansion(rowid, clean_expansion(known), "cache")
+                stats.cached += 1
+            elif expander is not None:
+                asked.append((rowid, contextual_header(source, heading), text))
+        if asked and expander is not None:
             started = time.perf_counter()
-            written = clean_expansion(expander(header, text))
-            seconds = time.perf_counter() - started
-            # The header's words are indexed with the questions (the chunk's own FTS row has
-            # the heading path, but not the file's name when the file has no title).
-            expansion = clean_expansion(f"{header}\n{written}") if written else ""
-            stats.empty += not written
-            store.set_expansion(rowid, expansion, model, seconds)
-            stats.generated += 1
-            stats.seconds.append(seconds)
+            if callable(many) and len(asked) > 1:
+                texts = many([(header, text) for _, header, text in asked])
+            else:
+                texts = [expander(header, text) for _, header, text in asked]
+            seconds = (time.perf_counter() - started) / len(asked)
+            for (rowid, header, _), raw in zip(asked, texts, strict=True):
+                written = clean_expansion(raw)
+                # The header's words are indexed with the questions (the chunk's own FTS row
+                # has the heading path, but not the file's name when the file has no title).
+                expansion = clean_expansion(f"{header}\n{written}") if written else ""
+                stats.empty += not written
+                store.set_expansion(rowid, expansion, model, seconds)
+                stats.generated += 1
+                stats.seconds.append(seconds)
+        done += len(group)
         if progress is not None:
             progress(done, total)
     return stats
