@@ -245,7 +245,6 @@ def test_a_user_added_name_is_used_by_retrieval(tmp_path, kb_dir):
     assert [n.thing.title for n in kb.vocabulary().named_in("Teflon is inert")] == ["PTFE"]
 
 
-
 @pytest.mark.parametrize(
     ("title", "written", "kept"),
     [
@@ -286,3 +285,14 @@ def test_kb_add_names_documents_with_the_configured_model(tmp_path, monkeypatch)
         assert t.names[0] == t.title
         assert not any(n.lower() in titles - {t.title.lower()} for n in t.names)
         assert all(not set(n) & set("<>[]{}|#`*") for n in t.names)
+
+
+def test_recall_shows_each_chunk_s_document_names(store):
+    code, out, err = run(
+        ["recall", "What is the density of Teflon?", "--kb", store.path, "--budget", "balanced",
+         "--json"],
+        env={"COLLECTIVE_KB_EMBEDDINGS": "none"},
+    )  # fmt: skip
+    assert code == 0, err
+    first = json.loads(out)["chunks"][0]
+    assert first["heading"] == "PTFE > Density" and first["names"] == ["PTFE", "Teflon"]
