@@ -197,6 +197,10 @@ def _chat_ask(request: Request, body: Any, settings: ServeSettings) -> tuple[Ask
 
 
 def _check_question(question: str, settings: ServeSettings) -> None:
+    from collective.question import is_blank
+
+    if is_blank(question):
+        raise BadRequest("the question (the last user message) is empty; ask something")
     if len(question) > settings.max_question_chars:
         raise BadRequest(
             f"the question is {len(question):,} characters, over this server's limit of "

@@ -9,7 +9,9 @@ Tools:
   `notifications/cancelled`) cancels the run and its model calls.
 * `recall(query, profile)`: the chunks retrieval would inject, with their tags and sources.
 * `kb_add(paths)`: files added to the configured KB, and those refused with their reasons; only
-  offered with `--kb-add` (it changes the KB, from paths on the server's machine).
+  offered with `--kb-add` (it changes the KB, from paths on the server's machine, and only
+  Markdown/text files: a caller could otherwise have any readable file put where `recall`
+  shows it).
 
 Over stdio an MCP host starts it; over streamable HTTP (`/mcp`) it binds 127.0.0.1 unless told
 otherwise and asks for the API key like `collective serve`. Runs are admitted like
@@ -197,6 +199,9 @@ def _add(config: CollectiveConfig, paths: list[str]) -> dict[str, Any]:
             files += sorted(
                 p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES
             )
+        elif path.suffix.lower() not in TEXT_SUFFIXES:  # a tool's caller names any path
+            kinds = ", ".join(sorted(TEXT_SUFFIXES))
+            refused.append({"path": raw, "reason": f"not a Markdown/text file ({kinds})"})
         elif path.exists():
             files.append(path)
         else:

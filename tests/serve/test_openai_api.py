@@ -262,6 +262,7 @@ def test_bad_requests_are_400_in_openai_shape(client):
     for messages in (
         [{"role": "assistant", "content": "a question must end the list"}],
         [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
+        [{"role": "user", "content": " \u200b\n"}],  # nothing visible to ask
     ):
         with pytest.raises(openai.BadRequestError) as caught:
             client.chat.completions.create(model="collective", messages=messages)
