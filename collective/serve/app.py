@@ -45,7 +45,7 @@ from collective.errors import (
 )
 from collective.kb.profile_names import Profile
 from collective.serve import openai_shapes as shapes
-from collective.serve.runs import Ask, Busy, Cancelled, Councils, Run
+from collective.serve.runs import Ask, Busy, Cancelled, Councils, Run, ThreadBusy
 from collective.serve.settings import THREAD_HEADER, ServeSettings
 
 __all__ = ["API_PREFIXES", "PAGE_DIR", "RUNS_PATH", "create_app", "error_response", "guard"]
@@ -76,6 +76,8 @@ def error_response(exc: BaseException) -> JSONResponse:
     if isinstance(exc, Busy):
         status, kind, code = 429, "rate_limit_error", "concurrency_limit"
         headers["Retry-After"] = str(exc.retry_after_s)
+    elif isinstance(exc, ThreadBusy):
+        status, kind, code = 409, "invalid_request_error", "thread_busy"
     elif isinstance(exc, Cancelled):
         status, kind, code = 499, "cancelled", "cancelled"
     elif isinstance(exc, TooLarge):

@@ -30,8 +30,9 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
 from collective.agents import Mode
+from collective.errors import CollectiveError
 from collective.kb.profile_names import Profile
-from collective.serve.runs import DEFAULT_COUNCIL, Ask, Busy, Councils, Run
+from collective.serve.runs import DEFAULT_COUNCIL, Ask, Busy, Councils, Run, ThreadBusy
 
 if TYPE_CHECKING:
     from collective.config import CollectiveConfig
@@ -75,7 +76,7 @@ def build_mcp(councils: Councils) -> MCPServer:
         model = council if mode is Mode.council else f"{council}-{Mode(mode).value}"
         try:
             run = councils.start(Ask(question, model, thread, (), k, retrieval))
-        except (Busy, KeyError, ValueError) as exc:
+        except (Busy, ThreadBusy, KeyError, CollectiveError) as exc:
             raise ToolError(str(exc.args[0] if isinstance(exc, KeyError) else exc)) from None
         try:
             result = await _follow(run, ctx)
