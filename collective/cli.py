@@ -26,6 +26,7 @@ from collective.commands import (
     kb,
     models,
     recall,
+    serve,
     smoke,
     threads,
 )
@@ -89,6 +90,9 @@ app.command("recall")(recall.recall)
 app.command("models")(models.models)
 app.add_typer(budget.app, name="budget")
 app.add_typer(threads.app, name="threads")
+# The council as servers (docs/serving.md): an OpenAI-compatible API and MCP tools.
+app.command("serve")(serve.serve)
+app.command("mcp")(serve.mcp)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -29,6 +29,7 @@ from collective import agents
 
 if TYPE_CHECKING:
     from collective.config import CollectiveConfig, EffectiveConfig
+    from collective.modes import ModeResult
 
 __all__ = [
     "CONTRACT_KEYS",
@@ -41,6 +42,7 @@ __all__ = [
     "ask",
     "load_settings",
     "mark_cut_answers",
+    "mode_output",
     "open_session",
     "preflight",
     "run_council",
@@ -434,6 +436,11 @@ async def answer_in_mode(config: CollectiveConfig, question: str, mode: str) -> 
         result = await run_mode(question, mode, config.council_context())  # type: ignore[arg-type]
     finally:
         await close_all()
+    return mode_output(result, mode)
+
+
+def mode_output(result: ModeResult, mode: str) -> dict[str, Any]:
+    """The output contract of one answer in a non-council mode (`collective.modes.run_mode`)."""
     return mark_cut_answers(
         {
             **CONTRACT_KEYS,
