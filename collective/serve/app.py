@@ -8,7 +8,8 @@ Routes:
   one JSON object per `data:` line: the events the CLI's live view reads, then `result` or
   `error`): what the page reads; `DELETE /collective/v1/runs/{id}` cancels a run;
 * `GET /health`;
-* `/`: the page, when the package ships one (`PAGE_DIR/index.html`).
+* `GET /collective/v1/threads/{thread}`: a thread's earlier turns (`page_routes`);
+* `/`: the page, when the package ships one (`PAGE_DIR/index.html`; docs/page.md).
 
 Every `/v1/` and `/collective/` request needs the API key when one is set
 (`Authorization: Bearer KEY`, else 401). A body over `max_body_bytes` is refused with 413, too
@@ -45,6 +46,7 @@ from collective.errors import (
 )
 from collective.kb.profile_names import Profile
 from collective.serve import openai_shapes as shapes
+from collective.serve.page_routes import page_routes, verdict_lines
 from collective.serve.runs import Ask, Busy, Councils, Run
 from collective.serve.settings import THREAD_HEADER, ServeSettings
 
@@ -365,9 +367,10 @@ def create_app(councils: Councils, settings: ServeSettings) -> Starlette:
                     error = json.loads(bytes(response.body))["error"]
                     yield _sse({"type": "error", "status": response.status_code, "error": error})
                     return
-                yield _sse(event)
-                if event["type"] == "result":
+                if event["type"] == "result":  # with the verdict's lines as `ask` marks them
+                    yield _sse({**event, "lines": verdict_lines(event["result"])})
                     return
+                yield _sse(event)
         finally:
             run.cancel()
 
@@ -389,6 +392,7 @@ def create_app(councils: Councils, settings: ServeSettings) -> Starlette:
         Route(RUNS_PATH, start_run, methods=["POST"]),
         Route(RUNS_PATH + "/{run_id}", cancel_run, methods=["DELETE"]),
     ]
+    routes += page_routes(councils)
     if (PAGE_DIR / "index.html").is_file():
         from starlette.staticfiles import StaticFiles
 
