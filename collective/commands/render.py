@@ -25,7 +25,6 @@ __all__ = [
     "short_server",
     "budget_table",
     "format_ms",
-    "line_marks",
     "marked_lines",
     "render_result",
     "section_summary",
@@ -318,31 +317,13 @@ CLAIM_LEGEND = (
 )
 
 
-def line_marks(answer: str, claims: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
-    """The verdict's lines, each with the statuses of the claims it holds (none: no claim).
-
-    A claim belongs to a line that holds its text (tags left out); statuses without a mark
-    (`dropped`: its line is gone from the verdict) are left out, each status once.
-    """
-    from collective.kb.support import plain
-
-    out = []
-    for line in answer.splitlines():
-        said = plain(line)
-        statuses = [
-            c["status"]
-            for c in claims
-            if c["status"] in CLAIM_MARKS and c["text"] and c["text"] in said
-        ]
-        out.append((line, list(dict.fromkeys(statuses))))
-    return out
-
-
 def marked_lines(answer: str, claims: Sequence[Mapping[str, Any]]) -> list[str]:
     """The verdict's lines, each marked by the check of the claims it holds (blank: none)."""
+    from collective.kb.marks import line_statuses
+
     return [
         f"{''.join(CLAIM_MARKS[s] for s in statuses) or ' ':<2} {line}"
-        for line, statuses in line_marks(answer, claims)
+        for line, statuses in line_statuses(answer, claims)
     ]
 
 

@@ -61,7 +61,7 @@ from collective.nodes.review import aggregate_rankings
 from collective.prompts import judge as prompt
 from collective.telemetry import record_fallback, record_tool_call
 
-__all__ = ["draft", "judge"]
+__all__ = ["draft", "judge", "seen_chunks"]
 
 
 class ToolTranscript:
@@ -570,16 +570,22 @@ def _stage(stage: str) -> None:
 
 
 def _seen(shown: Mapping[str, Shown], chunks: Mapping[str, Chunk]) -> None:
-    """Tell the stream the chunks as the judge's prompt showed them (the page shows a tag's).
+    """Tell the stream the chunks as the judge's prompt showed them (the page shows a tag's)."""
+    emit({"type": "shown", "node": agents.JUDGE, "chunks": seen_chunks(shown, chunks)})
 
-    Each with what its trim left out (`trimmed`, empty where it was shown whole).
+
+def seen_chunks(shown: Mapping[str, Shown], chunks: Mapping[str, Chunk]) -> dict[str, Any]:
+    """Each shown chunk's `heading`, `text` and `source`, and what its trim left out.
+
+    `trimmed` is the rest of the chunk's body (as prompts render it) after the part the
+    prompt showed; empty where the chunk was shown whole.
     """
     seen = {}
     for i, c in shown.items():
         whole = neutralise(chunks[i].text).strip() if i in chunks else c.text
         cut = whole[len(c.text) :] if len(c.text) < len(whole) else ""
         seen[i] = {"heading": c.heading, "text": c.text, "source": c.source, "trimmed": cut}
-    emit({"type": "shown", "node": agents.JUDGE, "chunks": seen})
+    return seen
 
 
 def _similarity(ctx: CouncilContext) -> Similar | None:

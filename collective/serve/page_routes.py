@@ -4,7 +4,7 @@ The page starts a run at `POST /collective/v1/runs` and reads its events (`colle
 the events `collective ask`'s live view reads). This module adds:
 
 - `verdict_lines`: the verdict's lines with the statuses of their claims, as `collective ask`
-  marks them (`collective.commands.render.line_marks`), sent with the run's `result` event as
+  marks them (`collective.kb.marks.line_statuses`), sent with the run's `result` event as
   `lines`, so that the page marks each line exactly as the terminal does;
 - `GET /collective/v1/threads/{thread}`: a thread's earlier turns (its finished runs' questions
   and verdicts, oldest first), read from the checkpoints of the council's thread for that name.
@@ -33,10 +33,10 @@ _THREAD_CHARS = 200
 
 def verdict_lines(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The verdict's lines, each `{"text", "marks"}` (claim statuses: `supported`, ...)."""
-    from collective.commands.render import line_marks
+    from collective.kb.marks import line_statuses
 
     answer, claims = str(result.get("answer") or ""), list(result.get("claims") or [])
-    return [{"text": line, "marks": marks} for line, marks in line_marks(answer, claims)]
+    return [{"text": line, "marks": marks} for line, marks in line_statuses(answer, claims)]
 
 
 async def earlier_turns(graph: Any, thread_id: str) -> list[dict[str, str]]:

@@ -128,13 +128,16 @@ def too_wide(driver: Any) -> list[str]:
     )
 
 
-def shot(driver: Any, tmp_path: Path, name: str, width: int, height: int) -> None:
+def shot(driver: Any, tmp_path: Path, name: str, width: int, height: int, at: str = "") -> None:
+    """A screenshot of a `width` x `height` window, scrolled to the element `at` (else the top)."""
     driver.set_window_size(width, height)
-    folder = Path(SHOTS) if SHOTS else tmp_path
-    folder.mkdir(parents=True, exist_ok=True)
-    # The window's inner size: set_window_size sizes the outer window.
+    # set_window_size sizes the outer window: make the inner one the size asked.
     inner = driver.execute_script("return [window.innerWidth, window.innerHeight]")
     driver.set_window_size(2 * width - inner[0], 2 * height - inner[1])
+    where = f"document.getElementById('{at}').scrollIntoView()" if at else "window.scrollTo(0, 0)"
+    driver.execute_script(where)
+    folder = Path(SHOTS) if SHOTS else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
     assert driver.save_screenshot(str(folder / name))
 
 
@@ -183,6 +186,12 @@ def test_a_run_on_the_page(
         assert re.search(
             r"in \d+ · out \d+ · [\d.]+ m?s", member.find_element(By.CSS_SELECTOR, ".meta").text
         )
+
+    # The thread's turns, read back from its checkpoints: this one is there now.
+    turns = wait_for(
+        lambda: driver.find_elements(By.CSS_SELECTOR, "#turn-list li"), message="the turns"
+    )
+    assert [t.find_element(By.CSS_SELECTOR, ".q").text for t in turns] == [QUESTION]
 
     # Retrieval's chunks with their tags, and the judge's row.
     chunks = driver.find_elements(By.CSS_SELECTOR, "#chunk-list li")
@@ -241,13 +250,12 @@ def test_a_run_on_the_page(
     }
 
     assert axe_violations(driver) == []
-    driver.execute_script("window.scrollTo(0, 0)")
-    shot(driver, tmp_path, "page-1280x800.png", 1280, 800)
+    tag.click()  # the pictures show a chunk as the judge saw it
+    shot(driver, tmp_path, "page-1280x800.png", 1280, 800, at="council")
     height = driver.execute_script("return document.documentElement.scrollHeight")
     shot(driver, tmp_path, "page-1280-whole.png", 1280, height)
     assert too_wide(driver) == []
-    driver.execute_script("document.getElementById('council').scrollIntoView()")
-    shot(driver, tmp_path, "page-phone-390x844.png", 390, 844)
+    shot(driver, tmp_path, "page-phone-390x844.png", 390, 844, at="council")
     assert too_wide(driver) == []  # nothing wider than a phone
     assert axe_violations(driver) == []  # the phone layout too
 
