@@ -4,7 +4,8 @@ It speaks the OpenAI chat protocol the `openai:` backend uses (`GET /v1/models` 
 `max_model_len`, streamed `POST /v1/chat/completions`). Each answer is the first sentence of a
 chunk of its prompt with that chunk's tag (`member-b` takes the second chunk shown, the others
 the first), so the verdict cites a chunk that supports it, whatever the KB's scores say, and the
-answer streams word by word over `latency_s` (per model: `latency`). It counts the calls open
+answer streams word by word over `latency_s` (per model: `latency`); a `failing` model answers
+with a server error. It counts the calls open
 now (`in_flight`) and the ones whose client hung up mid-answer (`dropped`).
 """
 
@@ -40,13 +41,19 @@ class ScriptedCouncilServer:
         latency_s: Seconds an answer takes (its words spread over it).
         latency: Seconds per model, over `latency_s`.
         n_ctx: The window `/v1/models` reports.
+        failing: Models that answer every request with HTTP 500 (a server fault).
     """
 
     def __init__(
-        self, latency_s: float = 1.0, latency: dict[str, float] | None = None, n_ctx: int = 8192
+        self,
+        latency_s: float = 1.0,
+        latency: dict[str, float] | None = None,
+        n_ctx: int = 8192,
+        failing: tuple[str, ...] = (),
     ) -> None:
         self.latency_s = latency_s
         self.latency = latency or {}
+        self.failing = failing
         self.n_ctx = n_ctx
         self.lock = threading.Lock()
         self.in_flight = 0
@@ -90,7 +97,10 @@ def _handler(server: ScriptedCouncilServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.startswith("/v1/models"):
-                data = [{"id": m, "object": "model", "max_model_len": server.n_ctx} for m in MODELS]
+                data = [
+                    {"id": m, "object": "model", "max_model_len": server.n_ctx}
+                    for m in (*MODELS, *server.failing)
+                ]
                 self._json(200, {"object": "list", "data": data})
             elif self.path.startswith("/health"):
                 self._json(200, {})
@@ -104,6 +114,9 @@ def _handler(server: ScriptedCouncilServer) -> type[BaseHTTPRequestHandler]:
                 self._json(404, {"error": {"message": "not found"}})
                 return
             model = str(body.get("model", ""))
+            if model in server.failing:
+                self._json(500, {"error": {"message": f"{model} is out of order"}})
+                return
             prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
             with server.lock:
                 server.calls += 1

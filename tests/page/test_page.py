@@ -58,9 +58,14 @@ def served(clean_cwd: None, tmp_path: Path, scripted: ScriptedCouncilServer) -> 
 
 def wait_for(what: Callable[[], Any], timeout: float = 120, message: str = "") -> Any:
     """Poll `what` until it returns something true (generous: two shared cores)."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        value = what()
+        try:
+            value = what()
+        except (NoSuchElementException, StaleElementReferenceException):
+            value = None  # not drawn yet, or drawn again
         if value:
             return value
         time.sleep(0.1)
@@ -302,3 +307,60 @@ def test_a_run_cancelled_from_the_page(clean_cwd: None, tmp_path: Path, browser:
     finally:
         serve.stop()
         slow.stop()
+
+
+@pytest.mark.timeout(600)
+def test_a_trimmed_chunk_and_a_failed_member_on_the_page(
+    clean_cwd: None, tmp_path: Path, browser: Any
+) -> None:
+    from importlib import resources
+
+    from selenium.webdriver.common.by import By
+
+    server = ScriptedCouncilServer(latency_s=1.0, failing=("member-x",)).start()
+    # The judge's KB section holds about 100 tokens: the best chunk is cut to fit.
+    (tmp_path / "collective.toml").write_text(
+        council_toml(server).replace('"member-b"', '"member-x"').replace("member-b@", "member-x@")
+        + "[budgets.judge]\nn_ctx = 8192\noutput = 256\nsections = { system = 130, "
+        "conversation_summary = 0, kb_chunks = 100, proposals = 1, task = 100, "
+        "safety_margin = 0 }\n"
+    )
+    serve = Serve(tmp_path)
+    driver = browser
+    try:
+        driver.get(serve.url + "/")
+        wait_for(lambda: driver.find_element(By.CSS_SELECTOR, "body[data-ready='1']"))
+        driver.find_element(By.ID, "question").send_keys(QUESTION)
+        driver.find_element(By.ID, "ask-button").click()
+        wait_for(
+            lambda: driver.execute_script("return document.body.dataset.run === 'ended'"),
+            message="the run's end",
+        )
+        # The failed member: its column says so, and so do the faults.
+        failed = driver.find_element(By.CSS_SELECTOR, "#members [data-node='specialist-2']")
+        assert failed.get_attribute("data-status") == "failed", driver.find_element(
+            By.ID, "notes"
+        ).text
+        faults = [f.text for f in driver.find_elements(By.CSS_SELECTOR, "#note-list .fault")]
+        assert any(f.startswith("fault: specialist-2 failed") for f in faults), faults
+        answered = driver.find_element(By.CSS_SELECTOR, "#members [data-node='specialist-1']")
+        assert answered.get_attribute("data-status") == "done"
+
+        # The judge's budget says its chunks were trimmed; the tag shows where.
+        judge = [f for f in page_budgets(driver) if f["node"] == "judge"][-1]
+        kb = next(s for s in judge["sections"] if s["name"] == "kb_chunks")
+        assert kb["trimmed"] and "✂" in kb["shown"]
+        line = driver.find_element(By.CSS_SELECTOR, "#verdict-lines li[data-marks~='supported']")
+        line.find_element(By.CSS_SELECTOR, "button.tag").click()
+        view = driver.find_element(By.ID, "chunk-view")
+        seen = view.find_element(By.CSS_SELECTOR, ".seen").text
+        marker = view.find_element(By.CSS_SELECTOR, ".trim-marker").text
+        rest = view.find_element(By.CSS_SELECTOR, "del.trimmed").text
+        assert "trimmed" in marker and seen and rest
+        source = resources.files("collective").joinpath("data/demo_kb/applications.md")
+        whole = " ".join(source.read_text("utf-8").split())
+        assert " ".join(f"{seen}{rest}".split()) in whole  # the chunk, cut where it was cut
+        assert " ".join(seen.split()) not in " ".join(rest.split())
+    finally:
+        serve.stop()
+        server.stop()

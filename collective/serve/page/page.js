@@ -381,10 +381,14 @@
         break;
       case "error": {
         const error = event.error || {};
-        if (error.code === "Cancelled") {
-          for (const r of Object.values(run.rows)) {
-            if (r.status === "running" || r.status === "waiting") { r.status = "cancelled"; draw(r); }
+        const cancelled = error.code === "Cancelled";
+        for (const r of Object.values(run.rows)) {  // what was still going stopped with the run
+          if (r.status === "running" || r.status === "waiting") {
+            r.status = cancelled ? "cancelled" : "stopped";
+            draw(r);
           }
+        }
+        if (cancelled) {
           note(error.message || "the run was cancelled", "fault");
           end("Cancelled: the run was stopped.");
         } else {
@@ -404,6 +408,7 @@
       const r = row(p.member);
       if (r.answer && !r.answer.textContent.trim()) r.answer.textContent = p.text || p.error || "";
       if (p.error && r.status !== "failed") { r.status = "failed"; r.error = p.error; draw(r); }
+      if (p.error) note(`${p.member} failed: ${p.error}`, "fault");
     }
     verdict(result, event.lines);
     budgets(result.budgets || [], false);
