@@ -47,10 +47,10 @@ from collective.errors import (
 from collective.kb.profile_names import Profile
 from collective.serve import openai_shapes as shapes
 from collective.serve.page_routes import page_routes, verdict_lines
-from collective.serve.runs import Ask, Busy, Councils, Run
+from collective.serve.runs import Ask, Busy, Cancelled, Councils, Run
 from collective.serve.settings import THREAD_HEADER, ServeSettings
 
-__all__ = ["API_PREFIXES", "PAGE_DIR", "RUNS_PATH", "create_app", "error_response"]
+__all__ = ["API_PREFIXES", "PAGE_DIR", "RUNS_PATH", "create_app", "error_response", "guard"]
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,8 @@ def error_response(exc: BaseException) -> JSONResponse:
     if isinstance(exc, Busy):
         status, kind, code = 429, "rate_limit_error", "concurrency_limit"
         headers["Retry-After"] = str(exc.retry_after_s)
+    elif isinstance(exc, Cancelled):
+        status, kind, code = 499, "cancelled", "cancelled"
     elif isinstance(exc, TooLarge):
         status, kind, code = 413, "invalid_request_error", "request_too_large"
     elif isinstance(exc, BadRequest):
@@ -102,16 +104,24 @@ def error_response(exc: BaseException) -> JSONResponse:
     return JSONResponse(shapes.error_body(message, kind, code), status, headers=headers)
 
 
+def guard(
+    app: ASGIApp, settings: ServeSettings, prefixes: tuple[str, ...] = API_PREFIXES
+) -> ASGIApp:
+    """`app` behind the API key and the body's size limit on the paths under `prefixes`."""
+    return _Guard(app, settings, prefixes)
+
+
 class _Guard:
     """ASGI middleware: the API key and the body's size for the API's paths (401, 413)."""
 
-    def __init__(self, app: ASGIApp, settings: ServeSettings) -> None:
+    def __init__(self, app: ASGIApp, settings: ServeSettings, prefixes: tuple[str, ...]) -> None:
         self.app = app
         self.settings = settings
+        self.prefixes = prefixes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        if scope["type"] != "http" or not path.startswith(API_PREFIXES):
+        if scope["type"] != "http" or not path.startswith(self.prefixes):
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
@@ -404,6 +414,6 @@ def create_app(councils: Councils, settings: ServeSettings) -> Starlette:
         return JSONResponse(shapes.error_body(f"{request.url.path}: {detail}"), status)
 
     app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
-    app.add_middleware(_Guard, settings=settings)
+    app.add_middleware(_Guard, settings=settings, prefixes=API_PREFIXES)
     app.state.councils = councils
     return app

@@ -150,39 +150,36 @@ def extension(result: Mapping[str, Any], thread: str | None, mode: str) -> dict[
     }
 
 
-_STATUS_WORDS = {
-    "supported": "supported by its chunk",
-    "retagged": "retagged to the chunk that states it",
-    "fixed": "fixed by the judge",
-    "uncited": "cites no chunk",
-}
+_SHOWN = 100
+"""The characters of a claim the readable marks repeat."""
 
 
 def appendix(result: Mapping[str, Any]) -> str:
-    """The readable end of an answer: its sources, and what the claim check did to its lines."""
+    """The readable end of an answer: its sources, and the mark of each claim the check kept.
+
+    A claim the check dropped is counted, never quoted: its line is not the client's to keep
+    (its text is in the `collective` field's `claims`, for a program that wants it).
+    """
     lines = ["", "", "---"]
     citations = list(result.get("citations") or [])
     if citations:
-        lines.append("Sources: " + "; ".join(f"[KB#{c['id']}] {c.get('source', '')}".strip()
-                                              for c in citations))  # fmt: skip
+        sources = (f"[KB#{c['id']}] {c.get('source', '')}".strip() for c in citations)
+        lines.append("Sources: " + "; ".join(sources))
     else:
         lines.append("Sources: none (the verdict cites no KB chunk)")
     claims = list(result.get("claims") or [])
-    counts: dict[str, int] = {}
-    for claim in claims:
-        counts[claim["status"]] = counts.get(claim["status"], 0) + 1
-    told = [f"{n} {_STATUS_WORDS[s]}" for s, n in counts.items() if s in _STATUS_WORDS]
-    if told:
-        lines.append("Claims checked: " + ", ".join(told) + ".")
-    for claim in claims:
-        if claim["status"] == "dropped":
-            lines.append(
-                f"Left out: \u201c{claim['text']}\u201d ({claim.get('reason') or 'unsupported'})"
-            )
+    kept = [c for c in claims if c["status"] != "dropped"]
+    if kept:
+        lines.append("Claims checked against the chunks they cite:")
+    for claim in kept:
+        text = " ".join(str(claim["text"]).split())
+        short = text if len(text) <= _SHOWN else text[: _SHOWN - 1].rstrip() + "\u2026"
+        lines.append(f"- [{claim['status']}] {short}")
+    if dropped := len(claims) - len(kept):
+        lines.append(f"Left out: {dropped} line(s) that no chunk shown to the judge supports.")
     if result.get("unknown_citations"):
-        lines.append(
-            "Cited but never supplied (ignored): " + ", ".join(result["unknown_citations"])
-        )
+        unknown = ", ".join(result["unknown_citations"])
+        lines.append(f"Cited but never supplied (ignored): {unknown}")
     return "\n".join(lines)
 
 

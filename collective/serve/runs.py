@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from collective.serve.settings import ServeSettings
     from collective.session import CouncilSession
 
-__all__ = ["Ask", "Busy", "Councils", "ModelEntry", "Run", "usage_of"]
+__all__ = ["Ask", "Busy", "Cancelled", "Councils", "ModelEntry", "Run", "thread_key", "usage_of"]
 
 DEFAULT_COUNCIL = "collective"
 """The model id of the configured council (named councils add their own)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -33,11 +34,19 @@ class ScriptedOpenAIServer:
         latency_s: Seconds each answer takes (its words spread over it); `quick-specialist`
             answers in a tenth of it.
         n_ctx: The window `/v1/models` reports.
+        replies: Answers by model, each a text or a function of the prompt (default
+            `REPLIES`).
     """
 
-    def __init__(self, latency_s: float = 0.5, n_ctx: int = 32_768) -> None:
+    def __init__(
+        self,
+        latency_s: float = 0.5,
+        n_ctx: int = 32_768,
+        replies: Mapping[str, str | Callable[[str], str]] | None = None,
+    ) -> None:
         self.latency_s = latency_s
         self.n_ctx = n_ctx
+        self.replies = dict(REPLIES if replies is None else replies)
         self.lock = threading.Lock()
         self.prompts: list[tuple[str, str]] = []
         self.calls: dict[str, int] = {}
@@ -95,7 +104,8 @@ def _handler(server: ScriptedOpenAIServer) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             if self.path.startswith("/v1/models"):
                 models = [
-                    {"id": m, "object": "model", "max_model_len": server.n_ctx} for m in REPLIES
+                    {"id": m, "object": "model", "max_model_len": server.n_ctx}
+                    for m in server.replies
                 ]
                 self._json(200, {"object": "list", "data": models})
             elif self.path.startswith("/health"):
@@ -128,7 +138,8 @@ def _handler(server: ScriptedOpenAIServer) -> type[BaseHTTPRequestHandler]:
                     server.in_flight -= 1
 
         def _answer(self, body: dict[str, Any], model: str, prompt: str) -> None:
-            words = REPLIES.get(model, "ok").split(" ")
+            reply = server.replies.get(model, "ok")
+            words = (reply(prompt) if callable(reply) else reply).split(" ")
             latency = server.latency_s / (10 if model == "quick-specialist" else 1)
             pause = latency / len(words)
             usage = {"prompt_tokens": len(prompt) // 4, "completion_tokens": len(words)}

@@ -381,7 +381,7 @@
         break;
       case "error": {
         const error = event.error || {};
-        const cancelled = error.code === "Cancelled";
+        const cancelled = event.status === 499 || String(error.code).toLowerCase() === "cancelled";
         for (const r of Object.values(run.rows)) {  // what was still going stopped with the run
           if (r.status === "running" || r.status === "waiting") {
             r.status = cancelled ? "cancelled" : "stopped";
