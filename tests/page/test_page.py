@@ -175,6 +175,8 @@ def test_a_run_on_the_page(
         )
 
     wait_for(streaming, message="a member's answer streaming in while the run goes")
+    live = page_budgets(driver)  # the calls made so far, from their `budget` events
+    assert len(live) >= 2 and all(f["live"] == "1" for f in live), live
     wait_for(
         lambda: driver.execute_script("return document.body.dataset.run === 'ended'"),
         message="the run's end",
@@ -364,3 +366,45 @@ def test_a_trimmed_chunk_and_a_failed_member_on_the_page(
     finally:
         serve.stop()
         server.stop()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(900)
+def test_the_embedded_council_on_the_page(clean_cwd: None, tmp_path: Path, browser: Any) -> None:
+    """`collective serve` with no config: the embedded council (here the test's small gemma)."""
+    from selenium.webdriver.common.by import By
+
+    serve = Serve(tmp_path)
+    driver = browser
+    try:
+        driver.get(serve.url + "/")
+        wait_for(lambda: driver.find_element(By.CSS_SELECTOR, "body[data-ready='1']"))
+        driver.find_element(By.ID, "question").send_keys(QUESTION)
+        driver.find_element(By.ID, "k").send_keys("2")
+        driver.find_element(By.ID, "ask-button").click()
+        wait_for(
+            lambda: driver.execute_script(
+                "return document.body.dataset.run === 'going' && [...document.querySelectorAll"
+                "('.member .answer')].filter((a) => a.textContent.length > 0).length === 2"
+            ),
+            timeout=600,
+            message="both members' answers streaming in",
+        )
+        wait_for(
+            lambda: driver.execute_script("return document.body.dataset.run === 'ended'"),
+            timeout=600,
+            message="the run's end",
+        )
+        assert driver.find_element(By.ID, "status").text.startswith("Done")
+        members = driver.find_elements(By.CSS_SELECTOR, "#members .member")
+        assert [m.get_attribute("data-status") for m in members] == ["done", "done"]
+        figures = page_budgets(driver)
+        nodes = [f["node"] for f in figures]
+        assert {"specialist-1", "specialist-2", "judge"} <= set(nodes)
+        for figure in figures:  # each bar's numbers add up within its window
+            used = sum(s["used"] for s in figure["sections"])
+            assert used <= figure["prompt_tokens"]
+            assert figure["prompt_tokens"] + figure["max_output_tokens"] <= figure["n_ctx"]
+            assert all(s["used"] <= s["allocated"] + s["slack"] for s in figure["sections"])
+    finally:
+        serve.stop()

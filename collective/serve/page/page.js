@@ -180,8 +180,10 @@
     for (const found of text.matchAll(TAG)) {
       out.push(text.slice(at, found.index));
       const id = found[1];
+      const seen = run.shown[id] || run.chunks[id];
       const button = el("button", { type: "button", class: "tag", text: found[0],
-        "aria-controls": "chunk-view", "data-tag": id });
+        "aria-controls": "chunk-view", "data-tag": id,
+        title: seen ? `${seen.text.slice(0, 280)}${seen.text.length > 280 ? "…" : ""}` : null });
       button.addEventListener("click", () => showChunk(id, button));
       out.push(button);
       at = found.index + found[0].length;
