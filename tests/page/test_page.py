@@ -408,3 +408,43 @@ def test_the_embedded_council_on_the_page(clean_cwd: None, tmp_path: Path, brows
             assert all(s["used"] <= s["allocated"] + s["slack"] for s in figure["sections"])
     finally:
         serve.stop()
+
+
+@pytest.mark.timeout(300)
+def test_the_page_asks_for_the_servers_key(
+    clean_cwd: None,
+    tmp_path: Path,
+    scripted: ScriptedCouncilServer,
+    browser: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    (tmp_path / "collective.toml").write_text(council_toml(scripted))
+    monkeypatch.setenv("COLLECTIVE_SERVE_API_KEY", "page-test-key")
+    serve = Serve(tmp_path)
+    driver = browser
+    try:
+        driver.get(serve.url + "/")
+        wait_for(lambda: driver.find_element(By.CSS_SELECTOR, "body[data-ready='1']"))
+        status = driver.find_element(By.ID, "status")
+        assert "missing or wrong API key" in status.text
+        assert driver.find_element(By.ID, "key-box").get_attribute("open") is not None
+        key = driver.find_element(By.ID, "key")
+        key.send_keys("not-the-key", Keys.ENTER)
+        wait_for(lambda: not status.text.startswith("Trying"), message="the wrong key tried")
+        assert "missing or wrong API key" in status.text
+        stored = driver.execute_script("return sessionStorage.getItem('collective-key')")
+        assert stored == "not-the-key"  # it was tried, and refused
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#mode option")) == 1
+        key.send_keys("page-test-key", Keys.ENTER)
+        wait_for(lambda: status.text.startswith("Ready"), message="the key taken")
+        models = driver.find_elements(By.CSS_SELECTOR, "#mode option")
+        assert "collective-single" in [m.get_attribute("value") for m in models]
+        assert driver.execute_script("return sessionStorage.getItem('collective-key')") == (
+            "page-test-key"
+        )
+        assert driver.execute_script("return localStorage.length") == 0  # not kept past the tab
+    finally:
+        serve.stop()

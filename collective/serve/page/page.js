@@ -566,6 +566,7 @@
       e.preventDefault();
       sessionStorage.setItem("collective-key", $("key").value);
       $("key").value = "";
+      status("Trying the key…");
       loadModels();
     });
     await loadModels();
