@@ -37,7 +37,7 @@ def unavailable(reason: str) -> None:
 
 
 @pytest.fixture
-def browser(tmp_path: Path) -> Iterator[object]:
+def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     """A headless Chromium at 1280x800 with a fresh profile."""
     try:
         from selenium import webdriver
@@ -46,7 +46,7 @@ def browser(tmp_path: Path) -> Iterator[object]:
         unavailable(f"selenium is not installed (the test extra): {exc}")
     if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
         unavailable("Chromium is not installed: run `make chromium` (ops/chromium/install.sh)")
-    os.environ["SE_OFFLINE"] = "true"  # Selenium Manager never downloads a driver or browser
+    monkeypatch.setenv("SE_OFFLINE", "true")  # Selenium Manager never downloads anything
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in FLAGS:

@@ -151,10 +151,12 @@
     const where = chunk ? [chunk.heading, chunk.source].filter(Boolean).join(" · ") : "";
     $("chunk-view-meta").textContent = shown
       ? `As the judge's prompt showed it. ${where}`
-      : `Not in the judge's prompt: the chunk as retrieved. ${where}`;
+      : chunk
+        ? `Not in the judge's prompt: the chunk as retrieved. ${where}`
+        : "This run sent no chunks (the answer modes without the council graph send none).";
     const text = $("chunk-view-text");
     clear(text);
-    text.append(el("span", { class: "seen", text: shown ? shown.text : chunk ? chunk.text : "(unknown chunk)" }));
+    text.append(el("span", { class: "seen", text: shown ? shown.text : chunk ? chunk.text : "" }));
     if (shown && shown.trimmed) {
       text.append(el("span", { class: "trim-marker", text: " [… trimmed: the model did not see what follows …] " }),
         el("del", { class: "trimmed", text: shown.trimmed }));
