@@ -14,6 +14,7 @@ import typer
 
 from collective.commands.errors import user_errors
 from collective.commands.options import ConfigOption, KbOption, missing_kb
+from collective.question import MAX_QUESTION_CHARS
 from collective.serve.settings import API_KEY_ENV, DEFAULT_PORT
 
 if TYPE_CHECKING:
@@ -123,11 +124,8 @@ def serve(
         int, typer.Option("--max-messages", min=1, help="Most messages in one request (413).")
     ] = 256,
     max_question_chars: Annotated[
-        int | None,
-        typer.Option(
-            "--max-question-chars", min=1, help="Longest question (400).", show_default="8000"
-        ),
-    ] = None,
+        int, typer.Option("--max-question-chars", min=1, help="Longest question (400).")
+    ] = MAX_QUESTION_CHARS,
     retry_after: Annotated[
         int, typer.Option("--retry-after", min=1, help="Seconds a 429 tells the client to wait.")
     ] = 5,

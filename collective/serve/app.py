@@ -47,7 +47,7 @@ from collective.errors import (
 from collective.kb.profile_names import Profile
 from collective.serve import openai_shapes as shapes
 from collective.serve.page_routes import page_routes, verdict_lines
-from collective.serve.runs import Ask, Busy, Cancelled, Councils, Run
+from collective.serve.runs import Ask, Busy, Cancelled, Councils, Run, ThreadBusy
 from collective.serve.settings import THREAD_HEADER, ServeSettings
 
 __all__ = ["API_PREFIXES", "PAGE_DIR", "RUNS_PATH", "create_app", "error_response", "guard"]
@@ -78,6 +78,8 @@ def error_response(exc: BaseException) -> JSONResponse:
     if isinstance(exc, Busy):
         status, kind, code = 429, "rate_limit_error", "concurrency_limit"
         headers["Retry-After"] = str(exc.retry_after_s)
+    elif isinstance(exc, ThreadBusy):
+        status, kind, code = 409, "invalid_request_error", "thread_busy"
     elif isinstance(exc, Cancelled):
         status, kind, code = 499, "cancelled", "cancelled"
     elif isinstance(exc, TooLarge):
@@ -199,6 +201,10 @@ def _chat_ask(request: Request, body: Any, settings: ServeSettings) -> tuple[Ask
 
 
 def _check_question(question: str, settings: ServeSettings) -> None:
+    from collective.question import is_blank
+
+    if is_blank(question):
+        raise BadRequest("the question (the last user message) is empty; ask something")
     if len(question) > settings.max_question_chars:
         raise BadRequest(
             f"the question is {len(question):,} characters, over this server's limit of "
@@ -214,11 +220,10 @@ async def _until_done(request: Request, run: Run) -> dict[str, Any] | None:
         await asyncio.wait({outcome, gone}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         gone.cancel()
-    if not outcome.done():
-        run.cancel()
-        outcome.cancel()
-        return None
-    return outcome.result()
+        if not outcome.done():  # the client went away, or this request was cancelled
+            run.cancel()
+            outcome.cancel()
+    return None if outcome.cancelled() else outcome.result()
 
 
 async def _disconnected(request: Request) -> None:
@@ -227,6 +232,25 @@ async def _disconnected(request: Request) -> None:
         message = await request.receive()
         if message["type"] == "http.disconnect":
             return
+
+
+class _RunStream(StreamingResponse):
+    """A streamed answer that cancels its run however the response ends.
+
+    The stream's own generator cannot: when the client is gone before the first piece is
+    sent, the generator never starts, and its `finally` never runs.
+    """
+
+    def __init__(self, run: Run, content: AsyncIterator[str], headers: dict[str, str]) -> None:
+        headers = {**headers, "Cache-Control": "no-cache"}
+        super().__init__(content, media_type="text/event-stream", headers=headers)
+        self.run = run
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.run.cancel()  # ended: nothing to stop; else the client went away
 
 
 def _sse(data: Any) -> str:
@@ -284,11 +308,7 @@ def create_app(councils: Councils, settings: ServeSettings) -> Starlette:
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         headers = {THREAD_HEADER: run.thread} if run.thread else {}
         if stream:
-            return StreamingResponse(
-                _chat_stream(run, completion_id, ask.model, usage),
-                media_type="text/event-stream",
-                headers={**headers, "Cache-Control": "no-cache"},
-            )
+            return _RunStream(run, _chat_stream(run, completion_id, ask.model, usage), headers)
         try:
             result = await _until_done(request, run)
         except Exception as exc:
@@ -304,43 +324,32 @@ def create_app(councils: Councils, settings: ServeSettings) -> Starlette:
     async def _chat_stream(
         run: Run, completion_id: str, model: str, include_usage: bool
     ) -> AsyncIterator[str]:
-        try:
-            yield _sse(shapes.chunk(completion_id, model, {"role": "assistant", "content": ""}))
-            while True:
-                event = await run.events.get()
-                if event["type"] == "result":
-                    break
-                if event["type"] == "error":
-                    response = error_response(event["exception"])
-                    yield _sse(json.loads(bytes(response.body)))
-                    yield "data: [DONE]\n\n"
-                    return
-                line = shapes.progress_line(event)
-                if line:
-                    delta = {shapes.REASONING_FIELD: line + "\n"}
-                    yield _sse(shapes.chunk(completion_id, model, delta))
-            result = event["result"]
-            # The verdict is streamed once its claims were checked: no line of it is taken back.
-            for piece in shapes.verdict_pieces(result.get("answer", "")):
-                yield _sse(shapes.chunk(completion_id, model, {"content": piece}))
-            ext = shapes.extension(result, run.thread, run.entry.mode.value)
-            reason = "length" if result.get("answer_cut") else "stop"
-            last = {"content": shapes.appendix(result)}
-            yield _sse(
-                shapes.chunk(
-                    completion_id,
-                    model,
-                    last,
-                    finish_reason=reason,
-                    usage=result["usage"],
-                    **{shapes.COLLECTIVE_FIELD: ext},
-                )
-            )
-            if include_usage:
-                yield _sse(shapes.chunk(completion_id, model, None, usage=result["usage"]))
-            yield "data: [DONE]\n\n"
-        finally:
-            run.cancel()  # the client went away (or the run ended: then nothing to stop)
+        yield _sse(shapes.chunk(completion_id, model, {"role": "assistant", "content": ""}))
+        while True:
+            event = await run.events.get()
+            if event["type"] == "result":
+                break
+            if event["type"] == "error":
+                response = error_response(event["exception"])
+                yield _sse(json.loads(bytes(response.body)))
+                yield "data: [DONE]\n\n"
+                return
+            line = shapes.progress_line(event)
+            if line:
+                delta = {shapes.REASONING_FIELD: line + "\n"}
+                yield _sse(shapes.chunk(completion_id, model, delta))
+        result = event["result"]
+        # The verdict is streamed once its claims were checked: no line of it is taken back.
+        for piece in shapes.verdict_pieces(result.get("answer", "")):
+            yield _sse(shapes.chunk(completion_id, model, {"content": piece}))
+        ext = shapes.extension(result, run.thread, run.entry.mode.value)
+        reason = "length" if result.get("answer_cut") else "stop"
+        last = {"content": shapes.appendix(result)}
+        extra = {"usage": result["usage"], shapes.COLLECTIVE_FIELD: ext}
+        yield _sse(shapes.chunk(completion_id, model, last, finish_reason=reason, **extra))
+        if include_usage:
+            yield _sse(shapes.chunk(completion_id, model, None, usage=result["usage"]))
+        yield "data: [DONE]\n\n"
 
     async def start_run(request: Request) -> Response:
         try:
@@ -364,25 +373,20 @@ def create_app(councils: Councils, settings: ServeSettings) -> Starlette:
             )
         except Exception as exc:
             return error_response(exc)
-        return StreamingResponse(
-            _run_events(run), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
-        )
+        return _RunStream(run, _run_events(run), {})
 
     async def _run_events(run: Run) -> AsyncIterator[str]:
-        try:
-            while True:
-                event = await run.events.get()
-                if event["type"] == "error":
-                    response = error_response(event["exception"])
-                    error = json.loads(bytes(response.body))["error"]
-                    yield _sse({"type": "error", "status": response.status_code, "error": error})
-                    return
-                if event["type"] == "result":  # with the verdict's lines as `ask` marks them
-                    yield _sse({**event, "lines": verdict_lines(event["result"])})
-                    return
-                yield _sse(event)
-        finally:
-            run.cancel()
+        while True:
+            event = await run.events.get()
+            if event["type"] == "error":
+                response = error_response(event["exception"])
+                error = json.loads(bytes(response.body))["error"]
+                yield _sse({"type": "error", "status": response.status_code, "error": error})
+                return
+            if event["type"] == "result":  # with the verdict's lines as `ask` marks them
+                yield _sse({**event, "lines": verdict_lines(event["result"])})
+                return
+            yield _sse(event)
 
     async def cancel_run(request: Request) -> Response:
         run = councils.find(request.path_params["run_id"])

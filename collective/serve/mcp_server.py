@@ -9,7 +9,9 @@ Tools:
   `notifications/cancelled`) cancels the run and its model calls.
 * `recall(query, profile)`: the chunks retrieval would inject, with their tags and sources.
 * `kb_add(paths)`: files added to the configured KB, and those refused with their reasons; only
-  offered with `--kb-add` (it changes the KB, from paths on the server's machine).
+  offered with `--kb-add` (it changes the KB, from paths on the server's machine, and only
+  Markdown/text files: a caller could otherwise have any readable file put where `recall`
+  shows it).
 
 Over stdio an MCP host starts it; over streamable HTTP (`/mcp`) it binds 127.0.0.1 unless told
 otherwise and asks for the API key like `collective serve`. Runs are admitted like
@@ -28,8 +30,9 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
 from collective.agents import Mode
+from collective.errors import CollectiveError
 from collective.kb.profile_names import Profile
-from collective.serve.runs import DEFAULT_COUNCIL, Ask, Busy, Councils, Run
+from collective.serve.runs import DEFAULT_COUNCIL, Ask, Busy, Councils, Run, ThreadBusy
 
 if TYPE_CHECKING:
     from collective.config import CollectiveConfig
@@ -73,7 +76,7 @@ def build_mcp(councils: Councils) -> MCPServer:
         model = council if mode is Mode.council else f"{council}-{Mode(mode).value}"
         try:
             run = councils.start(Ask(question, model, thread, (), k, retrieval))
-        except (Busy, KeyError, ValueError) as exc:
+        except (Busy, ThreadBusy, KeyError, CollectiveError) as exc:
             raise ToolError(str(exc.args[0] if isinstance(exc, KeyError) else exc)) from None
         try:
             result = await _follow(run, ctx)
@@ -197,6 +200,9 @@ def _add(config: CollectiveConfig, paths: list[str]) -> dict[str, Any]:
             files += sorted(
                 p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES
             )
+        elif path.suffix.lower() not in TEXT_SUFFIXES:  # a tool's caller names any path
+            kinds = ", ".join(sorted(TEXT_SUFFIXES))
+            refused.append({"path": raw, "reason": f"not a Markdown/text file ({kinds})"})
         elif path.exists():
             files.append(path)
         else:

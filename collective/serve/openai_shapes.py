@@ -200,7 +200,9 @@ def progress_line(event: Mapping[str, Any]) -> str | None:
             out = event.get("tokens_out")
             ms = event.get("ms")
             said = f", {out} tokens" if out is not None else ""
-            took = f" in {ms / 1000:.1f} s" if isinstance(ms, int | float) else ""
+            took = ""
+            if isinstance(ms, int | float):
+                took = f" in {ms:.0f} ms" if ms < 1000 else f" in {ms / 1000:.1f} s"
             return f"{node}: done{said}{took}"
         if status == "failed":
             return f"{node}: failed: {event.get('error') or 'no answer'}"

@@ -40,7 +40,17 @@ if TYPE_CHECKING:
     from collective.serve.settings import ServeSettings
     from collective.session import CouncilSession
 
-__all__ = ["Ask", "Busy", "Cancelled", "Councils", "ModelEntry", "Run", "thread_key", "usage_of"]
+__all__ = [
+    "Ask",
+    "Busy",
+    "Cancelled",
+    "Councils",
+    "ModelEntry",
+    "Run",
+    "ThreadBusy",
+    "thread_key",
+    "usage_of",
+]
 
 DEFAULT_COUNCIL = "collective"
 """The model id of the configured council (named councils add their own)."""
@@ -51,6 +61,16 @@ _GRAPH_MODES: dict[Mode, dict[str, Any]] = {
     Mode.council_split: {"evidence": "split"},
 }
 """Modes that run the council graph (threads, memory), with the settings they mean."""
+
+
+class ThreadBusy(Exception):
+    """A run on the thread is going: a thread answers one question at a time."""
+
+    def __init__(self, thread: str) -> None:
+        super().__init__(
+            f"thread {thread!r} is answering another question; wait for it (or cancel it), "
+            "or ask on another thread"
+        )
 
 
 class Busy(Exception):
@@ -243,6 +263,7 @@ class Councils:
 
         Raises:
             Busy: As many runs go as the server allows.
+            ThreadBusy: A run on the same thread is going.
             KeyError: An unknown model.
             ConfigError: A setting the council refuses (e.g. `k` out of range).
         """
@@ -251,6 +272,8 @@ class Councils:
             raise Busy(self.running, self.settings.retry_after_s)
         config = self._config(entry, ask)
         thread = (ask.thread or uuid.uuid4().hex) if entry.threaded else None
+        if thread is not None and any(r.thread == thread for r in self.runs.values()):
+            raise ThreadBusy(thread)  # two runs on one checkpointed thread would interleave
         run = Run(
             uuid.uuid4().hex[:16],
             thread,

@@ -151,12 +151,15 @@ async def test_kb_add_only_when_enabled(config, tmp_path):
     note.write_text("# Quokka resin\n\nQuokka resin softens at 212 C and smells of pine.\n")
     async with stdio_client(config, "--kb-add") as client:
         assert "kb_add" in {t.name for t in (await client.list_tools()).tools}
-        added = await client.call_tool("kb_add", {"paths": [str(note), str(tmp_path / "none")]})
+        secret = tmp_path / "secret.py"
+        secret.write_text("TOKEN = 'not for the KB'\n")
+        paths = [str(note), str(tmp_path / "none.md"), str(secret)]
+        added = await client.call_tool("kb_add", {"paths": paths})
         out = added.structured_content
         assert out["added"] >= 1
-        assert out["refused"] == [
-            {"path": str(tmp_path / "none"), "reason": "no such file or directory"}
-        ]
+        refused = {r["path"]: r["reason"] for r in out["refused"]}
+        assert refused[str(tmp_path / "none.md")] == "no such file or directory"
+        assert refused[str(secret)].startswith("not a Markdown/text file")
         found = await client.call_tool("recall", {"query": "Quokka resin softening"})
     assert any("Quokka resin" in c["text"] for c in found.structured_content["chunks"])
 

@@ -39,7 +39,10 @@ def models():
 def serve(models, tmp_path_factory):
     directory = tmp_path_factory.mktemp("serve")
     config = council_config(directory, models)
+    (directory / "one").mkdir()
+    one = council_config(directory / "one", models, k=1)  # a named council of one member
     args = ["serve", "--port", "0", "--config", str(config), "--max-body-bytes", "32768"]
+    args += ["--council", f"one={one}"]
     args += ["--max-messages", "16", "--max-question-chars", "2000", "--max-concurrent", "1"]
     process = Process(args, directory, env={"COLLECTIVE_SERVE_API_KEY": KEY}).wait_ready()
     yield process
@@ -82,6 +85,8 @@ def test_models_are_the_answer_modes(client):
     for mode in ("council-review", "council-split", "single", "self-consistency", "self-moa"):
         assert listed[f"collective-{mode}"]["mode"] == mode
     assert client.models.retrieve("collective-single").id == "collective-single"
+    assert listed["one"] == {"council": "one", "mode": "council", "members": 1, "threads": True}
+    assert listed["one-self-moa"]["mode"] == "self-moa"
     with pytest.raises(openai.NotFoundError):
         client.models.retrieve("gpt-4o")
 
@@ -145,6 +150,25 @@ def test_streamed_answer_sends_only_checked_lines(client):
         assert f"[KB#{citation['id']}]" in content
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0
     assert final.usage.total_tokens == chunks[-1].usage.total_tokens
+
+
+def test_a_named_council_and_a_mode_answer_with_their_own_calls(client, models):
+    start = len(models.prompts)
+    answer = client.chat.completions.create(
+        model="one", messages=[{"role": "user", "content": HOT_CAR}]
+    )
+    with models.lock:
+        called = [m for m, _ in models.prompts[start:]]
+    assert called.count("specialist") == 1 and answer.model_extra["collective"]["citations"]
+    start = len(models.answered)
+    single = client.chat.completions.create(
+        model="collective-single", messages=[{"role": "user", "content": HOT_CAR}]
+    )
+    calls = calls_of(models, start)
+    assert {m for m, _ in calls} == {"judge"}  # the judge's model alone, no members
+    assert single.model_extra["collective"]["mode"] == "single"
+    assert single.model_extra["collective"]["thread"] is None  # modes have no thread
+    assert single.usage.completion_tokens == sum(words_of(m, p) for m, p in calls)
 
 
 def _asked(models, start: int, needle: str) -> bool:
@@ -238,6 +262,7 @@ def test_bad_requests_are_400_in_openai_shape(client):
     for messages in (
         [{"role": "assistant", "content": "a question must end the list"}],
         [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
+        [{"role": "user", "content": " \u200b\n"}],  # nothing visible to ask
     ):
         with pytest.raises(openai.BadRequestError) as caught:
             client.chat.completions.create(model="collective", messages=messages)
