@@ -204,6 +204,15 @@ def test_a_run_on_the_page(
     chunks = driver.find_elements(By.CSS_SELECTOR, "#chunk-list li")
     assert [c.get_attribute("data-chunk") for c in chunks] == expected["retrieval"]["injected"]
     assert chunks[0].find_elements(By.CSS_SELECTOR, ".chip")
+    opener = chunks[-1].find_element(By.CSS_SELECTOR, "button.tag")
+    opener.send_keys(Keys.ENTER)  # a retrieved chunk opens from its tag too
+    view = driver.find_element(By.ID, "chunk-view")
+    wait_for(view.is_displayed, message="the chunk view")
+    assert view.get_attribute("data-chunk") == chunks[-1].get_attribute("data-chunk")
+    driver.switch_to.active_element.send_keys(Keys.ESCAPE)
+    assert driver.switch_to.active_element == opener
+    for member in members:  # a long answer scrolls in its column: by keyboard too
+        assert member.find_element(By.CSS_SELECTOR, ".answer").get_attribute("tabindex") == "0"
     judge = driver.find_element(By.CSS_SELECTOR, "#stages [data-node='judge']")
     assert judge.get_attribute("data-status") == "done"
 

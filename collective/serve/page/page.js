@@ -12,7 +12,6 @@
     uncited: ["?", "uncited"],
   };
   const TAG = /\[KB#([^\]\s]+)\]/g;
-  const ENDED = new Set(["result", "error", "cancelled"]);
 
   let run = null;
 
@@ -22,9 +21,8 @@
       if (value === null || value === undefined || value === false) continue;
       if (key === "class") node.className = value;
       else if (key === "text") node.textContent = value;
-      else if (key.startsWith("data-")) node.setAttribute(key, String(value));
-      else if (key.startsWith("aria-") || key === "role") node.setAttribute(key, String(value));
-      else node[key] = value;
+      else if (key.startsWith("on") || key === "selected") node[key] = value;  // handlers, state
+      else node.setAttribute(key, String(value));  // id, type, title, tabindex, data-*, aria-*
     }
     for (const child of children) {
       if (child === null || child === undefined) continue;
@@ -54,7 +52,7 @@
 
   // --- the run's rows: members as columns, the other nodes as stages ---------------------
 
-  const isMember = (node) => /^specialist-\d+$/.test(node) || /^sample-\d+$/.test(node);
+  const isMember = (node) => /^specialist-\d+$/.test(node);
 
   function row(node) {
     if (run.rows[node]) return run.rows[node];
@@ -63,7 +61,7 @@
       r.box = el("article", { class: "member", "aria-labelledby": `m-${node}-h`, "data-node": node });
       r.title = el("h3", { id: `m-${node}-h`, text: node });
       r.meta = el("p", { class: "meta" });
-      r.answer = el("div", { class: "answer", "data-answer": node, tabindex: 0,
+      r.answer = el("div", { class: "answer", "data-answer": node, tabindex: 0, role: "region",
         "aria-label": `${node}'s answer` });
       r.box.append(r.title, r.meta, r.answer);
       $("members").append(r.box);
@@ -135,8 +133,8 @@
       run.chunks[chunk.id] = chunk;
       const tags = (chunk.tags || []).map((t) => el("span", { class: "chip", text: t }));
       $("chunk-list").append(el("li", { "data-chunk": chunk.id },
-        el("button", { type: "button", class: "tag", text: `[KB#${chunk.id}]`,
-          onclick: () => showChunk(chunk.id) }),
+        el("button", { type: "button", class: "tag", text: `[KB#${chunk.id}]`, "aria-controls": "chunk-view",
+          onclick: (e) => showChunk(chunk.id, e.currentTarget) }),
         " ", el("span", { class: "hint", text: `score ${scores[chunk.id] ?? chunk.score}` }),
         el("div", { class: "chunk-head", text: [chunk.heading, chunk.source].filter(Boolean).join(" · ") }),
         tags.length ? el("div", { class: "chips" }, ...tags) : null));
