@@ -48,6 +48,7 @@
     const item = el("li", { class: kind === "fault" ? "fault" : "note" });
     item.append(el("strong", { text: kind === "fault" ? "fault: " : "note: " }), text);
     $("note-list").append(item);
+    $("no-notes").hidden = true;
   }
 
   // --- the run's rows: members as columns, the other nodes as stages ---------------------
@@ -444,6 +445,7 @@
       now: 0, t0: performance.now(), ended: false, reader: null, opener: null };
     for (const id of ["stages", "members", "verdict-lines", "chunk-list", "budget-list", "timeline-rows", "note-list"]) clear($(id));
     $("chunk-view").hidden = true;
+    $("no-notes").hidden = false;
     $("dropped-box").hidden = $("agreement-box").hidden = $("citations-box").hidden = $("legend").hidden = true;
     $("verdict-state").textContent = "The judge is at work.";
     $("timings").textContent = "";
