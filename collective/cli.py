@@ -1,7 +1,6 @@
 """The `collective` command and its subcommands (ask, chat, smoke, eval, kb, models, ...).
 
-Its subcommands: ask, chat, smoke, eval, config show, kb, recall, models, budget, threads,
-serve, mcp.
+Its subcommands: ask, chat, smoke, eval, config show, kb, recall, models, budget, threads.
 
 Start-up is measured (bench/startup.py): this module imports only typer; every command imports
 LangGraph, the backends, rich and OpenTelemetry inside its function. `main()` runs the app
@@ -89,10 +88,11 @@ app.add_typer(config_show.app, name="config")
 app.add_typer(kb.app, name="kb")
 app.command("recall")(recall.recall)
 app.command("models")(models.models)
-app.command("serve")(serve.serve)
-app.command("mcp")(serve.mcp)
 app.add_typer(budget.app, name="budget")
 app.add_typer(threads.app, name="threads")
+# The council as servers (docs/serving.md): an OpenAI-compatible API and MCP tools.
+app.command("serve")(serve.serve)
+app.command("mcp")(serve.mcp)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

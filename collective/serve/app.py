@@ -7,6 +7,7 @@ Routes:
 * `POST /collective/v1/runs`: a question, answered as the run's own events (server-sent events,
   one JSON object per `data:` line: the events the CLI's live view reads, then `result` or
   `error`): what the page reads; `DELETE /collective/v1/runs/{id}` cancels a run;
+  `GET /collective/v1/threads/{thread}` gives a thread's turns;
 * `GET /health`;
 * `GET /collective/v1/threads/{thread}`: a thread's earlier turns (`page_routes`);
 * `/`: the page, when the package ships one (`PAGE_DIR/index.html`; docs/page.md).
@@ -50,7 +51,15 @@ from collective.serve.page_routes import page_routes, verdict_lines
 from collective.serve.runs import Ask, Busy, Cancelled, Councils, Run, ThreadBusy
 from collective.serve.settings import THREAD_HEADER, ServeSettings
 
-__all__ = ["API_PREFIXES", "PAGE_DIR", "RUNS_PATH", "create_app", "error_response", "guard"]
+__all__ = [
+    "API_PREFIXES",
+    "PAGE_DIR",
+    "RUNS_PATH",
+    "THREADS_PATH",
+    "create_app",
+    "error_response",
+    "guard",
+]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +68,9 @@ PAGE_DIR = Path(__file__).parent / "page"
 
 RUNS_PATH = "/collective/v1/runs"
 """Where the page starts a run and reads its events (`DELETE RUNS_PATH/{id}` cancels it)."""
+
+THREADS_PATH = "/collective/v1/threads"
+"""`GET THREADS_PATH/{thread}`: a thread's turns as its memory holds them."""
 
 API_PREFIXES = ("/v1/", "/collective/")
 """Paths that need the API key and whose bodies are bounded."""
@@ -395,6 +407,9 @@ def create_app(councils: Councils, settings: ServeSettings) -> Starlette:
         run.cancel()
         return JSONResponse({"id": run.id, "cancelled": True})
 
+    async def thread_history(request: Request) -> JSONResponse:
+        return JSONResponse(await councils.history(request.path_params["thread"]))
+
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "running": councils.running})
 
@@ -405,6 +420,7 @@ def create_app(councils: Councils, settings: ServeSettings) -> Starlette:
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route(RUNS_PATH, start_run, methods=["POST"]),
         Route(RUNS_PATH + "/{run_id}", cancel_run, methods=["DELETE"]),
+        Route(THREADS_PATH + "/{thread:path}", thread_history, methods=["GET"]),
     ]
     routes += page_routes(councils)
     if (PAGE_DIR / "index.html").is_file():

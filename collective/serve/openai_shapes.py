@@ -14,13 +14,15 @@ What it gets back:
 * `usage`: the tokens of every model call the council made;
 * streamed, the members' progress as `reasoning_content` lines (the field reasoning models use,
   which chat clients show as "thinking" and never keep as the answer), then the checked verdict
-  line by line, then a last chunk with `finish_reason`, the appendix, `collective` and `usage`.
+  sentence by sentence, then a last chunk with `finish_reason`, the appendix, `collective` and
+  `usage`.
 
 Errors are OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
@@ -183,9 +185,21 @@ def appendix(result: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])[ \t]+")
+
+
 def verdict_pieces(answer: str) -> Iterator[str]:
-    """The checked verdict in the pieces it is streamed in: a line at a time."""
-    yield from answer.splitlines(keepends=True)
+    """The checked verdict in the pieces it is streamed in: a sentence at a time.
+
+    The pieces join to the verdict exactly (each keeps the spaces and line break after it).
+    """
+    for line in answer.splitlines(keepends=True):
+        start = 0
+        for end in _SENTENCE_END.finditer(line):
+            yield line[start : end.end()]
+            start = end.end()
+        if start < len(line):
+            yield line[start:]
 
 
 def progress_line(event: Mapping[str, Any]) -> str | None:

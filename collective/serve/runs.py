@@ -403,6 +403,22 @@ class Councils:
         if data is not None:
             await session.graph.aupdate_state(config, {"memory": data}, as_node=agents.REMEMBER)
 
+    async def history(self, thread: str) -> dict[str, Any]:
+        """A thread's conversation as its memory holds it: the recent turns verbatim.
+
+        Older turns are summarized into episodes as the memory fills (`collective.memory.tiers`);
+        `summarized` counts those. An unknown thread has no turns.
+        """
+        config = {"configurable": {"thread_id": thread_key(thread)}}
+        snapshot = await self.session.graph.aget_state(config)
+        memory = (snapshot.values or {}).get("memory") or {}
+        return {
+            "thread": thread,
+            "turns": [{"role": t["role"], "text": t["text"]} for t in memory.get("turns", [])],
+            "summarized": len(memory.get("episodes", [])),
+            "running": any(r.thread == thread for r in self.runs.values()),
+        }
+
     def find(self, run_id: str) -> Run | None:
         """The running run of that id."""
         return self.runs.get(run_id)

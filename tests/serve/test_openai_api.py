@@ -176,7 +176,7 @@ def _asked(models, start: int, needle: str) -> bool:
         return any(needle in prompt for _, prompt in models.prompts[start:])
 
 
-def test_two_threads_keep_their_memories_apart(client, models):
+def test_two_threads_keep_their_memories_apart(client, models, serve):
     def ask(question: str, **thread) -> int:
         start = len(models.prompts)
         client.chat.completions.create(
@@ -191,6 +191,14 @@ def test_two_threads_keep_their_memories_apart(client, models):
     alice_then = ask("Which filament for my printer's enclosure?", **alice)
     bob_then = ask("Which filament for my printer's enclosure?", **bob)
     assert _asked(models, alice_then, "ZEPHYR-42")  # alice's thread remembers
+    history = httpx.get(
+        f"{serve.url}/collective/v1/threads/alice-thread",
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=10,
+    ).json()
+    said = [t["text"] for t in history["turns"] if t["role"] == "user"]
+    assert said[0].startswith("My printer is called ZEPHYR-42") and len(said) == 2
+    assert not any("garden" in t["text"] for t in history["turns"])
     assert not _asked(models, bob_then, "ZEPHYR-42")  # bob's never sees alice's
     assert _asked(models, bob_then, "garden planter")
 

@@ -122,7 +122,22 @@ def test_the_readable_end_never_quotes_a_dropped_line(result):
     ],
 )
 def test_the_streamed_pieces_are_the_verdict_exactly(answer):
-    assert "".join(shapes.verdict_pieces(answer)) == answer
+    pieces = list(shapes.verdict_pieces(answer))
+    assert "".join(pieces) == answer and all(pieces)
+
+
+def test_the_verdict_is_streamed_a_sentence_at_a_time():
+    verdict = (
+        "Use ASA [KB#a]. It keeps its shape at 90 C! PETG? No.\nA 1.5 mm wall, e.g. two lines."
+    )
+    assert list(shapes.verdict_pieces(verdict)) == [
+        "Use ASA [KB#a]. ",
+        "It keeps its shape at 90 C! ",
+        "PETG? ",
+        "No.\n",
+        "A 1.5 mm wall, e.g. ",
+        "two lines.",
+    ]
 
 
 @pytest.mark.parametrize(
