@@ -9,7 +9,6 @@ Routes:
   `error`): what the page reads; `DELETE /collective/v1/runs/{id}` cancels a run;
   `GET /collective/v1/threads/{thread}` gives a thread's turns;
 * `GET /health`;
-* `GET /collective/v1/threads/{thread}`: a thread's earlier turns (`page_routes`);
 * `/`: the page, when the package ships one (`PAGE_DIR/index.html`; docs/page.md).
 
 Every `/v1/` and `/collective/` request needs the API key when one is set
@@ -45,9 +44,9 @@ from collective.errors import (
     ConfigError,
     QuorumError,
 )
+from collective.kb.marks import verdict_lines
 from collective.kb.profile_names import Profile
 from collective.serve import openai_shapes as shapes
-from collective.serve.page_routes import page_routes, verdict_lines
 from collective.serve.runs import Ask, Busy, Cancelled, Councils, Run, ThreadBusy
 from collective.serve.settings import THREAD_HEADER, ServeSettings
 
@@ -422,7 +421,6 @@ def create_app(councils: Councils, settings: ServeSettings) -> Starlette:
         Route(RUNS_PATH + "/{run_id}", cancel_run, methods=["DELETE"]),
         Route(THREADS_PATH + "/{thread:path}", thread_history, methods=["GET"]),
     ]
-    routes += page_routes(councils)
     if (PAGE_DIR / "index.html").is_file():
         from starlette.staticfiles import StaticFiles
 

@@ -194,11 +194,15 @@ def test_a_run_on_the_page(
             r"in \d+ · out \d+ · [\d.]+ m?s", member.find_element(By.CSS_SELECTOR, ".meta").text
         )
 
-    # The thread's turns, read back from its checkpoints: this one is there now.
+    # The thread's turns, read back from its memory: this one is there now.
     turns = wait_for(
         lambda: driver.find_elements(By.CSS_SELECTOR, "#turn-list li"), message="the turns"
     )
-    assert [t.find_element(By.CSS_SELECTOR, ".q").text for t in turns] == [QUESTION]
+    assert [t.get_attribute("data-role") for t in turns] == ["user", "assistant"]
+    assert turns[0].text == f"asked: {QUESTION}"
+    assert turns[1].text.startswith("answered: ") and expected["answer"].split(" [KB#")[0] in (
+        turns[1].text
+    )
 
     # Retrieval's chunks with their tags, and the judge's row.
     chunks = driver.find_elements(By.CSS_SELECTOR, "#chunk-list li")

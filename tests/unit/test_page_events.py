@@ -20,12 +20,11 @@ from collective.budget.counting import tiktoken_counter
 from collective.budget.trimming import select_chunks
 from collective.commands.render import CLAIM_MARKS, ProgressView, marked_lines
 from collective.kb.citations import neutralise
-from collective.kb.marks import MARKED, line_statuses
+from collective.kb.marks import MARKED, line_statuses, verdict_lines
 from collective.kb.store import Chunk
 from collective.kb.support import shown_chunks
 from collective.nodes.chunks import scored_chunks
 from collective.nodes.judge import seen_chunks
-from collective.serve.page_routes import verdict_lines
 
 LONG = " ".join(f"Sentence {i} says PETG prints at {230 + i % 20} °C." for i in range(400))
 

@@ -526,14 +526,20 @@
     const thread = $("thread").value.trim();
     clear($("turn-list"));
     $("no-turns").hidden = false;
+    $("summarized").textContent = "";
     if (!thread) return;
     const answer = await fetch(`/collective/v1/threads/${encodeURIComponent(thread)}`, { headers: headers(false) }).catch(() => null);
     if (!answer || !answer.ok) return;
     const data = await answer.json();
-    for (const turn of data.turns || []) {
-      $("turn-list").append(el("li", {}, el("p", { class: "q", text: turn.question }), el("p", { class: "a", text: turn.answer })));
+    const turns = data.turns || [];
+    for (const turn of turns) {  // the thread's memory: the recent turns verbatim
+      $("turn-list").append(el("li", { class: turn.role === "user" ? "q" : "a", "data-role": turn.role },
+        el("span", { class: "who", text: turn.role === "user" ? "asked: " : "answered: " }), turn.text));
     }
-    $("no-turns").hidden = (data.turns || []).length > 0;
+    $("no-turns").hidden = turns.length > 0;
+    if (data.summarized) {
+      $("summarized").textContent = `${data.summarized} older episode(s) summarized in the thread's memory.`;
+    }
   }
 
   async function loadModels() {
