@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check unit integration bench eval real-council llama-server lock clean \
+.PHONY: demo test check unit integration bench eval real-council llama-server chromium lock clean \
 	agent-server-up agent-server-down agent-server-test agent-server-bench
 
 # Every dependency comes from requirements.lock, each file checked against its sha256 (pip
@@ -40,7 +40,12 @@ check: $(STAMP)
 llama-server: $(STAMP)
 	PYTHON=$(BIN)/python bash ops/llama-server/build.sh >/dev/null
 
-test: check llama-server
+# Debian's Chromium and chromedriver for the page's browser tests (tests/page), installed with
+# apt once (as root, as CI runs); skipped where /usr/bin/chromium and chromedriver are there.
+chromium:
+	bash ops/chromium/install.sh
+
+test: check llama-server chromium
 	COLLECTIVE_LLAMA_SERVER="$$(PYTHON=$(BIN)/python bash ops/llama-server/build.sh)" \
 		$(BIN)/pytest -q
 

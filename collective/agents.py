@@ -13,6 +13,7 @@ from enum import StrEnum
 __all__ = [
     "CHAT",
     "DRAFT",
+    "GRAPH_MODES",
     "JUDGE",
     "MODES",
     "NODES",
@@ -69,6 +70,14 @@ class Mode(StrEnum):
 
 MODES: tuple[Mode, ...] = tuple(Mode)
 """Every answer mode."""
+
+GRAPH_MODES: dict[Mode, dict[str, object]] = {
+    Mode.council: {},
+    Mode.council_review: {"review": True},
+    Mode.council_split: {"evidence": "split"},
+}
+"""Modes that run as the whole council graph (planner, memory, thread), with the settings each
+means; the others (`collective.modes`) sample the judge's model without a thread."""
 
 ROLES = {
     PLAN: "planner",

@@ -36,14 +36,6 @@ if TYPE_CHECKING:
 __all__ = ["ask", "print_result"]
 
 
-_GRAPH_MODES: dict[Mode, dict[str, Any]] = {
-    Mode.council: {},
-    Mode.council_review: {"review": True},
-    Mode.council_split: {"evidence": "split"},
-}
-"""Modes `ask` runs as the whole council graph (planner, memory, thread), with their settings."""
-
-
 def ask(
     question: QuestionArgument = None,
     question_file: QuestionFileOption = None,
@@ -110,7 +102,7 @@ def ask(
         if config is not None:
             explicit["config"] = config
         effective = load_settings(config, {**overrides, "checkpoints": checkpoints})
-        if mode not in _GRAPH_MODES:
+        if mode not in agents.GRAPH_MODES:
             assert question is not None  # _check_usage
             result = asyncio.run(answer_in_mode(effective.config, question, mode.value))
         else:
@@ -142,7 +134,7 @@ def _mode_settings(mode: Mode, overrides: dict[str, Any]) -> dict[str, Any]:
     """The settings a council mode means; an option that says otherwise is refused."""
     from collective.errors import ConfigError
 
-    settings = _GRAPH_MODES.get(mode, {})
+    settings = agents.GRAPH_MODES.get(mode, {})
     for key, value in settings.items():
         if overrides[key] not in (None, value):
             raise ConfigError(f"--mode {mode.value} sets {key} {value}; leave out --{key}")
@@ -162,7 +154,7 @@ def _check_usage(question: str | None, thread: str | None, kb: Path | None, mode
         raise ConfigError('no question; use collective ask "QUESTION" (or --thread ID to resume)')
     if no_kb := missing_kb(kb):
         raise ConfigError(no_kb)
-    if question is None and mode not in _GRAPH_MODES:
+    if question is None and mode not in agents.GRAPH_MODES:
         raise ConfigError(f"--mode {mode.value} answers a new question; --thread needs council")
 
 

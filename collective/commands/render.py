@@ -143,7 +143,7 @@ class ProgressView:
                 self.console.line()  # Live leaves its last frame without a newline
 
     def event(self, event: Mapping[str, Any]) -> None:
-        """Apply one event (`progress`, `budget_event`, `token`) and redraw.
+        """Apply one event (`progress`, `stage`, `budget_event`, `fault`, `token`) and redraw.
 
         A `token` event (`node`, `text`) is a piece of a node's answer as it is written: the
         judge's is shown under the table, every node's count and rate in its row.
@@ -170,6 +170,11 @@ class ProgressView:
                     setattr(row, name, event[name])
             if event.get("error"):
                 row.detail = str(event["error"])
+            elif row.status == "done":  # the judge's last stage is over
+                row.detail = ""
+        elif kind == "stage":  # what the judge does now: drafting, checking, fixing, weighing
+            row = self.rows.setdefault(str(event.get("node", "?")), _Row())
+            row.detail = str(event.get("stage", ""))
         elif kind in ("budget_event", "fault"):  # a fault: a replica lost, the run goes on
             self.warnings.append(f"{event.get('node')}: {event.get('message')}")
         else:
@@ -314,18 +319,12 @@ CLAIM_LEGEND = (
 
 def marked_lines(answer: str, claims: Sequence[Mapping[str, Any]]) -> list[str]:
     """The verdict's lines, each marked by the check of the claims it holds (blank: none)."""
-    from collective.kb.support import plain
+    from collective.kb.marks import line_statuses
 
-    out = []
-    for line in answer.splitlines():
-        said = plain(line)
-        marks = [
-            CLAIM_MARKS[c["status"]]
-            for c in claims
-            if c["status"] in CLAIM_MARKS and c["text"] and c["text"] in said
-        ]
-        out.append(f"{''.join(dict.fromkeys(marks)) or ' ':<2} {line}")
-    return out
+    return [
+        f"{''.join(CLAIM_MARKS[s] for s in statuses) or ' ':<2} {line}"
+        for line, statuses in line_statuses(answer, claims)
+    ]
 
 
 def _citation_lines(citations: Iterable[Mapping[str, str]]) -> list[str]:

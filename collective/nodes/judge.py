@@ -61,7 +61,7 @@ from collective.nodes.review import aggregate_rankings
 from collective.prompts import judge as prompt
 from collective.telemetry import record_fallback, record_tool_call
 
-__all__ = ["draft", "judge"]
+__all__ = ["draft", "judge", "seen_chunks"]
 
 
 class ToolTranscript:
@@ -323,6 +323,7 @@ class _Ruling:
         if own is None:
             own = await self.own_answer()
         notes = list(own.notes)
+        _stage("weighing the members' answers against its own" if self.members else "ruling")
         verdict = check_answer(agents.JUDGE, own.text, own.shown, names=self.headings,
                                claims=own.claims)  # fmt: skip
         ranks = {row["member"]: row["mean_rank"] for row in self.ranking}
@@ -356,6 +357,7 @@ class _Ruling:
                                 "claim": plain(lead.claim.text)}  # fmt: skip
             notes.append(f"the verdict leads with the {lead.direction} figure of the "
                          f"{lead.compared} things supported claims give one for")  # fmt: skip
+        _seen(supplied, self.chunks)  # what the verdict's tags resolve to
         citations, unknown = check_citations(text, supplied)
         return {
             # a tag no shown chunk backs stays reported, but never reads as a citation
@@ -375,6 +377,7 @@ class _Ruling:
     async def own_answer(self) -> OwnAnswer:
         """The judge's own answer from the KB: its calls, cleaned, checked and fixed."""
         notes: list[str] = []
+        _stage("writing its own answer from the KB")
         tools = None
         if self.ctx.judge_tools and self.backend.supports_tools:
             knowledge = await asyncio.to_thread(open_knowledge, self.ctx)
@@ -388,13 +391,16 @@ class _Ruling:
         if environment.entailment() == "judge":
             entail = await asyncio.to_thread(entailment_for, self.backend)
         shown = self._shown(draft.call, draft.transcript, tools)
+        _seen(shown, self.chunks)
         text = self._clean(draft.call.result, draft.transcript.results)
+        _stage("checking its claims against the chunks")
         started = time.perf_counter()
         claims = await asyncio.to_thread(self._check, text, shown, entail)
         check: dict[str, Any] = {"claims": len(claims), "draft_support": _share(claims)}
         check["check_ms"] = (time.perf_counter() - started) * 1000
         call = draft.call
         if any(c.status == "dropped" for c in claims):
+            _stage("fixing its unsupported claims")
             fixed = await self._fix(draft, text, claims, shown, notes)
             if fixed is not None:
                 fixed_call, fixed_text, fixed_shown = fixed
@@ -406,6 +412,7 @@ class _Ruling:
                 better = sum(c.supported for c in fixed_claims) >= sum(c.supported for c in claims)
                 if fixed_text and not prompt.echoes_check(fixed_text) and better:
                     call, text, shown, claims = fixed_call, fixed_text, fixed_shown, fixed_claims
+                    _seen(shown, self.chunks)
                     check["revised"] = True
                 else:
                     check["revised"] = False
@@ -555,6 +562,30 @@ class _Ruling:
         draft.budgets.append(revised.report_dict)
         fixed_shown = {**shown, **self._shown(revised, draft.transcript, None)}
         return revised, self._clean(revised.result, draft.transcript.results), fixed_shown
+
+
+def _stage(stage: str) -> None:
+    """Tell the stream what the judge does now (the live view's judge row, the page)."""
+    emit({"type": "stage", "node": agents.JUDGE, "stage": stage})
+
+
+def _seen(shown: Mapping[str, Shown], chunks: Mapping[str, Chunk]) -> None:
+    """Tell the stream the chunks as the judge's prompt showed them (the page shows a tag's)."""
+    emit({"type": "shown", "node": agents.JUDGE, "chunks": seen_chunks(shown, chunks)})
+
+
+def seen_chunks(shown: Mapping[str, Shown], chunks: Mapping[str, Chunk]) -> dict[str, Any]:
+    """Each shown chunk's `heading`, `text` and `source`, and what its trim left out.
+
+    `trimmed` is the rest of the chunk's body (as prompts render it) after the part the
+    prompt showed; empty where the chunk was shown whole.
+    """
+    seen = {}
+    for i, c in shown.items():
+        whole = neutralise(chunks[i].text).strip() if i in chunks else c.text
+        cut = whole[len(c.text) :] if len(c.text) < len(whole) else ""
+        seen[i] = {"heading": c.heading, "text": c.text, "source": c.source, "trimmed": cut}
+    return seen
 
 
 def _similarity(ctx: CouncilContext) -> Similar | None:

@@ -23,7 +23,7 @@ from collective.kb.store import Chunk
 from collective.memory.conversation import conversation_summary, long_term_recall
 from collective.models.refs import resolve_backend
 from collective.nodes.chunks import chunks_to_state
-from collective.nodes.model_call import NodeProgress
+from collective.nodes.model_call import NodeProgress, emit
 from collective.question import check_question
 
 __all__ = ["retrieve"]
@@ -65,14 +65,18 @@ async def retrieve(state: CouncilState, runtime: Runtime[CouncilContext]) -> dic
     recall = functools.partial(long_term_recall, runtime.store, scope, question)
     conversation, result = await asyncio.to_thread(_find, ctx, state, question, rewriter, recall)
     injected, cut_notes = _within_any_prompt(result.injected, ctx)
+    chunks = chunks_to_state(injected)
+    # The chunks found, whole, for whoever watches the run (the page lists them with their tags).
+    found = result.to_dict()
+    emit({"type": "retrieval", "node": agents.RETRIEVE, "retrieval": found, "chunks": chunks})
     timings = progress.done()
     # A thread keeps state between runs: the reducer fields start afresh for each question.
     return {
         "question": question,
         "started_at": time.time(),
         "conversation": conversation,
-        "chunks": chunks_to_state(injected),
-        "retrieval": result.to_dict(),
+        "chunks": chunks,
+        "retrieval": found,
         "proposals": Overwrite([]),
         "budgets": Overwrite([]),
         "rankings": Overwrite([]),

@@ -9,7 +9,7 @@ Routes:
   `error`): what the page reads; `DELETE /collective/v1/runs/{id}` cancels a run;
   `GET /collective/v1/threads/{thread}` gives a thread's turns;
 * `GET /health`;
-* `/`: the page, when the package ships one (`PAGE_DIR/index.html`).
+* `/`: the page, when the package ships one (`PAGE_DIR/index.html`; docs/page.md).
 
 Every `/v1/` and `/collective/` request needs the API key when one is set
 (`Authorization: Bearer KEY`, else 401). A body over `max_body_bytes` is refused with 413, too
@@ -44,6 +44,7 @@ from collective.errors import (
     ConfigError,
     QuorumError,
 )
+from collective.kb.marks import verdict_lines
 from collective.kb.profile_names import Profile
 from collective.serve import openai_shapes as shapes
 from collective.serve.runs import Ask, Busy, Cancelled, Councils, Run, ThreadBusy
@@ -393,9 +394,10 @@ def create_app(councils: Councils, settings: ServeSettings) -> Starlette:
                 error = json.loads(bytes(response.body))["error"]
                 yield _sse({"type": "error", "status": response.status_code, "error": error})
                 return
-            yield _sse(event)
-            if event["type"] == "result":
+            if event["type"] == "result":  # with the verdict's lines as `ask` marks them
+                yield _sse({**event, "lines": verdict_lines(event["result"])})
                 return
+            yield _sse(event)
 
     async def cancel_run(request: Request) -> Response:
         run = councils.find(request.path_params["run_id"])
