@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collective.agents import Mode
+from collective.agents import GRAPH_MODES, Mode
 from collective.errors import CollectiveError, ConfigError
 
 if TYPE_CHECKING:
@@ -54,13 +54,6 @@ __all__ = [
 
 DEFAULT_COUNCIL = "collective"
 """The model id of the configured council (named councils add their own)."""
-
-_GRAPH_MODES: dict[Mode, dict[str, Any]] = {
-    Mode.council: {},
-    Mode.council_review: {"review": True},
-    Mode.council_split: {"evidence": "split"},
-}
-"""Modes that run the council graph (threads, memory), with the settings they mean."""
 
 
 class ThreadBusy(Exception):
@@ -101,7 +94,7 @@ class ModelEntry:
     @property
     def threaded(self) -> bool:
         """A council graph mode: a thread, memory and live events."""
-        return self.mode in _GRAPH_MODES
+        return self.mode in GRAPH_MODES
 
 
 @dataclass(frozen=True)
@@ -306,7 +299,7 @@ class Councils:
             from pydantic import ValidationError
 
             base = self.configs[entry.council]
-            changes: dict[str, Any] = dict(_GRAPH_MODES.get(entry.mode, {}))
+            changes: dict[str, Any] = dict(GRAPH_MODES.get(entry.mode, {}))
             if ask.k is not None:
                 changes["k"] = ask.k
             if ask.retrieval is not None:
