@@ -34,8 +34,10 @@ __all__ = ["app", "main"]
 
 app = typer.Typer(
     name="collective",
-    help="A local multi-model council: a planner, K specialists and a judge, every prompt "
-    "under an explicit token budget.",
+    help="A local multi-model council: K specialists answer from your knowledge base and a "
+    "judge rules, every prompt under an explicit token budget. The default council runs in "
+    "process: two specialists sampling the judge's own model (Qwen2.5-Coder-1.5B) and that "
+    "judge, no planner (set `planner` in collective.toml for one).",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -52,7 +54,7 @@ def _collective(
         ),
     ] = False,
 ) -> None:
-    """A local multi-model council: a planner, K specialists and a judge."""
+    """A local multi-model council: K specialists and a judge (by default no planner)."""
     import logging
 
     from collective import environment

@@ -14,7 +14,7 @@ import typer
 from collective.commands.options import ConfigOption
 
 if TYPE_CHECKING:
-    from collective.memory.allowances import BudgetProfile
+    from collective.memory.allowances import AllowanceProfile
     from collective.memory.usage import Recommendation, UsageReport
 
 __all__ = ["app", "config_changes", "report"]
@@ -69,7 +69,7 @@ def report(
     _print(result, str(usage_log.path), profiles)
 
 
-def _print(result: UsageReport, path: str, known: dict[str, BudgetProfile]) -> None:
+def _print(result: UsageReport, path: str, known: dict[str, AllowanceProfile]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -126,31 +126,32 @@ def _print(result: UsageReport, path: str, known: dict[str, BudgetProfile]) -> N
     for r in result.recommendations:
         profile = moves.get(r.agent)
         if profile is None and r.suggested_weights is not None:
-            apply = f"give profile {r.profile} these scope_weights in [budget_profiles]"
+            apply = f"give profile {r.profile} these scope_weights in [allowance_profiles]"
         elif profile is None:
-            apply = "raise the profile's budgets in [budget_profiles]"
+            apply = "raise the profile's budgets in [allowance_profiles]"
         else:
             apply = f'[agent_profiles] {r.agent} = "{profile}"'
             if profile in new_profiles:
-                apply += f" with [budget_profiles.{profile}] below"
+                apply += f" with [allowance_profiles.{profile}] below"
         recs.add_row(r.agent, f"{r.kind} ({r.profile})", apply, f"{r.confidence:.2f}", r.reason)
     console.print(recs)
     if moves:
         import json
 
+        extra = json.dumps(new_profiles)
         console.print(
             "To apply, add to your config file (collective.toml):\n"
             f"{_toml(moves, new_profiles)}\n"
             "or for one shell: export "
             f"COLLECTIVE_AGENT_PROFILES='{json.dumps(moves)}'"
-            + (f" COLLECTIVE_BUDGET_PROFILES='{json.dumps(new_profiles)}'" if new_profiles else ""),
+            + (f" COLLECTIVE_ALLOWANCE_PROFILES='{extra}'" if new_profiles else ""),
             markup=False,
             highlight=False,
         )
 
 
 def config_changes(
-    recommendations: list[Recommendation], known: dict[str, BudgetProfile]
+    recommendations: list[Recommendation], known: dict[str, AllowanceProfile]
 ) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
     """The config that follows `recommendations`: agent -> profile, and new profiles by name.
 
@@ -183,7 +184,7 @@ def _toml(moves: dict[str, str], profiles: dict[str, dict[str, Any]]) -> str:
         weights = ", ".join(f"{s} = {w:g}" for s, w in spec["scope_weights"].items())
         lines += [
             "",
-            f"[budget_profiles.{name}]",
+            f"[allowance_profiles.{name}]",
             f"base_budget = {spec['base_budget']}",
             f"max_budget = {spec['max_budget']}",
             f"scope_weights = {{ {weights} }}",

@@ -283,7 +283,7 @@ def test_budget_report_scope_weights_become_a_profile_the_run_then_uses(tmp_path
     assert "no config key" not in out
     block = out[out.index("To apply") :].split("\n", 1)[1].split("or for one shell")[0]
     assert 'specialist-2 = "specialist-2-weights"' in block
-    assert "[budget_profiles.specialist-2-weights]" in block
+    assert "[allowance_profiles.specialist-2-weights]" in block
 
     # The block is a config that loads and gives specialist-2 the suggested weights.
     (tmp_path / "c.toml").write_text(block)
@@ -307,7 +307,7 @@ def test_a_profile_that_does_not_exist_is_refused_when_the_config_loads(tmp_path
     assert status == 2
     assert "specialist-wide" in err and "known profiles" in err and "Traceback" not in err
     (tmp_path / "c.toml").write_text(
-        "[budget_profiles.mine]\nbase_budget = 100\nmax_budget = 50\n"
+        "[allowance_profiles.mine]\nbase_budget = 100\nmax_budget = 50\n"
         "scope_weights = { global = 1.0 }\n"
     )
     status, out, err = run(["config", "show", "--config", str(tmp_path / "c.toml")])

@@ -109,7 +109,7 @@ def test_explicit_sections_become_a_budget_plan(tmp_path):
     [
         ("k = 0", "k: Input should be greater than or equal to 1 (from file)"),
         ('judge = "olama:x"', "judge: invalid backend spec 'olama:x': unknown backend kind"),
-        ('retrieval = "fast"', "retrieval: Input should be 'lean', 'balanced', 'deep' or 'auto'"),
+        ('retrieval = "fast"', "retrieval: unknown profile 'fast'; use lean, balanced, deep"),
         ("[budgets]\njudge = 'huge'", "budgets.judge: unknown preset 'huge'"),
         ("[output_caps]\njudge = -1", "output_caps.judge: Input should be greater than 0"),
         ("[[specialists]]\ncount = 2", "specialists.0.backend: Field required"),
