@@ -98,6 +98,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     # typer >= 0.22 vendors click as typer._click; its exceptions are what the app raises.
     from typer._click import exceptions as click_errors
 
+    import warnings
+
+    warnings.showwarning = _note
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         code = app(args=args, prog_name="collective", standalone_mode=False)
@@ -131,6 +134,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         _fail(args, exc, message, 1)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _note(message: Warning | str, *_: Any, **__: Any) -> None:
+    """A warning (a renamed setting's, say) as one `note:` line on stderr, no source line."""
+    typer.echo(f"note: {message}", err=True)
 
 
 def _fail(args: Sequence[str], exc: BaseException, message: str, code: int) -> None:

@@ -164,7 +164,8 @@ def _check_specialists(value: list[Any]) -> list[Any]:
 def _retrieval_profile(value: Any) -> Any:
     """A `[retrieval_profiles.NAME]` table as a `ProfileSettings` (`base` names one to start from).
 
-    Each key is a `ProfileSettings` field; `base` (a built-in profile) supplies the others.
+    Each key is a `ProfileSettings` field; `base` (a built-in profile) supplies the others;
+    `escalate_to = ""` keeps `auto` from escalating past it.
     """
     from collective.kb.retrieval import BUILTIN_PROFILES, ProfileSettings
 
@@ -174,14 +175,22 @@ def _retrieval_profile(value: Any) -> Any:
     base = table.pop("base", None)
     if "steps" in table and isinstance(table["steps"], list):
         table["steps"] = tuple(table["steps"])
+    if table.get("escalate_to") == "":  # TOML has no null: "" escalates nowhere
+        table["escalate_to"] = None
     try:
         if base is not None:
             if base not in BUILTIN_PROFILES:
                 raise ValueError(f"base {base!r} is no built-in profile; use {BUILTIN_PROFILES}")
             return dataclasses.replace(BUILTIN_PROFILES[base], **table)
         return ProfileSettings(**table)
-    except (ConfigError, TypeError) as exc:
+    except ConfigError as exc:
         raise ValueError(str(exc)) from None
+    except TypeError as exc:  # a missing or unknown key
+        reason = str(exc).removeprefix("ProfileSettings.__init__() ").removeprefix("replace() ")
+        raise ValueError(
+            f'{reason}; a profile takes the ProfileSettings fields, and `base = "balanced"` '
+            "(or lean, deep) gives those it leaves out"
+        ) from None
 
 
 _DEFAULT_SPECIALISTS: SpecialistRef = SpecialistGroup(backend=EMBEDDED_JUDGE, count=2)
