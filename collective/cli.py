@@ -95,10 +95,10 @@ app.add_typer(threads.app, name="threads")
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the CLI and exit with its status (the console script's entry point)."""
+    import warnings
+
     # typer >= 0.22 vendors click as typer._click; its exceptions are what the app raises.
     from typer._click import exceptions as click_errors
-
-    import warnings
 
     warnings.showwarning = _note
     args = list(sys.argv[1:] if argv is None else argv)

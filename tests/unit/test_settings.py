@@ -209,9 +209,9 @@ def test_the_old_name_budget_profiles_is_taken_with_a_note(tmp_path, monkeypatch
     assert settings.allowance_profiles["mine"]["base_budget"] == 1000
     assert "mine" in settings.council_context().memory_profiles.profiles
     config.write_text("", encoding="utf-8")
-    monkeypatch.setenv("COLLECTIVE_BUDGET_PROFILES", json.dumps({"env": {
-        "base_budget": 10, "max_budget": 20,
-        "scope_weights": {"global": 1.0, "agent_recent": 0.0, "agent_patterns": 0.0}}}))  # fmt: skip
+    weights_env = {"global": 1.0, "agent_recent": 0.0, "agent_patterns": 0.0}
+    old = {"env": {"base_budget": 10, "max_budget": 20, "scope_weights": weights_env}}
+    monkeypatch.setenv("COLLECTIVE_BUDGET_PROFILES", json.dumps(old))
     with pytest.warns(FutureWarning):
         assert "env" in load_config(config).config.allowance_profiles
     config.write_text(f"[budget_profiles.mine]\n{table}[allowance_profiles.mine]\n{table}")
