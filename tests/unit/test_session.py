@@ -70,11 +70,10 @@ async def test_the_knobs_that_change_an_answer_are_stored_with_the_thread_and_re
     """Issue 55: rerank, entailment, synonyms, complexity signals and the expansion model were
     read from the environment at each call; they are settings now, kept with the thread."""
     import json
+    from importlib import resources
 
     from collective.config import load_config
     from collective.session import SETTINGS_KEY, SettingsConflict
-
-    from importlib import resources
 
     synonyms, signals = tmp_path / "my-synonyms.txt", tmp_path / "my-signals.toml"
     synonyms.write_text("hot warm heated\n", encoding="utf-8")
