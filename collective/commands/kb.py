@@ -106,7 +106,7 @@ def add(
         typer.Option(
             "--expand/--no-expand",
             help="Have the local chat model write each new chunk's search questions "
-            "($COLLECTIVE_KB_EXPANSION: the model, or none).",
+            "(the setting kb_expansion: the model, or none).",
         ),
     ] = True,
 ) -> None:
@@ -330,7 +330,7 @@ def reindex(
     Needed when the KB was built with another model (or none); `kb_embeddings` in the config
     file or $COLLECTIVE_KB_EMBEDDINGS chooses the model (default: the bundled all-MiniLM-L6-v2).
     With `--expansions`, a KB built without expansions (or an interrupted `kb add`) gets them
-    first, written by $COLLECTIVE_KB_EXPANSION's model.
+    first, written by the model the setting `kb_expansion` names.
     """
     import json
 

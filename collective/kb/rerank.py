@@ -9,7 +9,7 @@ process): a candidate's score is the log-odds of "yes" over "no" as the next tok
 
 By default (`EngineReranker`) each candidate is a score request on the judge's in-process batch
 engine: no context or weights of its own, the question computed once by prefix sharing, the
-passages in the engine's shared batches. `$COLLECTIVE_RERANK=embedded` scores in a context of
+passages in the engine's shared batches. The setting `rerank = "embedded"` scores in a context of
 its own instead (`LlmReranker`, on the same weights: `acquire_model`); `none` turns it off (the
 test suite does: it loads a model). Scores are kept per (question, passage), so asking again
 costs nothing. Both measured on the eval KB in bench/README.md.

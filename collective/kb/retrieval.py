@@ -6,12 +6,12 @@ all, so a new profile is one entry.
 
 * lean: no rewrite, 10 candidates fetched, strict trust pass (score >= 0.35 and >= 60% of
   the best), 3-5 chunks injected.
-* balanced (the default): one rewrite (keywords + synonyms from `$COLLECTIVE_SYNONYMS`, none
+* balanced (the default): one rewrite (keywords + synonyms from the `synonyms` setting's file, none
   packaged; or the caller's context for a follow-up), 30 candidates per query, standard trust
   pass (>= 0.2 and >= 40% of the best), 6-10 injected.
 * deep: the whole rewrite chain below plus an optional LLM rewriter, 60 candidates per query,
   its best `RERANK_K` candidates reordered by a reranker (`collective.kb.rerank`: the embedded
-  judge model's yes/no log-odds; `$COLLECTIVE_RERANK=none` turns it off), permissive trust pass
+  judge model's yes/no log-odds; the setting `rerank = "none"` turns it off), permissive trust pass
   (>= 0.1 and >= 20% of the best) that explains every drop, 8 up to the configured maximum
   (16) injected.
 
