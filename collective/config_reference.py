@@ -16,57 +16,31 @@ from typing import Any
 
 from collective.config import MACHINE_KEYS, CollectiveConfig
 
-__all__ = ["GROUPS", "PAGE", "render", "type_name"]
+__all__ = ["PAGE", "SECTIONS", "render", "sections", "type_name"]
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 """The generated page in a source checkout."""
 
-GROUPS: dict[str, tuple[str, ...]] = {
-    "The council": (
-        "k",
-        "planner",
-        "specialists",
-        "judge",
-        "chat",
-        "quorum",
-        "review",
-        "judge_tools",
-        "tool_rounds",
-        "temperature",
-        "member_temperature_step",
-        "specialist_timeout_s",
-        "call_timeout_s",
-        "entailment",
-    ),
-    "The prompt plan (budgets)": ("budgets", "output_caps"),
-    "The knowledge base and retrieval": (
-        "kb",
-        "kb_embeddings",
-        "kb_expansion",
-        "retrieval",
-        "retrieval_profiles",
-        "retrieval_auto",
-        "max_inject",
-        "max_latency_ms",
-        "evidence",
-        "hidden_tags",
-        "rerank",
-        "rewriter",
-        "synonyms",
-    ),
-    "Memory": (
-        "summarizer",
-        "agent_profiles",
-        "allowance_profiles",
-        "complexity_signals",
-        "user_id",
-        "memory_scope",
-        "l0_capacity",
-        "l1_capacity",
-    ),
-    "This machine": ("usage_log", "checkpoints", "store", "telemetry"),
+SECTIONS: dict[str, str] = {
+    "k": "The council",
+    "budgets": "The prompt plan (budgets)",
+    "kb": "The knowledge base and retrieval",
+    "summarizer": "Memory",
+    "usage_log": "This machine",
 }
-"""The page's sections and the settings in each (every setting in exactly one)."""
+"""The page's sections, each by the setting that opens it: the settings class declares them in
+this order, each section's settings together."""
+
+
+def sections() -> dict[str, list[str]]:
+    """Section title -> its settings, in the order the settings class declares them."""
+    out: dict[str, list[str]] = {}
+    title = ""
+    for name in CollectiveConfig.model_fields:
+        title = SECTIONS.get(name, title)
+        out.setdefault(title, []).append(name)
+    return out
+
 
 _INTRO = """\
 # Configuration reference
@@ -131,7 +105,7 @@ def render() -> str:
     defaults = CollectiveConfig().model_dump(mode="json")
     fields = CollectiveConfig.model_fields
     out = [_INTRO.format(machine=", ".join(f"`{k}`" for k in MACHINE_KEYS))]
-    for title, names in GROUPS.items():
+    for title, names in sections().items():
         out.append(f"\n## {title}\n")
         out.append("| Setting | Variable | Type | Default | Meaning |")
         out.append("|---|---|---|---|---|")

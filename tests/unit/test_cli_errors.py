@@ -31,7 +31,7 @@ pytestmark = pytest.mark.usefixtures("clean_cwd")
         (["ask", ""], 2, "the question is empty"),
         (["ask", "   "], 2, "the question is empty"),
         (["ask"], 2, "no question"),
-        (["ask", "q", "--retrieval", "fast"], 2, "Invalid value for '--retrieval'"),
+        (["ask", "q", "--retrieval", "fast"], 2, "retrieval: unknown profile 'fast'; use lean"),
         (["ask", "q", "--evidence", "wide"], 2, "Invalid value for '--evidence'"),
         (["ask", "q", "--k", "0"], 2, "Invalid value for '--k'"),
         (["ask", "q", "--bogus"], 2, "No such option: --bogus"),
