@@ -1,6 +1,6 @@
 """The `collective` command and its subcommands (ask, chat, smoke, eval, kb, models, ...).
 
-Its subcommands: ask, chat, smoke, eval, config show, kb, recall, models, budget, threads.
+Its subcommands: ask, chat, smoke, eval, config show, kb, recall, models, allowances, threads.
 
 Start-up is measured (bench/startup.py): this module imports only typer; every command imports
 LangGraph, the backends, rich and OpenTelemetry inside its function. `main()` runs the app
@@ -89,7 +89,8 @@ app.add_typer(config_show.app, name="config")
 app.add_typer(kb.app, name="kb")
 app.command("recall")(recall.recall)
 app.command("models")(models.models)
-app.add_typer(budget.app, name="budget")
+app.add_typer(budget.app, name="allowances")
+app.add_typer(budget.app, name="budget", hidden=True)  # the old name, with a note
 app.add_typer(threads.app, name="threads")
 
 

@@ -1,6 +1,7 @@
-"""`collective budget`: usage analytics over the memory usage monitor's log.
+"""`collective allowances`: how each agent used its memory allowance, from the usage log.
 
-Mount with `cli_app.add_typer(budget.app, name="budget")`. Heavy imports (pydantic models, rich)
+Mount with `cli_app.add_typer(budget.app, name="allowances")` (and, hidden, under its old name
+`budget`, which says it was renamed: a *budget* is the prompt plan only). Heavy imports (pydantic models, rich)
 happen inside the command so that `collective --help` stays fast.
 """
 
@@ -19,12 +20,18 @@ if TYPE_CHECKING:
 
 __all__ = ["app", "config_changes", "report"]
 
-app = typer.Typer(help="Token budget usage: per-agent reports and profile recommendations.")
+app = typer.Typer(help="Memory allowance usage: per-agent reports and profile recommendations.")
 
 
 @app.callback()
-def _budget() -> None:
-    """Token budget usage: per-agent reports and profile recommendations."""
+def _allowances(ctx: typer.Context) -> None:
+    """Memory allowance usage: per-agent reports and profile recommendations."""
+    if ctx.info_name == "budget":
+        typer.echo(
+            "note: `collective budget` is now `collective allowances` (memory allowances; "
+            "budget names the prompt plan)",
+            err=True,
+        )
 
 
 @app.command()

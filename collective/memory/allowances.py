@@ -14,7 +14,7 @@ from the task text by keyword and length signals, each match named in the reason
 
 Enforcement is soft: a call that loads more than its budget is bumped to the next complexity
 tier (never past `max_budget`) and the bump is recorded on the `AgentBudget`, so the usage log
-and `collective budget report` can recommend a larger profile.
+and `collective allowances report` can recommend a larger profile.
 """
 
 from __future__ import annotations

@@ -388,7 +388,7 @@ class Recommendation(BaseModel):
 
 
 class UsageReport(BaseModel):
-    """What `collective budget report` shows."""
+    """What `collective allowances report` shows."""
 
     total_calls: int
     corrupt_lines: int = 0

@@ -116,7 +116,7 @@ def test_config_show_prints_values_with_their_sources(tmp_path, monkeypatch):
 
 
 def test_the_other_commands_are_mounted():
-    for args in (["kb", "--help"], ["recall", "--help"], ["budget", "report", "--help"]):
+    for args in (["kb", "--help"], ["recall", "--help"], ["allowances", "report", "--help"]):
         status, out, _ = run(args)
         assert status == 0 and "Usage" in out
 

@@ -239,3 +239,14 @@ def test_help_says_what_the_default_council_is():
     assert "no planner" in said and "two specialists" in said and "a planner, K" not in said
     settings = CollectiveConfig()
     assert settings.planner is None and settings.k == 2  # what the help says
+
+
+def test_the_memory_allowance_report_has_its_name_and_the_old_one_says_so(tmp_path):
+    new = runner.invoke(app, ["allowances", "report", "--json", "--log", str(tmp_path / "u.jsonl")])
+    assert new.exit_code == 0 and json.loads(new.stdout)["total_calls"] == 0
+    assert "note:" not in new.stderr
+    old = runner.invoke(app, ["budget", "report", "--json", "--log", str(tmp_path / "u.jsonl")])
+    assert old.exit_code == 0 and json.loads(old.stdout)["total_calls"] == 0
+    assert "`collective budget` is now `collective allowances`" in old.stderr
+    shown = " ".join(runner.invoke(app, ["--help"]).output.split())
+    assert "allowances" in shown and " budget " not in shown
