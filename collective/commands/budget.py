@@ -1,8 +1,8 @@
 """`collective allowances`: how each agent used its memory allowance, from the usage log.
 
 Mount with `cli_app.add_typer(budget.app, name="allowances")` (and, hidden, under its old name
-`budget`, which says it was renamed: a *budget* is the prompt plan only). Heavy imports (pydantic models, rich)
-happen inside the command so that `collective --help` stays fast.
+`budget`, which says it was renamed: a *budget* is the prompt plan only). Heavy imports
+(pydantic models, rich) happen inside the command so that `collective --help` stays fast.
 """
 
 from __future__ import annotations
