@@ -236,7 +236,9 @@ async def budgeted_call(
     """
     emit = on_event or (lambda event: None)
     memory_profile = settings.memory_profiles.profile_for(agent)
-    memory = resolve_budget(memory_profile, request["question"])
+    memory = resolve_budget(
+        memory_profile, request["question"], signals_file=settings.complexity_signals
+    )
     retrieval_profile = request.get("retrieval_profile", "balanced")
     with model_call_span(
         agent, backend.model, retrieval_profile=retrieval_profile, role=role, backend=backend.spec

@@ -1,6 +1,6 @@
 """The `collective` command and its subcommands (ask, chat, smoke, eval, kb, models, ...).
 
-Its subcommands: ask, chat, smoke, eval, config show, kb, recall, models, budget, threads.
+Its subcommands: ask, chat, smoke, eval, config show, kb, recall, models, allowances, threads.
 
 Start-up is measured (bench/startup.py): this module imports only typer; every command imports
 LangGraph, the backends, rich and OpenTelemetry inside its function. `main()` runs the app
@@ -35,8 +35,10 @@ __all__ = ["app", "main"]
 
 app = typer.Typer(
     name="collective",
-    help="A local multi-model council: a planner, K specialists and a judge, every prompt "
-    "under an explicit token budget.",
+    help="A local multi-model council: K specialists answer from your knowledge base and a "
+    "judge rules, every prompt under an explicit token budget. The default council runs in "
+    "process: two specialists sampling the judge's own model (Qwen2.5-Coder-1.5B) and that "
+    "judge, no planner (set `planner` in collective.toml for one).",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -53,7 +55,7 @@ def _collective(
         ),
     ] = False,
 ) -> None:
-    """A local multi-model council: a planner, K specialists and a judge."""
+    """A local multi-model council: K specialists and a judge (by default no planner)."""
     import logging
 
     from collective import environment
@@ -88,7 +90,8 @@ app.add_typer(config_show.app, name="config")
 app.add_typer(kb.app, name="kb")
 app.command("recall")(recall.recall)
 app.command("models")(models.models)
-app.add_typer(budget.app, name="budget")
+app.add_typer(budget.app, name="allowances")
+app.add_typer(budget.app, name="budget", hidden=True)  # the old name, with a note
 app.add_typer(threads.app, name="threads")
 # The council as servers (docs/serving.md): an OpenAI-compatible API and MCP tools.
 app.command("serve")(serve.serve)
@@ -97,9 +100,12 @@ app.command("mcp")(serve.mcp)
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the CLI and exit with its status (the console script's entry point)."""
+    import warnings
+
     # typer >= 0.22 vendors click as typer._click; its exceptions are what the app raises.
     from typer._click import exceptions as click_errors
 
+    warnings.showwarning = _note
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         code = app(args=args, prog_name="collective", standalone_mode=False)
@@ -133,6 +139,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         _fail(args, exc, message, 1)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _note(message: Warning | str, *_: Any, **__: Any) -> None:
+    """A warning (a renamed setting's, say) as one `note:` line on stderr, no source line."""
+    typer.echo(f"note: {message}", err=True)
 
 
 def _fail(args: Sequence[str], exc: BaseException, message: str, code: int) -> None:

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collective import agents
+from collective.errors import ConfigError
 
 if TYPE_CHECKING:
     from collective.config import CollectiveConfig, EffectiveConfig
@@ -37,6 +38,7 @@ __all__ = [
     "CouncilSession",
     "RunStart",
     "RunStatus",
+    "SettingsConflict",
     "Watch",
     "answer_in_mode",
     "ask",
@@ -64,14 +66,33 @@ CONTRACT_KEYS: dict[str, Any] = {
 SETTINGS_KEY = "collective_settings"
 """Checkpoint metadata key with the run's settings (JSON): a resume runs with them."""
 
-_OPTIONS = {
-    "k": "--k",
-    "retrieval": "--retrieval",
-    "kb": "--kb",
-    "review": "--review",
-    "evidence": "--evidence",
-}
-"""Settings the command line sets, by the option a conflict message names."""
+
+class SettingsConflict(ConfigError):
+    """A resume was asked with settings that differ from those stored with its thread.
+
+    Attributes:
+        thread_id: The thread.
+        changes: Setting name -> `(the thread's value, the value asked for)`, as JSON values.
+    """
+
+    def __init__(self, thread_id: str, changes: Mapping[str, tuple[Any, Any]]) -> None:
+        self.thread_id = thread_id
+        self.changes = dict(changes)
+        super().__init__(self.explain({k: f"the setting {k}" for k in self.changes}))
+
+    def explain(self, given: Mapping[str, str]) -> str:
+        """The message, naming how each conflicting setting was given (`given[key]`)."""
+        import json
+
+        changed = ", ".join(
+            f"{k} {json.dumps(then)} (now {json.dumps(now)})"
+            for k, (then, now) in self.changes.items()
+        )
+        leave = ", ".join(dict.fromkeys(given.get(k, f"the setting {k}") for k in self.changes))
+        return (
+            f"thread {self.thread_id} was started with {changed}; a resume runs with the "
+            f"thread's own settings: leave out {leave}, or start afresh on a new thread"
+        )
 
 
 def load_settings(config: Path | None, overrides: Mapping[str, Any]) -> EffectiveConfig:
@@ -92,8 +113,6 @@ def storage_error(exc: BaseException) -> Exception | None:
     Returns None for errors that are not about local files (timeouts, sockets).
     """
     import errno
-
-    from collective.errors import ConfigError
 
     if isinstance(exc, sqlite3.Error):
         return ConfigError(f"a database collective uses is unusable: {exc}")
@@ -146,8 +165,6 @@ def _database(path: Path, key: str, option: str) -> Iterator[None]:
 
     The file is never changed: the user decides whether to move it aside.
     """
-    from collective.errors import ConfigError
-
     try:
         yield
     except (OSError, sqlite3.Error) as exc:
@@ -204,7 +221,7 @@ async def start_run(
     question: str | None,
     thread_id: str,
     *,
-    explicit: Mapping[str, Any] | None = None,
+    explicit: Collection[str] = (),
     abandon: bool = False,
 ) -> RunStart:
     """Decide between a fresh run and a resume, and the settings it runs with.
@@ -214,16 +231,14 @@ async def start_run(
         question: The question; None resumes the thread's unfinished run (so does the same
             question while that run is unfinished).
         thread_id: The conversation thread.
-        explicit: Options the user gave on the command line (`k`, `retrieval`, `kb`,
-            `review`, `config`); on a resume, one that differs from the thread's is refused.
+        explicit: The settings the caller chose on purpose (names: `k`, `retrieval`, ...);
+            on a resume, one that differs from the thread's is refused (`SettingsConflict`).
         abandon: A new question may drop the thread's unfinished run (else it is refused).
 
     Raises:
         ConfigError: No question and nothing to resume, a conflicting option on resume, or a
             new question on a thread whose run is unfinished without `abandon`.
     """
-    from collective.errors import ConfigError
-
     snapshot = await session.graph.aget_state({"configurable": {"thread_id": thread_id}})
     pending = bool(snapshot.next)
     previous = (snapshot.values or {}).get("question")
@@ -232,7 +247,7 @@ async def start_run(
             raise ConfigError(
                 f"thread {thread_id} has no unfinished run to resume; give a question"
             )
-        config = _thread_settings(snapshot, session.config, explicit or {}, thread_id)
+        config = _thread_settings(snapshot, session.config, explicit, thread_id)
         return RunStart(config, None, snapshot)
     if pending and not abandon:
         raise ConfigError(
@@ -244,21 +259,21 @@ async def start_run(
 
 
 def _thread_settings(
-    snapshot: Any, current: CollectiveConfig, explicit: Mapping[str, Any], thread_id: str
+    snapshot: Any, current: CollectiveConfig, explicit: Collection[str], thread_id: str
 ) -> CollectiveConfig:
     """The settings stored with the thread's unfinished run (`current` for older threads)."""
     import json
 
     from pydantic import ValidationError
 
-    from collective.config import MACHINE_KEYS, CollectiveConfig
-    from collective.errors import ConfigError
+    from collective.config import DEPRECATED_KEYS, MACHINE_KEYS, CollectiveConfig
 
     raw = (snapshot.metadata or {}).get(SETTINGS_KEY)
     if not raw:
         return current
     fields = CollectiveConfig.model_fields
-    data = {k: v for k, v in json.loads(raw).items() if k in fields and k not in MACHINE_KEYS}
+    known = {*fields, *DEPRECATED_KEYS}  # a thread of an older version: its old names
+    data = {k: v for k, v in json.loads(raw).items() if k in known and k not in MACHINE_KEYS}
     try:
         stored = CollectiveConfig(**data, **{k: getattr(current, k) for k in MACHINE_KEYS})
     except ValidationError as exc:
@@ -266,22 +281,11 @@ def _thread_settings(
             f"thread {thread_id} was started with settings this version refuses ({exc}); "
             "ask the question again on a new thread"
         ) from None
-    keys = [k for k in fields if k not in MACHINE_KEYS] if "config" in explicit else list(explicit)
     then, now = stored.model_dump(mode="json"), current.model_dump(mode="json")
     then["k"], now["k"] = stored.members, current.members
-    conflicts = [k for k in keys if k in then and then[k] != now[k]]
-    if conflicts:
-        changed = ", ".join(
-            f"{k} {json.dumps(then[k])} (now {json.dumps(now[k])})" for k in conflicts
-        )
-        given = ", ".join(
-            _OPTIONS.get(k, "--config")
-            for k in dict.fromkeys(k if k in explicit else "config" for k in conflicts)
-        )
-        raise ConfigError(
-            f"thread {thread_id} was started with {changed}; a resume runs with the thread's "
-            f"own settings: leave out {given}, or start afresh on a new thread"
-        )
+    changes = {k: (then[k], now[k]) for k in explicit if k in then and then[k] != now[k]}
+    if changes:
+        raise SettingsConflict(thread_id, changes)
     return stored
 
 
@@ -545,7 +549,7 @@ async def ask(
     question: str | None,
     thread_id: str | None = None,
     *,
-    explicit: Mapping[str, Any] | None = None,
+    explicit: Collection[str] = (),
     abandon: bool = False,
     on_start: Callable[[RunStart], Watch | None] | None = None,
     status: RunStatus | None = None,
@@ -559,7 +563,8 @@ async def ask(
         config: The effective settings (`load_settings(...).config`).
         question: The question; None resumes the thread's unfinished run.
         thread_id: The conversation thread; default a new one.
-        explicit: Options the user set explicitly (refused on a resume when they differ).
+        explicit: Settings the caller chose on purpose (refused on a resume when they differ
+            from the thread's: `SettingsConflict`).
         abandon: A new question may drop the thread's unfinished run.
         on_start: Called once the servers passed, with how the run starts; returns what
             watches the run.

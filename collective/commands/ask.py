@@ -98,10 +98,8 @@ def ask(
             "evidence": evidence,
         }
         overrides |= _mode_settings(mode, overrides)
-        explicit = {key: value for key, value in overrides.items() if value is not None}
-        if config is not None:
-            explicit["config"] = config
         effective = load_settings(config, {**overrides, "checkpoints": checkpoints})
+        given = _given(overrides, config)
         if mode not in agents.GRAPH_MODES:
             assert question is not None  # _check_usage
             result = asyncio.run(answer_in_mode(effective.config, question, mode.value))
@@ -110,12 +108,23 @@ def ask(
                 effective.config,
                 question,
                 thread or uuid.uuid4().hex[:12],
-                explicit=explicit,
+                given=given,
                 abandon=abandon,
                 status=status,
                 show_progress=not quiet and (not json_out or _stderr_is_terminal()),
             )
     print_result(result, json_out=json_out, quiet=quiet)
+
+
+def _given(overrides: dict[str, Any], config: Path | None) -> dict[str, str]:
+    """How each setting chosen on purpose was given (`k` -> `--k`; a file: `--config`)."""
+    given = {key: f"--{key}" for key, value in overrides.items() if value is not None}
+    if config is not None:  # a file given on purpose: each setting a thread keeps too
+        from collective.config import MACHINE_KEYS, CollectiveConfig
+
+        kept = [name for name in CollectiveConfig.model_fields if name not in MACHINE_KEYS]
+        given = dict.fromkeys(kept, "--config") | given
+    return given
 
 
 def _question_text(question: str | None, question_file: Path | None) -> str | None:
@@ -170,19 +179,24 @@ def _run_with_progress(
     question: str | None,
     thread_id: str,
     *,
-    explicit: dict[str, Any],
+    given: dict[str, str],
     abandon: bool,
     status: RunStatus,
     show_progress: bool,
 ) -> dict[str, Any]:
-    """`collective.session.ask` with the live view on stderr and Ctrl-C that stops it."""
+    """`collective.session.ask` with the live view on stderr and Ctrl-C that stops it.
+
+    `given` names how each setting chosen on purpose was given (`k` -> `--k`), for the
+    message that refuses it on a resume.
+    """
     import asyncio
     from contextlib import ExitStack
 
     from rich.console import Console
 
     from collective.commands.render import ProgressView
-    from collective.session import Watch
+    from collective.errors import ConfigError
+    from collective.session import SettingsConflict, Watch
     from collective.session import ask as ask_council
 
     err = Console(stderr=True)
@@ -208,11 +222,13 @@ def _run_with_progress(
                     config,
                     question,
                     thread_id,
-                    explicit=explicit,
+                    explicit=list(given),
                     abandon=abandon,
                     on_start=on_start,
                     status=status,
                 )
+            except SettingsConflict as exc:
+                raise ConfigError(exc.explain(given)) from None
             except asyncio.CancelledError:
                 raise Interrupted(thread_id) from None
 

@@ -1,7 +1,8 @@
-"""`collective budget`: usage analytics over the memory usage monitor's log.
+"""`collective allowances`: how each agent used its memory allowance, from the usage log.
 
-Mount with `cli_app.add_typer(budget.app, name="budget")`. Heavy imports (pydantic models, rich)
-happen inside the command so that `collective --help` stays fast.
+Mount with `cli_app.add_typer(budget.app, name="allowances")` (and, hidden, under its old name
+`budget`, which says it was renamed: a *budget* is the prompt plan only). Heavy imports
+(pydantic models, rich) happen inside the command so that `collective --help` stays fast.
 """
 
 from __future__ import annotations
@@ -14,17 +15,23 @@ import typer
 from collective.commands.options import ConfigOption
 
 if TYPE_CHECKING:
-    from collective.memory.allowances import BudgetProfile
+    from collective.memory.allowances import AllowanceProfile
     from collective.memory.usage import Recommendation, UsageReport
 
 __all__ = ["app", "config_changes", "report"]
 
-app = typer.Typer(help="Token budget usage: per-agent reports and profile recommendations.")
+app = typer.Typer(help="Memory allowance usage: per-agent reports and profile recommendations.")
 
 
 @app.callback()
-def _budget() -> None:
-    """Token budget usage: per-agent reports and profile recommendations."""
+def _allowances(ctx: typer.Context) -> None:
+    """Memory allowance usage: per-agent reports and profile recommendations."""
+    if ctx.info_name == "budget":
+        typer.echo(
+            "note: `collective budget` is now `collective allowances` (memory allowances; "
+            "budget names the prompt plan)",
+            err=True,
+        )
 
 
 @app.command()
@@ -69,7 +76,7 @@ def report(
     _print(result, str(usage_log.path), profiles)
 
 
-def _print(result: UsageReport, path: str, known: dict[str, BudgetProfile]) -> None:
+def _print(result: UsageReport, path: str, known: dict[str, AllowanceProfile]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -126,31 +133,32 @@ def _print(result: UsageReport, path: str, known: dict[str, BudgetProfile]) -> N
     for r in result.recommendations:
         profile = moves.get(r.agent)
         if profile is None and r.suggested_weights is not None:
-            apply = f"give profile {r.profile} these scope_weights in [budget_profiles]"
+            apply = f"give profile {r.profile} these scope_weights in [allowance_profiles]"
         elif profile is None:
-            apply = "raise the profile's budgets in [budget_profiles]"
+            apply = "raise the profile's budgets in [allowance_profiles]"
         else:
             apply = f'[agent_profiles] {r.agent} = "{profile}"'
             if profile in new_profiles:
-                apply += f" with [budget_profiles.{profile}] below"
+                apply += f" with [allowance_profiles.{profile}] below"
         recs.add_row(r.agent, f"{r.kind} ({r.profile})", apply, f"{r.confidence:.2f}", r.reason)
     console.print(recs)
     if moves:
         import json
 
+        extra = json.dumps(new_profiles)
         console.print(
             "To apply, add to your config file (collective.toml):\n"
             f"{_toml(moves, new_profiles)}\n"
             "or for one shell: export "
             f"COLLECTIVE_AGENT_PROFILES='{json.dumps(moves)}'"
-            + (f" COLLECTIVE_BUDGET_PROFILES='{json.dumps(new_profiles)}'" if new_profiles else ""),
+            + (f" COLLECTIVE_ALLOWANCE_PROFILES='{extra}'" if new_profiles else ""),
             markup=False,
             highlight=False,
         )
 
 
 def config_changes(
-    recommendations: list[Recommendation], known: dict[str, BudgetProfile]
+    recommendations: list[Recommendation], known: dict[str, AllowanceProfile]
 ) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
     """The config that follows `recommendations`: agent -> profile, and new profiles by name.
 
@@ -183,7 +191,7 @@ def _toml(moves: dict[str, str], profiles: dict[str, dict[str, Any]]) -> str:
         weights = ", ".join(f"{s} = {w:g}" for s, w in spec["scope_weights"].items())
         lines += [
             "",
-            f"[budget_profiles.{name}]",
+            f"[allowance_profiles.{name}]",
             f"base_budget = {spec['base_budget']}",
             f"max_budget = {spec['max_budget']}",
             f"scope_weights = {{ {weights} }}",

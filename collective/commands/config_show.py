@@ -91,7 +91,7 @@ def effective_rows(effective: EffectiveConfig) -> list[tuple[str, Any, Source, s
         "max_latency_ms": ("none", "no latency limit"),
         "usage_log": ("off", "no usage log"),
         "user_id": ("default", "the long-term memory of user `default`"),
-        "agent_profiles": ({}, "each agent uses its role's profile (collective budget report)"),
+        "agent_profiles": ({}, "each agent uses its role's profile (collective allowances report)"),
     }
     for role in get_args(BudgetRole):
         if role == "reviewer":  # a peer-review round's plan: shown where it is set

@@ -36,7 +36,7 @@ _FORMAT = (
     '"numbers": [8.96], "gold_chunks": ["metal/c110_copper.md#Density and melting range"]}; '
     "the gold answer is `numbers` (all stated), `entity` (named; with `entities`, named first "
     "among them) and/or `strings` (all stated); `id`, `kind` and `gold_chunks` are optional. "
-    "See README, 'Is the council worth it on my models?'."
+    "See docs/eval.md."
 )
 
 

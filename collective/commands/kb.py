@@ -17,10 +17,11 @@ if TYPE_CHECKING:
     from rich.progress import ProgressColumn, Task
     from rich.table import Table
 
+    from collective.config import CollectiveConfig
     from collective.kb.sqlite_store import Progress, SqliteKnowledgeStore
     from collective.kb.vocabulary import Thing
 
-__all__ = ["app", "embeddings_setting", "fail"]
+__all__ = ["app", "embeddings_setting", "fail", "settings"]
 
 T = TypeVar("T")
 
@@ -48,20 +49,25 @@ def fail(message: str, code: int = 2, *, as_json: bool = False) -> typer.Exit:
     return typer.Exit(code)
 
 
-def embeddings_setting(*, as_json: bool = False) -> str:
-    """The settings' `kb_embeddings`, for a command that computes vectors.
+def settings(*, as_json: bool = False, config: Path | None = None) -> CollectiveConfig:
+    """The effective settings, for a KB command (its embedding and expansion models).
 
-    Read by `collective.config`: `$COLLECTIVE_KB_EMBEDDINGS` (or `.env`), else the config
-    file's (`$COLLECTIVE_CONFIG`, else `collective.toml`), else `builtin`. An invalid
-    configuration fails the command.
+    Read by `collective.config`: `config` (else `$COLLECTIVE_CONFIG`, else `collective.toml`),
+    `.env` and the environment (`$COLLECTIVE_KB_EMBEDDINGS`, ...). An invalid configuration
+    fails the command.
     """
     from collective.config import load_config
     from collective.errors import ConfigError
 
     try:
-        return load_config().config.kb_embeddings
+        return load_config(config).config
     except ConfigError as exc:
         raise fail(str(exc), exc.exit_code, as_json=as_json) from None
+
+
+def embeddings_setting(*, as_json: bool = False) -> str:
+    """The settings' `kb_embeddings`, for a command that computes vectors."""
+    return settings(as_json=as_json).kb_embeddings
 
 
 def _kb_path(kb: Path | None) -> Path:
@@ -107,7 +113,7 @@ def add(
         typer.Option(
             "--expand/--no-expand",
             help="Have the local chat model write each new chunk's search questions "
-            "($COLLECTIVE_KB_EXPANSION: the model, or none).",
+            "(the setting kb_expansion: the model, or none).",
         ),
     ] = True,
 ) -> None:
@@ -129,7 +135,8 @@ def add(
         raise fail(
             f"no such file or directory: {', '.join(missing)}; check the path", 2, as_json=as_json
         )
-    embeddings = embeddings_setting(as_json=as_json)
+    chosen = settings(as_json=as_json)
+    embeddings = chosen.kb_embeddings
     files = _files(paths)
     refused: list[tuple[str, str]] = []
     stats = IngestStats()
@@ -146,7 +153,7 @@ def add(
                 except CollectiveError as exc:  # not UTF-8, vanished: this file only
                     refused.append((str(file), str(exc)))
             if expand:
-                expanded, expansion_error = _expand_added(store, quiet=as_json)
+                expanded, expansion_error = _expand_added(store, chosen.kb_expansion, as_json)
             try:
                 embedded = _with_progress(store.embed_missing, quiet=as_json)
             except CollectiveError as exc:  # the chunks stay; `kb reindex` finishes the vectors
@@ -200,15 +207,19 @@ def _files(paths: list[Path]) -> list[Path]:
     return files
 
 
-def _expand(store: SqliteKnowledgeStore, *, quiet: bool) -> dict[str, object]:
-    """Expansions for the chunks that lack one (the demo KB's packaged ones where they fit)."""
+def _expand(store: SqliteKnowledgeStore, spec: str, *, quiet: bool) -> dict[str, object]:
+    """Expansions for the chunks that lack one (the demo KB's packaged ones where they fit).
+
+    `spec` is the `kb_expansion` setting: the model that writes them, or `none`.
+    """
     from collective.kb import expansion
     from collective.kb.demo import demo_expansions
 
-    expander, model = expansion.configured_expander()
+    expander, model = expansion.configured_expander(spec)
     namer, namer_model = expansion.configured_namer()
+    off = "none (the setting kb_expansion, $COLLECTIVE_KB_EXPANSION)"
     if expander is None and namer is None:
-        return {"model": "none ($COLLECTIVE_KB_EXPANSION=none)"}
+        return {"model": off}
     cache = expansion.load_cache(demo_expansions()) if expander is not None else {}
 
     def run(progress: Progress | None) -> expansion.ExpansionStats:
@@ -227,16 +238,18 @@ def _expand(store: SqliteKnowledgeStore, *, quiet: bool) -> dict[str, object]:
     what = what if namer is not None else "expanding chunks"
     stats = _with_progress(run, quiet=quiet, what=what).to_dict()
     if expander is None:
-        return {"model": "none ($COLLECTIVE_KB_EXPANSION=none)", "named": stats["named"]}
+        return {"model": off, "named": stats["named"]}
     return stats
 
 
-def _expand_added(store: SqliteKnowledgeStore, *, quiet: bool) -> tuple[dict[str, object], str]:
+def _expand_added(
+    store: SqliteKnowledgeStore, spec: str, quiet: bool
+) -> tuple[dict[str, object], str]:
     """`_expand`, and the error line when the model failed (the chunks stay either way)."""
     from collective.errors import CollectiveError
 
     try:
-        return _expand(store, quiet=quiet), ""
+        return _expand(store, spec, quiet=quiet), ""
     except CollectiveError as exc:
         return {"model": "failed"}, (
             f"{exc}; the chunks were added, `collective kb reindex --expansions` adds their "
@@ -376,18 +389,18 @@ def reindex(
     Needed when the KB was built with another model (or none); `kb_embeddings` in the config
     file or $COLLECTIVE_KB_EMBEDDINGS chooses the model (default: the bundled all-MiniLM-L6-v2).
     With `--expansions`, a KB built without expansions (or an interrupted `kb add`) gets them
-    first, written by $COLLECTIVE_KB_EXPANSION's model.
+    first, written by the model the setting `kb_expansion` names.
     """
     import json
 
     from collective.errors import CollectiveError
 
-    embeddings = embeddings_setting(as_json=as_json)
+    chosen = settings(as_json=as_json)
     try:
-        with _open_existing(kb, as_json=as_json, embeddings=embeddings) as store:
+        with _open_existing(kb, as_json=as_json, embeddings=chosen.kb_embeddings) as store:
             expanded: dict[str, object] = {}
             if expansions:
-                expanded = _expand(store, quiet=as_json)
+                expanded = _expand(store, chosen.kb_expansion, quiet=as_json)
             count = 0
             if not expansions or store.embedder is not None:  # expansions alone need no vectors
                 count = _with_progress(store.reindex, quiet=as_json)

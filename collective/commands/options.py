@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from collective.kb.profile_names import Evidence, Profile
+from collective.kb.profile_names import Evidence
 
 __all__ = [
     "ConfigOption",
@@ -30,8 +30,15 @@ ConfigOption = Annotated[
 ]
 """`--config FILE`."""
 
-RetrievalOption = Annotated[Profile | None, typer.Option("--retrieval", help="Retrieval profile.")]
-"""`--retrieval lean|balanced|deep|auto`."""
+RetrievalOption = Annotated[
+    str | None,
+    typer.Option(
+        "--retrieval",
+        help="Retrieval profile: lean, balanced, deep, one declared in the config's "
+        "retrieval_profiles, or auto (chosen per question; the default).",
+    ),
+]
+"""`--retrieval NAME`: a built-in or declared profile, or `auto` (the settings check it)."""
 
 EvidenceOption = Annotated[
     Evidence | None,

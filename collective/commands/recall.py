@@ -7,13 +7,17 @@ does not exist yet, built from the demo KB; an explicit `--kb` must exist.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from collective.commands.options import ConfigOption, RetrievalOption
 from collective.kb.chunking import MAX_CHUNK_CHARS
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from collective.config import CollectiveConfig
     from collective.kb.retrieval import RetrievalResult
     from collective.kb.vocabulary import Thing
 
@@ -22,9 +26,12 @@ __all__ = ["excerpt", "recall"]
 
 def recall(
     query: Annotated[str, typer.Argument(help="The question to retrieve knowledge for.")],
+    retrieval: RetrievalOption = None,
     budget: Annotated[
-        str, typer.Option("--budget", "-b", help="Retrieval profile: lean, balanced, deep, auto.")
-    ] = "auto",
+        str | None,
+        typer.Option("--budget", "-b", hidden=True, help="The old name of --retrieval."),
+    ] = None,
+    config: ConfigOption = None,
     kb: Annotated[
         Path | None,
         typer.Option("--kb", help="KB file (default: $COLLECTIVE_KB or .collective/kb.sqlite)."),
@@ -40,7 +47,11 @@ def recall(
         str, typer.Option(help="Conversation context (used by auto and follow-up questions).")
     ] = "",
 ) -> None:
-    """Retrieve KB chunks for QUERY under a budget profile and show them with diagnostics."""
+    """Retrieve KB chunks for QUERY under a retrieval profile and show them with diagnostics.
+
+    The profile is --retrieval, else the settings' `retrieval` (the config file's, which may
+    declare profiles of its own in `retrieval_profiles`), else auto.
+    """
     from functools import partial
 
     from collective.commands import kb as kb_command
@@ -54,36 +65,23 @@ def recall(
     import json
 
     from collective.errors import CollectiveError
-    from collective.kb.demo import open_default_store
-    from collective.kb.retrieval import PROFILES, retrieve
-    from collective.kb.sqlite_store import SqliteKnowledgeStore
 
-    if budget != "auto" and budget not in PROFILES:  # a registered profile is one too
-        raise fail(f"unknown --budget {budget!r}; use {', '.join(PROFILES)} or auto")
-
+    settings = kb_command.settings(as_json=json_out, config=config)  # declares its profiles
+    profile = _profile(retrieval, budget, fail) or settings.retrieval
     if kb is not None and not kb.exists():
         raise fail(
             f"no knowledge base at {kb}; create one with `collective kb add PATH... --kb {kb}`"
         )
-    embeddings = kb_command.embeddings_setting(as_json=json_out)
     try:
-        if kb is not None:
-            store = SqliteKnowledgeStore(kb, embeddings=embeddings)
-        else:
-            store = open_default_store(embeddings=embeddings)
-        with store:
-            for note in store.notes:
-                typer.echo(f"note: {note}", err=True)
-            result = retrieve(
-                store,
-                query,
-                budget,
-                max_inject=max_inject,
-                max_latency_ms=max_latency_ms,
-                context=context,
-            )
-            vocabulary = store.vocabulary()
-            names = {c.id: _names(vocabulary.thing_of(c.id)) for c in result.injected}
+        result, names = _retrieve(
+            settings,
+            kb,
+            query,
+            profile,
+            max_inject=max_inject,
+            max_latency_ms=max_latency_ms,
+            context=context,
+        )
     except CollectiveError as exc:
         raise fail(str(exc), exc.exit_code) from None
     if json_out:
@@ -100,6 +98,51 @@ def recall(
 def _names(thing: Thing | None) -> list[str]:
     """Every name of a chunk's document, its title first (none for a chunk of no document)."""
     return list(thing.names) if thing is not None else []
+
+
+def _retrieve(
+    settings: CollectiveConfig, kb: Path | None, query: str, profile: str, **options: Any
+) -> tuple[RetrievalResult, dict[str, list[str]]]:
+    """`retrieve` on the KB at `kb` (else the default one), and each injected chunk's names."""
+    from collective.kb.demo import open_default_store
+    from collective.kb.retrieval import retrieve
+    from collective.kb.sqlite_store import SqliteKnowledgeStore
+
+    embeddings = settings.kb_embeddings
+    if kb is not None:
+        store = SqliteKnowledgeStore(kb, embeddings=embeddings)
+    else:
+        store = open_default_store(embeddings=embeddings)
+    with store:
+        for note in store.notes:
+            typer.echo(f"note: {note}", err=True)
+        result = retrieve(
+            store,
+            query,
+            profile,
+            rerank=settings.rerank,
+            synonyms_file=settings.synonyms,
+            auto=settings.retrieval_auto,
+            **options,
+        )
+        vocabulary = store.vocabulary()
+        return result, {c.id: _names(vocabulary.thing_of(c.id)) for c in result.injected}
+
+
+def _profile(
+    retrieval: str | None, budget: str | None, fail: Callable[[str], typer.Exit]
+) -> str | None:
+    """The profile asked for: `--retrieval`, or `--budget` (its old name, with a note)."""
+    from collective.kb.retrieval import PROFILES
+
+    if budget is not None:
+        if retrieval is not None:
+            raise fail("give the profile once: --retrieval (--budget is its old name)")
+        typer.echo("note: --budget is now --retrieval (budget names the prompt plan)", err=True)
+        retrieval = budget
+    if retrieval is not None and retrieval != "auto" and retrieval not in PROFILES:
+        raise fail(f"unknown --retrieval {retrieval!r}; use {', '.join(PROFILES)} or auto")
+    return retrieval
 
 
 def excerpt(text: str, max_chars: int = MAX_CHUNK_CHARS) -> str:

@@ -4,9 +4,13 @@
 `context=` uses the defaults, and a JSON object with the same keys (`langgraph dev`, the SDK)
 is accepted as is: budget tables as plain dicts, lists for sequences.
 
-It is the one list of a run's settings: `collective.config` validates the same keys from the
-config file, `.env`, the environment and the command line with these fields' types, bounds and
-defaults (`Annotated[..., Field(...)]`), and builds a context from them.
+The settings are declared in `collective.config.CollectiveConfig` (each with its description,
+default and environment variable; docs/configuration.md is generated from it), which validates
+them from the config file, `.env`, the environment and the command line and makes a context.
+These fields are the run's part of them, with the same names and defaults (tests/unit/
+test_config.py checks that they agree); the few a run reads from files or the environment when
+made directly (`rerank`, `entailment`, `synonyms`, `complexity_signals`) default to the
+environment's value, as the settings do.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
+from collective import environment
 from collective.budget.plans import (
     BudgetRole,
     BudgetSections,
@@ -45,7 +50,7 @@ from collective.budget.plans import (
     parse_plan,
 )
 from collective.errors import ConfigError
-from collective.kb.profile_names import EVIDENCE_MODES, Evidence, Profile
+from collective.kb.profile_names import EVIDENCE_MODES, AppliedProfile, Evidence
 from collective.kb.store import KnowledgeStore
 from collective.memory.allowances import ProfileAssignments
 from collective.memory.conversation import MemoryScope
@@ -60,7 +65,9 @@ __all__ = [
     "CouncilContext",
     "SpecialistGroup",
     "council_context",
+    "embedding_spec",
     "judge_list",
+    "known_roles",
     "open_knowledge",
 ]
 
@@ -85,7 +92,7 @@ BackendRef = Annotated[
 when the council runs in process."""
 
 
-def _known_roles(value: Mapping[str, Any]) -> Mapping[str, Any]:
+def known_roles(value: Mapping[str, Any]) -> Mapping[str, Any]:
     """Refuse a table keyed by something that is no role (`budgets.judgee`)."""
     roles = get_args(BudgetRole)
     unknown = [role for role in value if role not in roles]
@@ -94,7 +101,7 @@ def _known_roles(value: Mapping[str, Any]) -> Mapping[str, Any]:
     return value
 
 
-def _embedding_spec(value: str) -> str:
+def embedding_spec(value: str) -> str:
     """Refuse an embedder spec of no known form (`collective.kb.embeddings.parse_spec`)."""
     from collective.kb.embeddings import parse_spec
 
@@ -216,8 +223,15 @@ class CouncilContext:
     """The model of `collective chat`; default: the judge's (first) backend."""
     quorum: Annotated[int | None, Field(ge=1)] = None
     """Specialists that must answer for the judge to rule; default ceil(k/2)."""
-    retrieval: Profile = "auto"
-    """Retrieval profile: `lean`, `balanced`, `deep`, or `auto` (chosen per question)."""
+    retrieval: str = "auto"
+    """Retrieval profile: `lean`, `balanced`, `deep`, one registered (the settings'
+    `retrieval_profiles`), or `auto` (chosen per question)."""
+    retrieval_auto: Mapping[AppliedProfile, str] = field(default_factory=dict)
+    """The profile `auto` applies in place of each of its choices (`{"deep": "thorough"}`)."""
+    rerank: str = field(default_factory=lambda: environment.rerank() or "engine")
+    """Deep retrieval's reranker: `engine`, `embedded` or `none`."""
+    synonyms: str = field(default_factory=environment.synonyms_file)
+    """A synonym file replacing the packaged one ("": the packaged one)."""
     max_inject: Annotated[int | None, Field(ge=1)] = None
     """Most chunks retrieval injects; default: the profile's."""
     max_latency_ms: Annotated[float | None, Field(gt=0)] = None
@@ -236,13 +250,13 @@ class CouncilContext:
     """SQLite knowledge base; None uses the demo KB shipped with collective."""
     knowledge: Any = None
     """A `KnowledgeStore` object (e.g. `RetrieverKnowledgeStore`); overrides `kb`."""
-    kb_embeddings: Annotated[str, AfterValidator(_embedding_spec)] = "builtin"
+    kb_embeddings: Annotated[str, AfterValidator(embedding_spec)] = "builtin"
     """The SQLite KB's embedding model (`collective.kb.embeddings`): `builtin`, `none`,
     `openai:MODEL@http://HOST:PORT` or `ollama:MODEL@http://HOST:PORT` (a server of yours).
     A setting of this machine: a resumed run takes the current one."""
     hidden_tags: Sequence[str] = ("meta",)
     """Chunk tags that specialists do not see (the judge sees every chunk)."""
-    budgets: Annotated[Mapping[str, BudgetRef], AfterValidator(_known_roles)] = field(
+    budgets: Annotated[Mapping[str, BudgetRef], AfterValidator(known_roles)] = field(
         default_factory=dict
     )
     """Budget plan per role (`planner`, `specialist`, `reviewer`, `judge`, `chat`): a preset
@@ -250,7 +264,7 @@ class CouncilContext:
     `ModelBudget` when the context is made. A role not named gets the preset named like it
     (`chat`: the specialist's). (Not the output's `budgets`: those are per-call reports.)"""
     output_caps: Annotated[
-        Mapping[str, Annotated[int, Field(gt=0)]], AfterValidator(_known_roles)
+        Mapping[str, Annotated[int, Field(gt=0)]], AfterValidator(known_roles)
     ] = field(default_factory=dict)
     """Largest answer per role, below the plan's output budget."""
     temperature: Annotated[float, Field(ge=0, le=2)] = 0.2
@@ -272,12 +286,16 @@ class CouncilContext:
     """Most rounds of judge tool calls before the verdict."""
     usage_log: str | None = None
     """JSON-lines usage log of every model call; None disables it."""
+    entailment: str = field(default_factory=lambda: environment.entailment() or "none")
+    """The claim check's entailment: `none` or `judge` (the judge's model decides)."""
+    complexity_signals: str = field(default_factory=environment.complexity_signals_file)
+    """A TOML file of task complexity signals replacing the packaged one ("": packaged)."""
     agent_profiles: Mapping[str, str] = field(default_factory=dict)
     """Agent (`plan`, `specialist-N`, `judge`) or role (`planner`, `specialist`) -> memory
-    budget profile name."""
-    budget_profiles: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    """Profiles of your own by name (`base_budget`, `max_budget`, `scope_weights`), added to
-    the built-in ones; `agent_profiles` may name them."""
+    allowance profile name."""
+    allowance_profiles: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Memory allowance profiles of your own by name (`base_budget`, `max_budget`,
+    `scope_weights`), added to the built-in ones; `agent_profiles` may name them."""
     user_id: str | None = None
     """Whose memory this is: long-term memory (L2) lives under the user and the thread. None
     takes `configurable.user_id` from the run's config, else `default`."""
@@ -289,7 +307,7 @@ class CouncilContext:
     l1_capacity: Annotated[int, Field(ge=100)] = L1_CAPACITY
     """L1 session-memory size in tokens (past it, old episodes are archived to L2)."""
     memory_profiles: ProfileAssignments = field(init=False, repr=False, compare=False)
-    """`agent_profiles` and `budget_profiles` read once, when the context is made (no setting)."""
+    """`agent_profiles` and `allowance_profiles`, read once when the context is made."""
 
     def __post_init__(self) -> None:
         """Read the settings that need reading, once: plans, specialist groups, profiles.
@@ -309,7 +327,7 @@ class CouncilContext:
         try:
             self.memory_profiles = ProfileAssignments.from_settings(self)
         except ConfigError as exc:
-            raise ConfigError(f"agent_profiles / budget_profiles: {exc}") from None
+            raise ConfigError(f"agent_profiles / allowance_profiles: {exc}") from None
         if self.evidence not in EVIDENCE_MODES:
             raise ConfigError(f"evidence {self.evidence!r}: use one of {', '.join(EVIDENCE_MODES)}")
         if self.memory_scope not in ("thread", "user"):
@@ -392,7 +410,7 @@ class CouncilContext:
         What the context read when it was made (plans, specialists, memory profiles) is shared,
         not read again; to change those, make a new context.
         """
-        read = {"budgets", "specialists", "agent_profiles", "budget_profiles"} & changes.keys()
+        read = {"budgets", "specialists", "agent_profiles", "allowance_profiles"} & changes.keys()
         if read:
             raise ValueError(f"{sorted(read)} are read when a context is made; make a new one")
         other = copy.copy(self)
@@ -432,6 +450,16 @@ def council_context(context: Any) -> CouncilContext:
     if isinstance(context, CouncilContext):
         return context
     if isinstance(context, Mapping):
+        if "budget_profiles" in context and "allowance_profiles" not in context:
+            import warnings
+
+            warnings.warn(
+                "council context: `budget_profiles` is now `allowance_profiles`; rename it",
+                FutureWarning,
+                stacklevel=2,
+            )
+            context = {**context, "allowance_profiles": context["budget_profiles"]}
+            del context["budget_profiles"]
         names = {f.name for f in dataclasses.fields(CouncilContext) if f.init}
         unknown = sorted(set(context) - names)
         if unknown:

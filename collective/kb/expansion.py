@@ -64,7 +64,7 @@ __all__ = [
 ]
 
 DEFAULT_EXPANSION_MODEL = "embedded:qwen2.5-coder-0.5b"
-"""The model that writes expansions unless `$COLLECTIVE_KB_EXPANSION` names another (or none)."""
+"""The model that writes expansions unless the `kb_expansion` setting names another (or none)."""
 
 Expander = Callable[[str, str], str]
 """`(contextual header, chunk text) -> expansion text` (cleaned by the caller)."""
@@ -260,13 +260,16 @@ def configured_namer() -> tuple[Namer | None, str]:
     return backend_namer(backend_from_spec(spec)), spec
 
 
-def configured_expander() -> tuple[Expander | None, str]:
-    """The expander `$COLLECTIVE_KB_EXPANSION` names (None for `none`), and the model's name.
+def configured_expander(spec: str | None = None) -> tuple[Expander | None, str]:
+    """The expander the `kb_expansion` setting names (None for `none`), and the model's name.
+
+    Args:
+        spec: The setting; None reads `$COLLECTIVE_KB_EXPANSION` (else the default model).
 
     Raises:
         ConfigError: The spec names no known backend.
     """
-    spec = environment.kb_expansion() or DEFAULT_EXPANSION_MODEL
+    spec = spec or environment.kb_expansion() or DEFAULT_EXPANSION_MODEL
     if spec == "none":
         return None, "none"
     from collective.models.registry import backend_from_spec

@@ -9,7 +9,7 @@ process): a candidate's score is the log-odds of "yes" over "no" as the next tok
 
 By default (`EngineReranker`) each candidate is a score request on the judge's in-process batch
 engine: no context or weights of its own, the question computed once by prefix sharing, the
-passages in the engine's shared batches. `$COLLECTIVE_RERANK=embedded` scores in a context of
+passages in the engine's shared batches. The setting `rerank = "embedded"` scores in a context of
 its own instead (`LlmReranker`, on the same weights: `acquire_model`); `none` turns it off (the
 test suite does: it loads a model). Scores are kept per (question, passage), so asking again
 costs nothing. Both measured on the eval KB in bench/README.md.
@@ -34,7 +34,14 @@ if TYPE_CHECKING:
 
     from collective.models.batch_engine import BatchEngine
 
-__all__ = ["RERANK_MODEL", "EngineReranker", "LlmReranker", "configured_reranker", "rerank_setting"]
+__all__ = [
+    "RERANK_MODEL",
+    "EngineReranker",
+    "LlmReranker",
+    "configured_reranker",
+    "lazy_reranker",
+    "rerank_setting",
+]
 
 RERANK_MODEL = "qwen2.5-coder-1.5b"
 """The embedded model deep reranks with (`collective.models.embedded.EMBEDDED_MODELS`)."""
@@ -254,13 +261,15 @@ def _logsumexp(values: np.ndarray) -> float:
     return top + float(np.log(np.exp(values - top).sum()))
 
 
-def rerank_setting() -> str:
-    """`$COLLECTIVE_RERANK`, or the default: `engine`."""
-    return environment.rerank() or "engine"
+def rerank_setting(setting: str | None = None) -> str:
+    """The `rerank` setting: `setting`, else `$COLLECTIVE_RERANK`, else the default `engine`."""
+    return setting or environment.rerank() or "engine"
 
 
-def configured_reranker() -> Callable[[str, Sequence[Chunk]], list[float]] | None:
-    """Deep's reranker on `RERANK_MODEL`, as `$COLLECTIVE_RERANK` says.
+def configured_reranker(
+    setting: str | None = None,
+) -> Callable[[str, Sequence[Chunk]], list[float]] | None:
+    """Deep's reranker on `RERANK_MODEL`, as the `rerank` setting says (None: the environment).
 
     `engine` (the default): `EngineReranker`, score requests on the in-process backend's engine
     for that model (the judge's, in the default council); `embedded`: `LlmReranker`, a context
@@ -268,18 +277,45 @@ def configured_reranker() -> Callable[[str, Sequence[Chunk]], list[float]] | Non
     `$COLLECTIVE_EMBEDDED_MODEL` (one model for every embedded spec) applies here too.
 
     Raises:
-        ConfigError: `$COLLECTIVE_RERANK` is none of those.
+        ConfigError: The setting is none of those.
     """
-    setting = rerank_setting()
-    if setting == "none":
+    name = _checked(setting)
+    if name == "none":
         return None
-    if setting == "engine":
+    if name == "engine":
         return _engine_reranker().rerank
-    if setting != "embedded":
-        raise ConfigError(
-            f"unknown {environment.RERANK_ENV} {setting!r}; use embedded, engine or none"
-        )
     return _embedded_reranker().rerank
+
+
+def lazy_reranker(
+    setting: str | None = None,
+) -> Callable[[str, Sequence[Chunk]], list[float]] | None:
+    """The reranker `setting` names, checked now and made at its first call (None for `none`).
+
+    A retrieval that does not rerank (lean, balanced) loads nothing.
+
+    Raises:
+        ConfigError: The setting is none of `engine`, `embedded`, `none`.
+    """
+    name = _checked(setting)
+    if name == "none":
+        return None
+
+    def rerank(query: str, chunks: Sequence[Chunk]) -> list[float]:
+        reranker = configured_reranker(name)
+        return reranker(query, chunks) if reranker is not None else []
+
+    return rerank
+
+
+def _checked(setting: str | None) -> str:
+    name = rerank_setting(setting)
+    if name not in ("engine", "embedded", "none"):
+        raise ConfigError(
+            f"unknown {environment.RERANK_ENV} {name!r}; use embedded, engine or none "
+            "(the setting rerank)"
+        )
+    return name
 
 
 @functools.cache  # one per process: its scores are kept between retrievals

@@ -6,12 +6,12 @@ all, so a new profile is one entry.
 
 * lean: no rewrite, 10 candidates fetched, strict trust pass (score >= 0.35 and >= 60% of
   the best), 3-5 chunks injected.
-* balanced (the default): one rewrite (keywords + synonyms from `$COLLECTIVE_SYNONYMS`, none
+* balanced (the default): one rewrite (keywords + synonyms from the `synonyms` setting's file, none
   packaged; or the caller's context for a follow-up), 30 candidates per query, standard trust
   pass (>= 0.2 and >= 40% of the best), 6-10 injected.
 * deep: the whole rewrite chain below plus an optional LLM rewriter, 60 candidates per query,
   its best `RERANK_K` candidates reordered by a reranker (`collective.kb.rerank`: the embedded
-  judge model's yes/no log-odds; `$COLLECTIVE_RERANK=none` turns it off), permissive trust pass
+  judge model's yes/no log-odds; the setting `rerank = "none"` turns it off), permissive trust pass
   (>= 0.1 and >= 20% of the best) that explains every drop, 8 up to the configured maximum
   (16) injected.
 
@@ -65,6 +65,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from collective import environment
@@ -81,6 +82,7 @@ if TYPE_CHECKING:
     from collective.models.base import Backend
 
 __all__ = [
+    "BUILTIN_PROFILES",
     "DEFAULT_MAX_INJECT",
     "PROFILES",
     "Profile",
@@ -174,17 +176,27 @@ PROFILES: dict[str, ProfileSettings] = {
         kb_factor=1.5, rerank=True, explain=True, takes_max_inject=True,
     ),
 }  # fmt: skip
-"""Every profile a retrieval can apply, by name (`auto` chooses among them per query)."""
+"""Every profile a retrieval can apply, by name (`auto` chooses among them per query): the
+built-in ones and those registered (the settings' `retrieval_profiles`)."""
+
+BUILTIN_PROFILES: Mapping[str, ProfileSettings] = MappingProxyType(dict(PROFILES))
+"""`lean`, `balanced` and `deep`: the profiles `auto` chooses among (`retrieval_auto` may put
+a registered one in the place of each)."""
 
 
 def register_profile(name: str, settings: ProfileSettings) -> None:
     """Add (or replace) a retrieval profile: `retrieve(..., profile=name)` then applies it.
 
+    `collective.config` registers each profile a configuration declares.
+
     Raises:
-        ConfigError: `name` is `auto` (the chooser's name) or blank.
+        ConfigError: `name` is `auto` (the chooser's name), blank, or a built-in profile's.
     """
-    if not name.strip() or name == "auto":
-        raise ConfigError(f"a retrieval profile cannot be named {name!r}")
+    if not name.strip() or name == "auto" or name in BUILTIN_PROFILES:
+        raise ConfigError(
+            f"a retrieval profile cannot be named {name!r} (blank, auto or built-in); give "
+            "it a name of its own"
+        )
     PROFILES[name] = settings
 
 
@@ -210,8 +222,10 @@ FILLER = frozenset(
 SYNONYMS_ENV = environment.SYNONYMS_ENV
 
 
-def synonyms() -> dict[str, tuple[str, ...]]:
-    """Word -> its synonyms, from `$COLLECTIVE_SYNONYMS` or the packaged file.
+def synonyms(path: str | None = None) -> dict[str, tuple[str, ...]]:
+    """Word -> its synonyms, from the file `path` (the `synonyms` setting) or the packaged file.
+
+    `path` None reads `$COLLECTIVE_SYNONYMS`; "" is the packaged file.
 
     The file has one group of words a line (`#` starts a comment); each word of a group maps
     to the others.
@@ -219,7 +233,7 @@ def synonyms() -> dict[str, tuple[str, ...]]:
     Raises:
         ConfigError: The file cannot be read.
     """
-    return _load_synonyms(environment.synonyms_file())
+    return _load_synonyms(environment.synonyms_file() if path is None else path)
 
 
 @functools.cache
@@ -229,7 +243,8 @@ def _load_synonyms(path: str) -> dict[str, tuple[str, ...]]:
         text = source.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(
-            f"cannot read synonyms from {source}: {exc}; fix the path or unset {SYNONYMS_ENV}"
+            f"cannot read synonyms from {source}: {exc}; fix the path or unset the setting "
+            f"synonyms ({SYNONYMS_ENV})"
         ) from exc
     table: dict[str, tuple[str, ...]] = {}
     for line in text.splitlines():
@@ -594,6 +609,9 @@ def retrieve(
     context: str = "",
     rewriter: Rewriter | None = None,
     reranker: Reranker | None = None,
+    rerank: str | None = None,
+    synonyms_file: str | None = None,
+    auto: Mapping[AppliedProfile, str] | None = None,
 ) -> RetrievalResult:
     """Retrieve chunks for `query` under a retrieval profile.
 
@@ -609,7 +627,13 @@ def retrieve(
         rewriter: An extra (e.g. LLM) rewriter; only a profile with the `llm` step (deep)
             calls it.
         reranker: What reorders the best candidates of a profile that reranks (deep);
-            default: the configured one (`collective.kb.rerank.configured_reranker`).
+            default: the one `rerank` names.
+        rerank: The `rerank` setting (`engine`, `embedded`, `none`); None: the environment's
+            (`collective.kb.rerank.configured_reranker`).
+        synonyms_file: The `synonyms` setting (a file; "": the packaged one); None: the
+            environment's.
+        auto: The `retrieval_auto` setting: the profile `auto` applies in place of each of
+            its choices (`{"deep": "thorough"}`).
 
     Returns:
         The result, with the applied profile, the reason, and the diagnostics.
@@ -617,16 +641,23 @@ def retrieve(
     Raises:
         ConfigError: Unknown profile, or a non-positive `max_inject`.
     """
-    if profile != "auto" and profile not in PROFILES:
-        raise ConfigError(
-            f"unknown retrieval profile {profile!r}; use {', '.join(PROFILES)} or auto"
-        )
+    for name in [profile, *(auto or {}).values()]:
+        if name != "auto" and name not in PROFILES:
+            raise ConfigError(
+                f"unknown retrieval profile {name!r}; use {', '.join(PROFILES)} or auto"
+            )
     if max_inject is not None and max_inject < 1:
         raise ConfigError(f"max_inject must be at least 1 (got {max_inject})")
+    if reranker is None:
+        from collective.kb.rerank import lazy_reranker
+
+        reranker = lazy_reranker(rerank)
+    table = synonyms(synonyms_file)
     with retrieval_span(profile, query_chars=len(query)) as span:
         result = _retrieve(
-            store, query, profile, max_inject, max_latency_ms, context, rewriter, reranker
-        )
+            store, query, profile, max_inject, max_latency_ms, context, rewriter, reranker,
+            table, {str(tier): name for tier, name in (auto or {}).items()},
+        )  # fmt: skip
         for position, rewritten in enumerate(result.rewrites, 1):
             span.add_event("retrieval.rewrite", {"attempt": position, "query": rewritten})
         record_retrieval(span, result.to_dict())
@@ -696,6 +727,7 @@ def _rewrites(
     fusion: _Fusion,
     rewriter: Rewriter | None,
     diagnostics: list[str],
+    table: Mapping[str, tuple[str, ...]],
 ) -> list[str]:
     """The queries one rewrite step adds (new, non-blank, not the query itself)."""
     queries: list[str] = []
@@ -705,7 +737,6 @@ def _rewrites(
     elif step == "keywords":
         queries = [" ".join(keywords)]
     elif step == "expand":
-        table = synonyms()
         expanded = [s for w in keywords for s in table.get(w, ()) if s not in keywords]
         queries = [" ".join(keywords + list(dict.fromkeys(expanded)))] if expanded else []
         if not queries and "keywords" not in settings.steps:
@@ -893,6 +924,7 @@ def _rewrite_chain(
     diagnostics: list[str],
     start: float,
     max_latency_ms: float | None,
+    table: Mapping[str, tuple[str, ...]],
 ) -> list[str]:
     """The profile's rewrites, each searched and fused in turn, until the latency bound.
 
@@ -908,7 +940,9 @@ def _rewrite_chain(
                 f"max_latency_ms {max_latency_ms:g}"
             )
             break
-        queries = _rewrites(step, query, keywords, context, settings, fusion, rewriter, diagnostics)
+        queries = _rewrites(
+            step, query, keywords, context, settings, fusion, rewriter, diagnostics, table
+        )
         if not queries:
             if settings.explain:
                 diagnostics.append(f"rewrite {step!r}: nothing to add")
@@ -930,18 +964,25 @@ def _retrieve(
     context: str,
     rewriter: Rewriter | None,
     reranker: Reranker | None,
+    table: Mapping[str, tuple[str, ...]],
+    auto: Mapping[str, str],
 ) -> RetrievalResult:
     """Run the requested profile; `auto` may escalate.
 
     `auto` runs the profile the query's wording suggests, and escalates when the fast rankings
-    disagree (`disagreement`); any other profile runs as asked.
+    disagree (`disagreement`); any other profile runs as asked. `auto` maps each of its
+    choices through `auto` (the `retrieval_auto` setting).
     """
     start = time.perf_counter()
     applied, reason = _applied_profile(profile, query, context, max_latency_ms)
-    args = (store, query, max_inject, max_latency_ms, context, rewriter, reranker, start)
+    if profile == "auto" and auto.get(applied, applied) != applied:
+        reason = f"{auto[applied]} in place of {reason}"
+        applied = auto[applied]
+    args = (store, query, max_inject, max_latency_ms, context, rewriter, reranker, table, start)
     result = _run(applied, reason, *args)
     result.requested = profile
     target = PROFILES[applied].escalate_to
+    target = auto.get(target, target) if target is not None else None
     if profile != "auto" or target is None or target == applied:
         return result
     lexical_top = max((c.score for c in result.injected), default=0.0)
@@ -966,6 +1007,7 @@ def _run(
     context: str,
     rewriter: Rewriter | None,
     reranker: Reranker | None,
+    table: Mapping[str, tuple[str, ...]],
     start: float,
 ) -> RetrievalResult:
     """One profile's retrieval: search, rewrite, fuse, rerank if it does, trust pass."""
@@ -1001,7 +1043,7 @@ def _run(
     if rewriter is not None and "llm" not in settings.steps:
         diagnostics.append(f"LLM rewriter not used: {applied} has no llm step (only deep calls it)")
     rewrites = _rewrite_chain(
-        store, query, context, settings, rewriter, fusion, diagnostics, start, max_latency_ms
+        store, query, context, settings, rewriter, fusion, diagnostics, start, max_latency_ms, table
     )
 
     if early is not None:
@@ -1009,13 +1051,8 @@ def _run(
     ranked, sides, dense = _hybrid(store, dense_query, fusion.ranked(), settings.fetch)
     ranked = _boost_named(ranked, named)
     unique = _unique_text(ranked, settings.explain, diagnostics)
-    if settings.rerank:
-        if reranker is None:
-            from collective.kb.rerank import configured_reranker
-
-            reranker = configured_reranker()
-        if reranker is not None:
-            unique = _rerank(query, unique, reranker, sides, diagnostics)
+    if settings.rerank and reranker is not None:
+        unique = _rerank(query, unique, reranker, sides, diagnostics)
     injected = _trust_pass(unique, settings, lower, upper, diagnostics)
     if dense.get("used"):
         diagnostics.append(_hybrid_note(injected, sides, dense, len(fusion.chunks)))

@@ -1,6 +1,6 @@
 """Memory allowances: how many memory tokens an agent may load for a task.
 
-The `budget_profiles` setting names them and `agent_profiles` assigns them (the prompt's own
+The `allowance_profiles` setting names them and `agent_profiles` assigns them (the prompt's own
 budget, its sections and their sizes, is `collective.budget`).
 
 A profile has a base budget, a hard maximum and scope weights that split the budget across the
@@ -14,7 +14,7 @@ from the task text by keyword and length signals, each match named in the reason
 
 Enforcement is soft: a call that loads more than its budget is bumped to the next complexity
 tier (never past `max_budget`) and the bump is recorded on the `AgentBudget`, so the usage log
-and `collective budget report` can recommend a larger profile.
+and `collective allowances report` can recommend a larger profile.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_PROFILES",
     "MEMORY_SCOPES",
     "AgentBudget",
+    "AllowanceProfile",
     "BudgetProfile",
     "Complexity",
     "ComplexityAssessment",
@@ -66,7 +67,7 @@ MEMORY_SCOPES = ("global", "agent_recent", "agent_patterns")
 """The memory scopes a profile's weights split its budget across."""
 
 
-class BudgetProfile(BaseModel):
+class AllowanceProfile(BaseModel):
     """A named budget profile (`specialist-narrow`, ...); scope weights sum to 1."""
 
     model_config = ConfigDict(frozen=True)
@@ -77,7 +78,7 @@ class BudgetProfile(BaseModel):
     scope_weights: dict[str, float] = Field(description="Share of the budget per memory scope.")
 
     @model_validator(mode="after")
-    def _check(self) -> BudgetProfile:
+    def _check(self) -> AllowanceProfile:
         if self.max_budget < self.base_budget:
             raise ValueError(
                 f"profile {self.name!r}: max_budget {self.max_budget} is below base_budget "
@@ -95,14 +96,18 @@ class BudgetProfile(BaseModel):
         return min(round(self.base_budget * COMPLEXITY_MULTIPLIERS[complexity]), self.max_budget)
 
 
+BudgetProfile = AllowanceProfile
+"""The old name of `AllowanceProfile` (`budget` now names the prompt plan only)."""
+
+
 def _profile(
     name: str, base: int, cap: int, g: float, recent: float, patterns: float
-) -> BudgetProfile:
+) -> AllowanceProfile:
     weights = {"global": g, "agent_recent": recent, "agent_patterns": patterns}
-    return BudgetProfile(name=name, base_budget=base, max_budget=cap, scope_weights=weights)
+    return AllowanceProfile(name=name, base_budget=base, max_budget=cap, scope_weights=weights)
 
 
-DEFAULT_PROFILES: dict[str, BudgetProfile] = {
+DEFAULT_PROFILES: dict[str, AllowanceProfile] = {
     p.name: p
     for p in (
         _profile("specialist-narrow", 20_000, 50_000, 0.2, 0.3, 0.5),
@@ -142,13 +147,16 @@ class ComplexitySignals:
     many_systems: int
 
 
-def complexity_signals() -> ComplexitySignals:
-    """The signals in force: `$COLLECTIVE_COMPLEXITY_SIGNALS`, else the packaged file.
+def complexity_signals(path: str | None = None) -> ComplexitySignals:
+    """The signals in force: the file `path` (the `complexity_signals` setting), else the packaged.
+
+    Args:
+        path: A signals file; None reads `$COLLECTIVE_COMPLEXITY_SIGNALS` ("": packaged).
 
     Raises:
         ConfigError: The file is missing or malformed.
     """
-    return _load_signals(environment.complexity_signals_file())
+    return _load_signals(environment.complexity_signals_file() if path is None else path)
 
 
 @functools.cache
@@ -169,14 +177,21 @@ def _load_signals(path: str) -> ComplexitySignals:
         )
     except (OSError, KeyError, TypeError, ValueError, re.error) as exc:
         raise ConfigError(
-            f"cannot read complexity signals from {source}: {exc!r}; fix the file or unset "
-            f"{COMPLEXITY_SIGNALS_ENV} (the format is collective/data/complexity_signals.toml)"
+            f"cannot read complexity signals from {source}: {exc!r}; fix the file or unset the "
+            f"setting complexity_signals ({COMPLEXITY_SIGNALS_ENV}; the format is "
+            "collective/data/complexity_signals.toml)"
         ) from exc
 
 
-def detect_complexity(task_text: str) -> ComplexityAssessment:
-    """A task's complexity from its text: the highest tier with a signal wins; none: medium."""
-    level, reason, matched = _detect(environment.complexity_signals_file(), task_text)
+def detect_complexity(task_text: str, signals: str | None = None) -> ComplexityAssessment:
+    """A task's complexity from its text: the highest tier with a signal wins; none: medium.
+
+    Args:
+        task_text: The task.
+        signals: The `complexity_signals` setting (a file, "" packaged); None: the environment's.
+    """
+    path = environment.complexity_signals_file() if signals is None else signals
+    level, reason, matched = _detect(path, task_text)
     return ComplexityAssessment(level=level, reason=reason, signals=list(matched))
 
 
@@ -212,7 +227,7 @@ def _detect(path: str, task_text: str) -> tuple[Complexity, str, tuple[str, ...]
 class AgentBudget(BaseModel):
     """The budget of one agent for one task, after complexity and any bumps."""
 
-    profile: BudgetProfile
+    profile: AllowanceProfile
     complexity: Complexity
     """The current tier (after bumps)."""
     reason: str
@@ -243,9 +258,16 @@ def split_budget(budget: int, weights: dict[str, float]) -> dict[str, int]:
 
 
 def resolve_budget(
-    profile: BudgetProfile, task_text: str, override: Complexity | None = None
+    profile: AllowanceProfile,
+    task_text: str,
+    override: Complexity | None = None,
+    *,
+    signals_file: str | None = None,
 ) -> AgentBudget:
-    """The budget of an agent with `profile` for `task_text` (or at the tier `override`)."""
+    """The budget of an agent with `profile` for `task_text` (or at the tier `override`).
+
+    `signals_file` is the `complexity_signals` setting (None: the environment's).
+    """
     if override is not None:
         if override not in COMPLEXITY_MULTIPLIERS:
             raise ConfigError(
@@ -254,7 +276,7 @@ def resolve_budget(
         level: Complexity = override
         reason, signals = f"{override}: manual override", []
     else:
-        found = detect_complexity(task_text)
+        found = detect_complexity(task_text, signals_file)
         level, reason, signals = found.level, found.reason, found.signals
     budget = profile.budget_for(level)
     if budget < round(profile.base_budget * COMPLEXITY_MULTIPLIERS[level]):
@@ -297,7 +319,7 @@ class ProfileAssignments(BaseModel):
 
     assignments: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_ASSIGNMENTS))
     default: str = "specialist-broad"
-    profiles: dict[str, BudgetProfile] = Field(default_factory=lambda: dict(DEFAULT_PROFILES))
+    profiles: dict[str, AllowanceProfile] = Field(default_factory=lambda: dict(DEFAULT_PROFILES))
 
     @model_validator(mode="after")
     def _check(self) -> ProfileAssignments:
@@ -328,8 +350,8 @@ class ProfileAssignments(BaseModel):
         try:
             profiles = dict(DEFAULT_PROFILES)
             for name, spec in (data.get("profiles") or {}).items():
-                spec = spec if isinstance(spec, BudgetProfile) else {"name": name, **spec}
-                profiles[name] = BudgetProfile.model_validate(spec)
+                spec = spec if isinstance(spec, AllowanceProfile) else {"name": name, **spec}
+                profiles[name] = AllowanceProfile.model_validate(spec)
             return cls(
                 assignments={**DEFAULT_ASSIGNMENTS, **(data.get("assignments") or {})},
                 default=data.get("default", "specialist-broad"),
@@ -340,14 +362,14 @@ class ProfileAssignments(BaseModel):
 
     @classmethod
     def from_settings(cls, settings: Any) -> ProfileAssignments:
-        """Assignments from a run's `agent_profiles` and `budget_profiles` settings.
+        """Assignments from a run's `agent_profiles` and `allowance_profiles` settings.
 
         A run reads them once, when its `CouncilContext` is made (`memory_profiles`).
         """
-        assignments, profiles = dict(settings.agent_profiles), dict(settings.budget_profiles)
+        assignments, profiles = dict(settings.agent_profiles), dict(settings.allowance_profiles)
         return cls.from_config({"assignments": assignments, "profiles": profiles})
 
-    def profile_for(self, agent: str) -> BudgetProfile:
+    def profile_for(self, agent: str) -> AllowanceProfile:
         """The profile of `agent`: its own assignment, else its role's, else the default.
 
         Agents are named as in `collective.agents` (`plan`, `specialist-2`, `judge`); a role

@@ -33,7 +33,7 @@ from collective.budget.report import BudgetReport
 from collective.memory.allowances import (
     DEFAULT_PROFILES,
     AgentBudget,
-    BudgetProfile,
+    AllowanceProfile,
     Complexity,
     bump,
 )
@@ -388,7 +388,7 @@ class Recommendation(BaseModel):
 
 
 class UsageReport(BaseModel):
-    """What `collective budget report` shows."""
+    """What `collective allowances report` shows."""
 
     total_calls: int
     corrupt_lines: int = 0
@@ -417,7 +417,7 @@ def _round_weights(shares: dict[str, float]) -> dict[str, float]:
 def analyze(
     records: Iterable[UsageRecord],
     *,
-    profiles: dict[str, BudgetProfile] | None = None,
+    profiles: dict[str, AllowanceProfile] | None = None,
     upgrade_threshold: float = 0.2,
     downgrade_below_pct: float = 50.0,
     drift_threshold: float = 0.15,
@@ -470,7 +470,7 @@ def analyze(
 
 
 def _agent_usage(
-    agent: str, profile_name: str, recs: list[UsageRecord], profile: BudgetProfile | None
+    agent: str, profile_name: str, recs: list[UsageRecord], profile: AllowanceProfile | None
 ) -> tuple[AgentUsage, dict[str, float], dict[str, float]]:
     """One agent's usage under one profile, its actual scope shares and the profile's weights.
 
@@ -552,8 +552,8 @@ def _profile_rows(groups: dict[tuple[str, str], list[UsageRecord]]) -> list[Prof
 def _recommend(
     row: AgentUsage,
     recs: list[UsageRecord],
-    profile: BudgetProfile | None,
-    ladder: list[BudgetProfile],
+    profile: AllowanceProfile | None,
+    ladder: list[AllowanceProfile],
     upgrade_threshold: float,
     downgrade_below_pct: float,
 ) -> list[Recommendation]:

@@ -388,7 +388,7 @@ class _Ruling:
             )
         draft = await self._tool_rounds(tools, notes)
         entail = None
-        if environment.entailment() == "judge":
+        if self.ctx.entailment == "judge":
             entail = await asyncio.to_thread(entailment_for, self.backend)
         shown = self._shown(draft.call, draft.transcript, tools)
         _seen(shown, self.chunks)
@@ -430,8 +430,8 @@ class _Ruling:
         if entail is None and any("entailment" in c.reason for c in claims):
             notes.append(
                 "claims that numbers and names could not settle were dropped (no entailment: "
-                f"{environment.ENTAILMENT_ENV}=judge asks the judge's model where it runs in "
-                "process)"
+                f"the setting entailment = judge, {environment.ENTAILMENT_ENV}=judge, asks the "
+                "judge's model where it runs in process)"
             )
         check["retagged"] = sum(c.status == "retagged" for c in claims)
         return OwnAnswer(

@@ -45,6 +45,9 @@ def _find(
         max_latency_ms=ctx.max_latency_ms,
         context=conversation,
         rewriter=rewriter,
+        rerank=ctx.rerank,
+        synonyms_file=ctx.synonyms,
+        auto=ctx.retrieval_auto,
     )
     return conversation, result
 

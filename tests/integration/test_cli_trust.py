@@ -139,7 +139,7 @@ def test_chat_turns_are_in_the_usage_log(workdir):
     assert result.exit_code == 0, result.output
     assert "the question was cut to 8,000 of its" in result.output
     assert usage_agents(workdir) == ["chat"]
-    status, out, _ = invoke("budget", "report", "--json")
+    status, out, _ = invoke("allowances", "report", "--json")
     assert status == 0 and [a["agent"] for a in json.loads(out)["agents"]] == ["chat"]
 
 

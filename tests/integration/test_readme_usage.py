@@ -1,16 +1,17 @@
-"""Every command of the README's Usage section runs as written (issue 15).
+"""Every `collective` command of the README and the guides runs as written (issues 15, 55).
 
-The commands run in order through the console script's entry point, in a working directory
-whose `collective.toml` (and `ops/collective.toml`, the path the smoke line names) puts every
-role on one real llama-server with small explicit budgets, so the whole section takes a few
-dozen small model calls. Only the elided question (`"..."`) is filled in.
+The commands (`tests.docs_pages.commands`: every `sh` block of README.md and docs/, each
+command once, in page order) run through the console script's entry point, in a working
+directory whose `collective.toml` puts every role on one real llama-server with small explicit
+budgets, and which holds the files the commands name (`notes/`, `my-questions.jsonl`,
+`thorough.toml` from docs/kb.md). Only the elided question (`"..."`) is filled in. `make`
+commands are their own targets (tests/unit/test_docs.py checks that each exists).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import time
 from pathlib import Path
@@ -19,10 +20,9 @@ import pytest
 from typer.testing import CliRunner
 
 from collective.cli import main
+from tests.docs_pages import REPO, blocks, commands
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
 
 SMALL_BUDGETS = """
 [budgets.planner]
@@ -44,19 +44,14 @@ sections = { system = 300, conversation_summary = 200, task = 300, safety_margin
 """
 
 
+QUESTIONS = [
+    {"id": "petg-dry", "question": "At what temperature should PETG dry?", "numbers": [65]},
+]
+
+
 def usage_commands() -> list[list[str]]:
-    """The argv of each command in the Usage section's shell block (`&&` splits a line)."""
-    text = (REPO / "README.md").read_text()
-    section = text.split("\n## Usage\n", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```sh\n(.*?)```", section, flags=re.S)
-    assert block is not None, "the Usage section has no ```sh block"
-    commands = []
-    for line in block.group(1).splitlines():
-        for part in line.split("&&"):
-            argv = shlex.split(part, comments=True)
-            if argv:
-                commands.append(argv)
-    return commands
+    """The argv of each `collective` command the README and the guides show."""
+    return [argv for argv in commands() if argv[0] == "collective"]
 
 
 def run(argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
@@ -69,19 +64,8 @@ def run(argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
         return code, streams[0].getvalue().decode(), streams[1].getvalue().decode()
 
 
-def test_the_usage_section_lists_the_commands():
-    names = [argv[1] for argv in usage_commands()]
-    assert all(argv[0] == "collective" for argv in usage_commands())
-    assert {"ask", "chat", "smoke", "config", "kb", "recall", "budget"} <= set(names)
-
-
-@pytest.mark.timeout(1800)  # about twenty small model calls on a shared 2-core machine
-def test_every_usage_command_runs(tmp_path, monkeypatch, llama_server):
-    for name in list(os.environ):
-        if name.startswith("COLLECTIVE_") and name != "COLLECTIVE_CACHE":
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    url = f"llama-server:{llama_server.url}"
+def workdir(tmp_path: Path, url: str) -> None:
+    """The files the pages' commands name, and a config that puts every role on `url`."""
     config = (
         f'planner = "{url}"\njudge = "{url}"\nk = 1\njudge_tools = false\n'
         f'[[specialists]]\nbackend = "{url}"\ncount = 1\n' + SMALL_BUDGETS
@@ -89,10 +73,30 @@ def test_every_usage_command_runs(tmp_path, monkeypatch, llama_server):
     (tmp_path / "collective.toml").write_text(config)
     (tmp_path / "ops").mkdir()
     (tmp_path / "ops" / "collective.toml").write_text(config)
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "petg.md").write_text(
-        "# PETG\n\n## Drying\nDry PETG at 65 °C for four hours before printing.\n"
-    )
+    for folder in ("docs", "notes"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "petg.md").write_text(
+            "# PETG\n\n## Drying\nDry PETG at 65 °C for four hours before printing.\n"
+        )
+    lines = "".join(json.dumps(q) + "\n" for q in QUESTIONS)
+    (tmp_path / "my-questions.jsonl").write_text(lines)
+    (declared,) = [b for b in blocks(REPO / "docs" / "kb.md", "toml") if "retrieval_profiles" in b]
+    (tmp_path / "thorough.toml").write_text(declared)
+
+
+def test_the_pages_show_the_commands_a_newcomer_needs():
+    names = {argv[1] for argv in usage_commands()}
+    assert {"ask", "chat", "smoke", "config", "kb", "recall", "eval", "threads"} <= names
+
+
+@pytest.mark.timeout(2400)  # a few dozen small model calls on a shared 2-core machine
+def test_every_command_of_the_pages_runs(tmp_path, monkeypatch, llama_server):
+    for name in list(os.environ):
+        if name.startswith("COLLECTIVE_") and name != "COLLECTIVE_CACHE":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("COLLECTIVE_RERANK", "none")  # deep's reranker would load the 1.5B
+    monkeypatch.chdir(tmp_path)
+    workdir(tmp_path, f"llama-server:{llama_server.url}")
     for argv in usage_commands():
         args = ["Is PLA food safe?" if a == "..." else a for a in argv[1:]]
         started = time.monotonic()
@@ -100,15 +104,13 @@ def test_every_usage_command_runs(tmp_path, monkeypatch, llama_server):
         print(f"{shlex.join(argv)}: exit {status} in {time.monotonic() - started:.0f} s")
         assert status == 0, f"{shlex.join(argv)} exited {status}: {err[-2000:]}"
         assert "Traceback" not in err
-        if "--json" in args:
-            payload = json.loads(out)
-            assert payload["answer"] and len(payload["proposals"]) == int(
-                args[args.index("--k") + 1]
-            )
-    # The commands really did their work: a conversation on thread car, the docs in the KB,
-    # every model call in the usage log.
-    status, out, _ = run(["kb", "list", "--json"])
+    # The commands did their work: the notes in the KB, every arm of the eval in its rows,
+    # recall under the declared profile, the conversation on thread car.
+    status, out, _ = run(["kb", "list", "--kb", "my.sqlite", "--json"])
     assert any(c["source"].endswith("petg.md") for c in json.loads(out)["chunks"])
-    status, out, _ = run(["budget", "report", "--json"])
-    agents = {a["agent"] for a in json.loads(out)["agents"]}
-    assert {"plan", "judge", "specialist-5"} <= agents
+    rows = [json.loads(line) for line in (tmp_path / "my-eval.jsonl").read_text().splitlines()]
+    arms = {arm for row in rows for arm in row["arms"]}
+    assert arms >= {"single", "self-consistency", "self-moa", "council", "council-split"}
+    argv = ["recall", "PETG", "--config", "thorough.toml", "--retrieval", "thorough", "--json"]
+    status, out, _ = run(argv)
+    assert status == 0 and json.loads(out)["applied"] == "thorough"

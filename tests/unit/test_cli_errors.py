@@ -31,7 +31,7 @@ pytestmark = pytest.mark.usefixtures("clean_cwd")
         (["ask", ""], 2, "the question is empty"),
         (["ask", "   "], 2, "the question is empty"),
         (["ask"], 2, "no question"),
-        (["ask", "q", "--retrieval", "fast"], 2, "Invalid value for '--retrieval'"),
+        (["ask", "q", "--retrieval", "fast"], 2, "retrieval: unknown profile 'fast'; use lean"),
         (["ask", "q", "--evidence", "wide"], 2, "Invalid value for '--evidence'"),
         (["ask", "q", "--k", "0"], 2, "Invalid value for '--k'"),
         (["ask", "q", "--bogus"], 2, "No such option: --bogus"),
@@ -116,7 +116,7 @@ def test_config_show_prints_values_with_their_sources(tmp_path, monkeypatch):
 
 
 def test_the_other_commands_are_mounted():
-    for args in (["kb", "--help"], ["recall", "--help"], ["budget", "report", "--help"]):
+    for args in (["kb", "--help"], ["recall", "--help"], ["allowances", "report", "--help"]):
         status, out, _ = run(args)
         assert status == 0 and "Usage" in out
 

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.usefixtures("clean_cwd")
         (["ask", "", "--json"], 2, "the question is empty"),
         (["kb", "list", "--kb", "none.sqlite", "--json"], 2, "no knowledge base at none.sqlite"),
         (["recall", "q", "--kb", "none.sqlite", "--json"], 2, "no knowledge base at none.sqlite"),
-        (["budget", "report", "--since", "-1", "--json"], 2, "Invalid value for '--since'"),
+        (["allowances", "report", "--since", "-1", "--json"], 2, "Invalid value for '--since'"),
     ],
 )
 def test_every_failure_with_json_prints_the_error_object(args, code, expected):
@@ -253,7 +253,7 @@ def test_budget_report_recommendations_are_config_lines_the_user_can_apply(tmp_p
         for scope, weight in narrow.profile.scope_weights.items():  # no drift: only the upgrade
             monitor.load(scope, round(total * weight))
         log.append(monitor.finish())
-    status, out, _ = run(["budget", "report", "--log", str(log.path)], env={"COLUMNS": "200"})
+    status, out, _ = run(["allowances", "report", "--log", str(log.path)], env={"COLUMNS": "200"})
     assert status == 0
     assert "upgrade (specialist-narrow)" in out
     block = out[out.index("To apply") :]
@@ -278,12 +278,12 @@ def test_budget_report_scope_weights_become_a_profile_the_run_then_uses(tmp_path
         monitor.load("global", 22_400)  # 28,000 of 35,000 loaded: no downgrade either
         monitor.load("agent_patterns", 5_600)
         log.append(monitor.finish())
-    status, out, _ = run(["budget", "report", "--log", str(log.path)], env={"COLUMNS": "240"})
+    status, out, _ = run(["allowances", "report", "--log", str(log.path)], env={"COLUMNS": "240"})
     assert status == 0 and "adjust_scope_weights (specialist-broad)" in out
     assert "no config key" not in out
     block = out[out.index("To apply") :].split("\n", 1)[1].split("or for one shell")[0]
     assert 'specialist-2 = "specialist-2-weights"' in block
-    assert "[budget_profiles.specialist-2-weights]" in block
+    assert "[allowance_profiles.specialist-2-weights]" in block
 
     # The block is a config that loads and gives specialist-2 the suggested weights.
     (tmp_path / "c.toml").write_text(block)
@@ -295,7 +295,7 @@ def test_budget_report_scope_weights_become_a_profile_the_run_then_uses(tmp_path
 
     # The report run with that config knows the new profile's weights.
     status, out, _ = run(
-        ["budget", "report", "--log", str(log.path), "--config", str(tmp_path / "c.toml")],
+        ["allowances", "report", "--log", str(log.path), "--config", str(tmp_path / "c.toml")],
         env={"COLUMNS": "240"},
     )
     assert status == 0
@@ -307,7 +307,7 @@ def test_a_profile_that_does_not_exist_is_refused_when_the_config_loads(tmp_path
     assert status == 2
     assert "specialist-wide" in err and "known profiles" in err and "Traceback" not in err
     (tmp_path / "c.toml").write_text(
-        "[budget_profiles.mine]\nbase_budget = 100\nmax_budget = 50\n"
+        "[allowance_profiles.mine]\nbase_budget = 100\nmax_budget = 50\n"
         "scope_weights = { global = 1.0 }\n"
     )
     status, out, err = run(["config", "show", "--config", str(tmp_path / "c.toml")])

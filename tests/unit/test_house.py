@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,11 +24,18 @@ PACKAGE = Path(__file__).resolve().parents[2] / "collective"
 pytestmark = pytest.mark.usefixtures("clean_cwd")
 
 
-def test_no_setting_is_declared_in_two_settings_classes():
-    run = {f.name for f in dataclasses.fields(CouncilContext)}
-    declared = set(CollectiveConfig.__annotations__) - {"model_config"}
-    assert not declared & run, "declare a run's setting once, in CouncilContext"
-    assert {"k", "specialists", "budgets", "agent_profiles"} <= set(CollectiveConfig.model_fields)
+def test_every_setting_is_declared_once_and_a_run_context_agrees_with_it(monkeypatch):
+    """Issue 55: the settings class declares each setting (its type, default and meaning, which
+    a reader and mypy see); a run's `CouncilContext` takes the run's part of them with the same
+    names and defaults (only the command line's usage log is on by default)."""
+    for name in list(os.environ):
+        if name.startswith("COLLECTIVE_"):
+            monkeypatch.delenv(name)
+    run = [f.name for f in dataclasses.fields(CouncilContext) if f.init and f.name != "knowledge"]
+    assert set(run) <= set(CollectiveConfig.model_fields), "declare it in CollectiveConfig"
+    from_settings, bare = CollectiveConfig().council_context(), CouncilContext()
+    differ = [n for n in run if getattr(from_settings, n) != getattr(bare, n)]
+    assert differ == ["usage_log"], "a setting's default differs from the context's"
 
 
 CONFIG = """
@@ -40,7 +48,7 @@ sections = { system = 500, kb_chunks = 2000, task = 300 }
 [agent_profiles]
 specialist = "mine"
 
-[budget_profiles.mine]
+[allowance_profiles.mine]
 base_budget = 1000
 max_budget = 2000
 scope_weights = { global = 0.5, agent_recent = 0.25, agent_patterns = 0.25 }

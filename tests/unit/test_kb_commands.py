@@ -68,7 +68,7 @@ def test_recall_json_and_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("COLLECTIVE_KB", raising=False)
     result = runner.invoke(
-        app, ["recall", "Which filament for a hot car?", "--budget", "deep", "--json"]
+        app, ["recall", "Which filament for a hot car?", "--retrieval", "deep", "--json"]
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
@@ -77,7 +77,7 @@ def test_recall_json_and_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert data["chunks"][0]["text"] and data["chunks"][0]["source"].startswith("demo_kb/")
     assert (tmp_path / ".collective" / "kb.sqlite").exists()  # demo KB seeded on first use
 
-    text = runner.invoke(app, ["recall", "PETG drying", "--budget", "lean", "--max-inject", "2"])
+    text = runner.invoke(app, ["recall", "PETG drying", "--retrieval", "lean", "--max-inject", "2"])
     assert text.exit_code == 0
     assert "applied lean" in text.stdout and "diagnostics" in text.stdout
     assert text.stdout.count("[KB#mem_") == 2 and "score" in text.stdout
@@ -88,5 +88,10 @@ def test_recall_errors(tmp_path: Path) -> None:
     assert empty.exit_code == 2 and "query is empty" in empty.output
     missing = runner.invoke(app, ["recall", "PETG", "--kb", str(tmp_path / "missing.sqlite")])
     assert missing.exit_code == 2 and "no knowledge base at" in missing.output
-    profile = runner.invoke(app, ["recall", "PETG", "--budget", "turbo"])
-    assert profile.exit_code == 2 and "unknown --budget" in profile.output
+    profile = runner.invoke(app, ["recall", "PETG", "--retrieval", "turbo"])
+    assert profile.exit_code == 2 and "unknown --retrieval 'turbo'" in profile.output
+    # --budget, the old name, is still taken, with a note that names the new one (issue 55)
+    old = runner.invoke(app, ["recall", "PETG", "--budget", "turbo"])
+    assert old.exit_code == 2 and "--budget is now --retrieval" in old.output
+    both = runner.invoke(app, ["recall", "PETG", "--budget", "lean", "--retrieval", "deep"])
+    assert both.exit_code == 2 and "give the profile once" in both.output

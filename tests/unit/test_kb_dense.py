@@ -166,7 +166,9 @@ def test_deep_recall_on_a_kb_without_vectors_shows_the_reranked_chunks(
     kb = tmp_path / "kb.sqlite"
     with SqliteKnowledgeStore(kb, embedder=None) as store:
         store.add_paths([docs])
-    result = runner.invoke(app, ["recall", "PVA glue gap filling", "--kb", str(kb), "-b", "deep"])
+    result = runner.invoke(
+        app, ["recall", "PVA glue gap filling", "--kb", str(kb), "--retrieval", "deep"]
+    )
     assert result.exit_code == 0, result.output
     assert "reranker " in result.output and "internal error" not in result.output
 

@@ -183,7 +183,7 @@ def test_analyze_needs_min_calls_and_aggregates_per_profile():
 
 def cli():
     app = typer.Typer()
-    app.add_typer(budget_command.app, name="budget")
+    app.add_typer(budget_command.app, name="allowances")
     return app
 
 
@@ -193,7 +193,7 @@ def test_cli_report_json(tmp_path):
         log.append(record)
     with log.path.open("a") as handle:
         handle.write("{torn\n")
-    result = CliRunner().invoke(cli(), ["budget", "report", "--json", "--log", str(log.path)])
+    result = CliRunner().invoke(cli(), ["allowances", "report", "--json", "--log", str(log.path)])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["total_calls"] == 6 and data["corrupt_lines"] == 1
@@ -205,14 +205,14 @@ def test_cli_report_table_and_default_log(tmp_path, monkeypatch):
     path = tmp_path / "env.jsonl"
     monkeypatch.setenv("COLLECTIVE_USAGE_LOG", str(path))
     runner = CliRunner()
-    empty = runner.invoke(cli(), ["budget", "report"])
+    empty = runner.invoke(cli(), ["allowances", "report"])
     assert empty.exit_code == 0 and "No usage recorded yet" in empty.output
     log = UsageLog(path)
     old = datetime.now(UTC) - timedelta(days=30)
     log.append(make_record("old-agent", "specialist-narrow", {"global": 1}, when=old))
     for record in calls("planner", "role-coordinator", 6, {"global": 60_000}):
         log.append(record)
-    result = runner.invoke(cli(), ["budget", "report", "--since", "7"], terminal_width=200)
+    result = runner.invoke(cli(), ["allowances", "report", "--since", "7"], terminal_width=200)
     assert result.exit_code == 0, result.output
     assert "6 model calls in the last 7 days" in result.output
     assert "planner" in result.output and "old-agent" not in result.output
