@@ -314,7 +314,7 @@ CLAIM_LEGEND = (
 
 def marked_lines(answer: str, claims: Sequence[Mapping[str, Any]]) -> list[str]:
     """The verdict's lines, each marked by the check of the claims it holds (blank: none)."""
-    from collective.kb.support import plain
+    from collective.verdict.support import plain
 
     out = []
     for line in answer.splitlines():

@@ -4,10 +4,10 @@ The judge reads the council's shared root (rules, conversation, KB, question) an
 answer from the KB, as one call of its model would (with tool rounds where `judge_tools` is on).
 It is not shown the members' answers: a small judge merging them made the answer worse than its
 own model alone. The draft is cleaned of echoes (`prompts.judge.clean`), and each of its claims
-is checked against the chunks as the judge was shown them (`collective.kb.support`); failed
+is checked against the chunks as the judge was shown them (`collective.verdict.support`); failed
 claims get one fix call, then are retagged or dropped. Then the members' answers, checked
 against the chunks their own prompts showed, are weighed against it
-(`collective.kb.answers.select`): the judge's answer stands while a claim of it is supported.
+(`collective.verdict.agreement.select`): the judge's answer stands while a claim of it is supported.
 
 The judge's own answer is kept in the state (`own`). In the council graph the `draft` node
 writes it beside the specialists; `collective.modes.run_arms` makes it once and hands it to
@@ -34,14 +34,14 @@ from collective.budget.trimming import Fitted, share_fairly
 from collective.errors import BackendError, BackendUnavailable, BudgetError, InvalidResponse
 from collective.graph.context import CouncilContext, open_knowledge
 from collective.graph.state import CouncilState, Proposal, answered, applied_profile
-from collective.kb.answers import NO_ANSWER, Checked, agreement, check_answer, select
+from collective.verdict.agreement import NO_ANSWER, Checked, agreement, check_answer, select
 from collective.kb.citations import check_citations, neutralise, shown_ids
 from collective.kb.embeddings import embedder_for
-from collective.kb.entailment import entailment_for
+from collective.verdict.entailment import entailment_for
 from collective.kb.evidence import council_evidence
-from collective.kb.extremes import extreme, off_question, thing
+from collective.verdict.comparison import extreme, off_question, thing
 from collective.kb.store import Chunk
-from collective.kb.support import (
+from collective.verdict.support import (
     Claim,
     Shown,
     Similar,

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from langgraph_sdk import get_client
 
-from collective.kb.answers import NO_ANSWER
+from collective.verdict.agreement import NO_ANSWER
 from tests.agent_server.scripted_openai import ScriptedOpenAIServer
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collective.graph import build_graph
 from collective.kb.store import Chunk
-from collective.kb.support import check_claims, revise, shown_chunks, support_share
+from collective.verdict.support import check_claims, revise, shown_chunks, support_share
 from collective.models.base import ToolCall
 from tests.fakes import ListStore, ScriptedBackend
 from tests.unit.test_graph_council import context

@@ -15,10 +15,10 @@ from collective.budget.counting import tiktoken_counter
 from collective.budget.trimming import Scored
 from collective.errors import QuorumError
 from collective.graph import build_graph
-from collective.kb.answers import check_answer, select
+from collective.verdict.agreement import check_answer, select
 from collective.kb.evidence import split
 from collective.kb.store import Chunk
-from collective.kb.support import shown_chunks
+from collective.verdict.support import shown_chunks
 from collective.models.base import ChatDelta
 from collective.prompts import judge as judge_prompt
 from tests.fakes import ListStore, ScriptedBackend

@@ -19,7 +19,7 @@ chunk only by what was kept), and against every other chunk shown:
 - **Negation** that differs between the claim and its supporting sentence, or numbers that hold
   in other words, cannot be settled by numbers and names: it goes to `entail`, the judge's own
   model asked whether the passage supports the claim (yes/no log-odds,
-  `collective.kb.entailment`); without one (the default) the claim fails.
+  `collective.verdict.entailment`); without one (the default) the claim fails.
 
 A cited claim its chunk does not support but another shown chunk does is *retagged* to that
 chunk; an uncited claim a shown chunk supports gets its tag; what nothing supports is

@@ -20,7 +20,7 @@ from typing import Literal
 
 from collective.kb.chunking import HEADING_SEPARATOR, heading_root
 from collective.kb.quantities import in_base_units, kinds_named, quantities
-from collective.kb.support import Claim
+from collective.verdict.support import Claim
 
 __all__ = ["Extreme", "asked", "extreme", "off_question", "thing"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from collective.kb.support import (
+from collective.verdict.support import (
     Claim,
     Entail,
     Shown,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from collective.kb.extremes import asked, extreme, off_question
-from collective.kb.support import Claim
+from collective.verdict.comparison import asked, extreme, off_question
+from collective.verdict.support import Claim
 
 SOURCES = {"a": "6061-T6", "b": "316", "c": "C110", "d": "C110", "e": "PLA", "f": "PA12 nylon",
            "g": "TPE 85A", "h": "hard maple", "i": "white oak", "j": "PEEK"}  # fmt: skip
