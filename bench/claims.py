@@ -72,56 +72,139 @@ CASES: list[Case] = [
     F("antonym", "Teak is cheap.", "teak", "Cost"),
     F("antonym", "Machining Ti-6Al-4V titanium is easy.", "Ti-6Al-4V titanium", "Machining"),
     F("antonym", "Printed PVA parts are strong.", "PVA", "Mechanical"),
-    F("antonym", "C932 bearing bronze has excellent weldability.", "C932 bearing bronze", "Welding"),
+    F(
+        "antonym",
+        "C932 bearing bronze has excellent weldability.",
+        "C932 bearing bronze",
+        "Welding",
+    ),  # fmt: skip
     F("antonym", "Silicone sealant is strong and rigid.", "silicone sealant", "Strength"),
     # -- false: negation lost in a heading-style chunk ("X of Y: not durable") --------------
     F("heading negation", "Outdoor durability of balsa: durable.", "balsa", "Outdoor"),
-    F("heading negation", "Outdoor durability of white ash: durable outdoors.", "white ash",
-      "Outdoor"),  # fmt: skip
+    F(
+        "heading negation",
+        "Outdoor durability of white ash: durable outdoors.",
+        "white ash",
+        "Outdoor",
+    ),  # fmt: skip
     F("heading negation", "Gap filling with contact cement: fills gaps.", "contact cement", "Gap"),
-    F("heading negation", "Welding 7075-T6 aluminium: considered weldable by fusion processes.",
-      "7075-T6 aluminium", "Welding"),  # fmt: skip
+    F(
+        "heading negation",
+        "Welding 7075-T6 aluminium: considered weldable by fusion processes.",
+        "7075-T6 aluminium",
+        "Welding",
+    ),  # fmt: skip
     # -- false: a comparative or superlative flipped ---------------------------------------
     F("comparative", "ASA warps more than ABS.", "ASA", "Warping", "ABS"),
     F("comparative", "PA12 nylon warps more than PA6.", "PA12 nylon", "Warping", "PA6 nylon"),
-    F("comparative", "PA12 nylon is more hygroscopic than PA6.", "PA12 nylon", "Drying",
-      "PA6 nylon"),  # fmt: skip
-    F("comparative", "7075-T6 aluminium is cheaper than 6061.", "7075-T6 aluminium", "Cost",
-      "6061-T6 aluminium"),  # fmt: skip
-    F("comparative", "316 stainless steel is cheaper than 304.", "316 stainless steel", "Cost",
-      "304 stainless steel"),  # fmt: skip
-    F("comparative", "Printed PETG-CF parts are less stiff than PETG.", "PETG-CF", "Mechanical",
-      "PETG"),  # fmt: skip
-    F("comparative", "Printed PLA-CF parts are less brittle than plain PLA.", "PLA-CF",
-      "Mechanical", "PLA"),  # fmt: skip
-    F("comparative", "7075-T6 aluminium resists corrosion better than 6061.",
-      "7075-T6 aluminium", "Corrosion", "6061-T6 aluminium"),  # fmt: skip
-    F("comparative", "PET-P has more friction and wear than acetal in humid air.", "PET-P",
-      "Friction", "acetal"),  # fmt: skip
+    F(
+        "comparative",
+        "PA12 nylon is more hygroscopic than PA6.",
+        "PA12 nylon",
+        "Drying",
+        "PA6 nylon",
+    ),  # fmt: skip
+    F(
+        "comparative",
+        "7075-T6 aluminium is cheaper than 6061.",
+        "7075-T6 aluminium",
+        "Cost",
+        "6061-T6 aluminium",
+    ),  # fmt: skip
+    F(
+        "comparative",
+        "316 stainless steel is cheaper than 304.",
+        "316 stainless steel",
+        "Cost",
+        "304 stainless steel",
+    ),  # fmt: skip
+    F(
+        "comparative",
+        "Printed PETG-CF parts are less stiff than PETG.",
+        "PETG-CF",
+        "Mechanical",
+        "PETG",
+    ),  # fmt: skip
+    F(
+        "comparative",
+        "Printed PLA-CF parts are less brittle than plain PLA.",
+        "PLA-CF",
+        "Mechanical",
+        "PLA",
+    ),  # fmt: skip
+    F(
+        "comparative",
+        "7075-T6 aluminium resists corrosion better than 6061.",
+        "7075-T6 aluminium",
+        "Corrosion",
+        "6061-T6 aluminium",
+    ),  # fmt: skip
+    F(
+        "comparative",
+        "PET-P has more friction and wear than acetal in humid air.",
+        "PET-P",
+        "Friction",
+        "acetal",
+    ),  # fmt: skip
     F("superlative", "PTFE has the highest friction of any solid plastic.", "PTFE", "Friction"),
-    F("superlative", "UHMW-PE has the worst abrasion resistance of common plastics.", "UHMW-PE",
-      "Friction"),  # fmt: skip
+    F(
+        "superlative",
+        "UHMW-PE has the worst abrasion resistance of common plastics.",
+        "UHMW-PE",
+        "Friction",
+    ),  # fmt: skip
     F("superlative", "PLA is the hardest material for beginners.", "PLA", "Notes"),
     # -- false: the thing after "than" / "like" / "similar to" changed ---------------------
-    F("than/like", "PETG prints at a nozzle temperature of 230-250 °C, hotter than ABS.", "PETG",
-      "Print", "ABS"),  # fmt: skip
+    F(
+        "than/like",
+        "PETG prints at a nozzle temperature of 230-250 °C, hotter than ABS.",
+        "PETG",
+        "Print",
+        "ABS",
+    ),  # fmt: skip
     F("than/like", "HIPS warps like PLA and likes an enclosure.", "HIPS", "Warping", "PLA"),
     F("than/like", "Printed ASA parts are tough, similar to PLA.", "ASA", "Mechanical", "PLA"),
     F("than/like", "PA12 nylon warps less than ABS.", "PA12 nylon", "Warping", "ABS"),
-    F("than/like", "Heat resistance of PLA-CF: similar to PETG, about 60 °C.", "PLA-CF", "Heat",
-      "PETG"),  # fmt: skip
-    F("than/like", "316 stainless steel work-hardens like 6061-T6 aluminium.",
-      "316 stainless steel", "Machining", "6061-T6 aluminium"),  # fmt: skip
+    F(
+        "than/like",
+        "Heat resistance of PLA-CF: similar to PETG, about 60 °C.",
+        "PLA-CF",
+        "Heat",
+        "PETG",
+    ),  # fmt: skip
+    F(
+        "than/like",
+        "316 stainless steel work-hardens like 6061-T6 aluminium.",
+        "316 stainless steel",
+        "Machining",
+        "6061-T6 aluminium",
+    ),  # fmt: skip
     # -- false: a list with an item added --------------------------------------------------
     F("list", "PVA wood glue bonds wood, paper and metal.", "PVA wood glue", "What it bonds"),
-    F("list", "Hot melt glue bonds wood, fabric, cardboard and glass.", "hot melt glue",
-      "What it bonds"),  # fmt: skip
-    F("list", "PA6 nylon is used for gears, hinges, bushings and springs.", "PA6 nylon",
-      "Typical uses"),  # fmt: skip
-    F("list", "Teak is used for boat decks, outdoor furniture, cutting boards and guitar necks.",
-      "teak", "Typical uses"),  # fmt: skip
-    F("list", "Contact cement bonds laminates, veneers, leather, rubber and glass.",
-      "contact cement", "What it bonds"),  # fmt: skip
+    F(
+        "list",
+        "Hot melt glue bonds wood, fabric, cardboard and glass.",
+        "hot melt glue",
+        "What it bonds",
+    ),  # fmt: skip
+    F(
+        "list",
+        "PA6 nylon is used for gears, hinges, bushings and springs.",
+        "PA6 nylon",
+        "Typical uses",
+    ),  # fmt: skip
+    F(
+        "list",
+        "Teak is used for boat decks, outdoor furniture, cutting boards and guitar necks.",
+        "teak",
+        "Typical uses",
+    ),  # fmt: skip
+    F(
+        "list",
+        "Contact cement bonds laminates, veneers, leather, rubber and glass.",
+        "contact cement",
+        "What it bonds",
+    ),  # fmt: skip
     # -- false: a unit glued to its number --------------------------------------------------
     F("glued unit", "PTFE is rated for continuous service up to 400C.", "PTFE", "Service"),
     F("glued unit", "PEEK rod is rated for continuous service up to 330C.", "PEEK rod", "Service"),
@@ -133,23 +216,54 @@ CASES: list[Case] = [
     F("range width", "ABS has a heat deflection of about 5 °C.", "ABS", "Heat"),
     F("range width", "TPU 95A prints at a nozzle temperature of 20 °C.", "TPU 95A", "Print"),
     # -- false: a thing the KB has no document for, as the subject of another's sentence -----
-    F("unknown subject", "Hickory has a density of about 0.67 g/cm3; Janka hardness about "
-      "1320 lbf.", "white ash", "Density"),  # fmt: skip
-    F("unknown subject", "Inconel 718 has a density of about 8.00 g/cm3 and melts over "
-      "1400-1450 °C.", "304 stainless steel", "Density"),  # fmt: skip
+    F(
+        "unknown subject",
+        "Hickory has a density of about 0.67 g/cm3; Janka hardness about 1320 lbf.",
+        "white ash",
+        "Density",
+    ),  # fmt: skip
+    F(
+        "unknown subject",
+        "Inconel 718 has a density of about 8.00 g/cm3 and melts over 1400-1450 °C.",
+        "304 stainless steel",
+        "Density",
+    ),  # fmt: skip
     F("unknown subject", "Beech has a density of about 0.75 g/cm3.", "white oak", "Density"),
-    F("unknown subject", "Mahogany is used for boat decks, outdoor furniture and cutting boards.",
-      "teak", "Typical uses"),  # fmt: skip
+    F(
+        "unknown subject",
+        "Mahogany is used for boat decks, outdoor furniture and cutting boards.",
+        "teak",
+        "Typical uses",
+    ),  # fmt: skip
     F("unknown subject", "Zinc melts over 885-900 °C.", "C360 brass", "Density"),
-    F("unknown subject", "Gorilla tape bonds wood, stone, metal, ceramics and foam.",
-      "polyurethane glue", "What it bonds"),  # fmt: skip
+    F(
+        "unknown subject",
+        "Gorilla tape bonds wood, stone, metal, ceramics and foam.",
+        "polyurethane glue",
+        "What it bonds",
+    ),  # fmt: skip
     # -- false: a known thing swapped in ---------------------------------------------------
-    F("thing swapped", "6061-T6 aluminium has a density of about 2.81 g/cm3.",
-      "7075-T6 aluminium", "Density", "6061-T6 aluminium"),  # fmt: skip
-    F("thing swapped", "ASA is used for housings, automotive interior parts and tool handles.",
-      "ABS", "Typical uses", "ASA"),  # fmt: skip
-    F("thing swapped", "Red oak has a Janka hardness about 1360 lbf.", "white oak", "Density",
-      "red oak"),  # fmt: skip
+    F(
+        "thing swapped",
+        "6061-T6 aluminium has a density of about 2.81 g/cm3.",
+        "7075-T6 aluminium",
+        "Density",
+        "6061-T6 aluminium",
+    ),  # fmt: skip
+    F(
+        "thing swapped",
+        "ASA is used for housings, automotive interior parts and tool handles.",
+        "ABS",
+        "Typical uses",
+        "ASA",
+    ),  # fmt: skip
+    F(
+        "thing swapped",
+        "Red oak has a Janka hardness about 1360 lbf.",
+        "white oak",
+        "Density",
+        "red oak",
+    ),  # fmt: skip
     # -- false: a number or unit changed, a figure of another property ---------------------
     F("number", "PETG prints at a nozzle temperature of 260-280 °C.", "PETG", "Print"),
     F("number", "C360 brass melts over 1083 °C.", "C360 brass", "Density"),
@@ -158,15 +272,27 @@ CASES: list[Case] = [
     F("unit", "Acetal stock has a density of 1.41 kg/m3.", "acetal", "Density"),
     F("other property", "PLA prints with the bed at 190-220 °C.", "PLA", "Print"),
     F("other property", "PETG has a heat deflection of about 80 °C.", "PETG", "Heat"),
-    F("other property", "The yield strength of 1018 mild steel is about 440 MPa.",
-      "1018 mild steel", "Strength"),  # fmt: skip
+    F(
+        "other property",
+        "The yield strength of 1018 mild steel is about 440 MPa.",
+        "1018 mild steel",
+        "Strength",
+    ),  # fmt: skip
     F("rounding", "PTFE stock has a density of about 2.5 g/cm3.", "PTFE", "Density"),
     F("rounding", "White oak has a density of about 0.9 g/cm3.", "white oak", "Density"),
-    F("conversion", "PLA softens near its glass transition of about 60 °C (180 °F).", "PLA",
-      "Heat"),  # fmt: skip
+    F(
+        "conversion",
+        "PLA softens near its glass transition of about 60 °C (180 °F).",
+        "PLA",
+        "Heat",
+    ),  # fmt: skip
     F("decision", "Decision: PLA, because it handles 100 °C in a hot car.", "PLA", "Heat"),
-    F("decision", "Decision: 7075-T6 aluminium, since it welds easily.", "7075-T6 aluminium",
-      "Welding"),  # fmt: skip
+    F(
+        "decision",
+        "Decision: 7075-T6 aluminium, since it welds easily.",
+        "7075-T6 aluminium",
+        "Welding",
+    ),  # fmt: skip
     # -- true: restated, in short names, glued units, rounding, conversion -----------------
     T("restated", "White ash has a density of about 0.67 g/cm3.", "white ash", "Density"),
     T("restated", "1018 mild steel is cheap and widely available.", "1018 mild steel", "Cost"),
@@ -174,10 +300,18 @@ CASES: list[Case] = [
     T("short name", "6061-T6 has a density of about 2.70 g/cm3.", "6061-T6 aluminium", "Density"),
     T("short name", "Copper has a density of about 8.96 g/cm3.", "C110 copper", "Density"),
     T("short name", "316 melts over 1375-1400 °C.", "316 stainless steel", "Density"),
-    T("short name", "Polycarbonate sheet is rated for continuous service up to 120 °C.",
-      "polycarbonate sheet", "Service"),  # fmt: skip
-    T("trade name", "Super glue fails above about 80 °C.", "cyanoacrylate (super glue)",
-      "Temperature"),  # fmt: skip
+    T(
+        "short name",
+        "Polycarbonate sheet is rated for continuous service up to 120 °C.",
+        "polycarbonate sheet",
+        "Service",
+    ),  # fmt: skip
+    T(
+        "trade name",
+        "Super glue fails above about 80 °C.",
+        "cyanoacrylate (super glue)",
+        "Temperature",
+    ),  # fmt: skip
     T("trade name", "Teflon is rated for continuous service up to 260 °C.", "PTFE", "Service"),
     T("acronym", "PMMA stock has a density of 1.19 g/cm3.", "acrylic", "Density"),
     T("acronym", "POM is rated for continuous service up to 105 °C.", "acetal", "Service"),
@@ -186,37 +320,69 @@ CASES: list[Case] = [
     T("glued unit", "PTFE is rated for continuous service up to 260C.", "PTFE", "Service"),
     T("glued unit", "PTFE is rated for continuous service up to 260 C.", "PTFE", "Service"),
     T("rounding", "PTFE has a density of about 2.2 g/cm3.", "PTFE", "Density"),
-    T("rounding", "7075-T6 aluminium has a density of about 2.8 g/cm3.", "7075-T6 aluminium",
-      "Density"),  # fmt: skip
+    T(
+        "rounding",
+        "7075-T6 aluminium has a density of about 2.8 g/cm3.",
+        "7075-T6 aluminium",
+        "Density",
+    ),  # fmt: skip
     T("conversion", "PTFE has a density of about 2170 kg/m3.", "PTFE", "Density"),
     T("conversion", "PTFE is rated for continuous service up to 500 °F.", "PTFE", "Service"),
     T("conversion", "White oak has a density of about 750 kg/m3.", "white oak", "Density"),
     T("within range", "PLA prints at a nozzle temperature of 200 °C.", "PLA", "Print"),
     T("within range", "Dry PLA at 45-50 °C for 5 hours if it strings.", "PLA", "Drying"),
     # -- true: negation, comparatives, superlatives, lists, as the chunks have them --------
-    T("negation", "7075-T6 aluminium is not weldable by fusion processes.", "7075-T6 aluminium",
-      "Welding"),  # fmt: skip
+    T(
+        "negation",
+        "7075-T6 aluminium is not weldable by fusion processes.",
+        "7075-T6 aluminium",
+        "Welding",
+    ),  # fmt: skip
     T("negation", "Balsa is not durable outdoors.", "balsa", "Outdoor"),
     T("negation", "Red oak rots quickly outdoors.", "red oak", "Outdoor"),
     T("negation", "PLA barely warps and needs no enclosure.", "PLA", "Warping"),
     T("comparative", "ASA warps less than ABS.", "ASA", "Warping", "ABS"),
     T("comparative", "PA12 nylon warps less than PA6.", "PA12 nylon", "Warping", "PA6 nylon"),
-    T("comparative", "7075-T6 aluminium is more expensive than 6061.", "7075-T6 aluminium",
-      "Cost", "6061-T6 aluminium"),  # fmt: skip
-    T("comparative", "Printed PETG-CF parts are stiffer than PETG.", "PETG-CF", "Mechanical",
-      "PETG"),  # fmt: skip
+    T(
+        "comparative",
+        "7075-T6 aluminium is more expensive than 6061.",
+        "7075-T6 aluminium",
+        "Cost",
+        "6061-T6 aluminium",
+    ),  # fmt: skip
+    T(
+        "comparative",
+        "Printed PETG-CF parts are stiffer than PETG.",
+        "PETG-CF",
+        "Mechanical",
+        "PETG",
+    ),  # fmt: skip
     T("superlative", "PTFE has the lowest friction of any solid plastic.", "PTFE", "Friction"),
     T("than/like", "HIPS warps like ABS.", "HIPS", "Warping", "ABS"),
     T("list", "PVA wood glue bonds wood and paper.", "PVA wood glue", "What it bonds"),
     T("list", "PA6 nylon is used for gears and bushings.", "PA6 nylon", "Typical uses"),
-    T("range width", "PLA's nozzle temperature window, 190-220 °C, is 30 °C wide.", "PLA",
-      "Print"),  # fmt: skip
-    T("heading style", "Outdoor durability of white ash: not durable outdoors.", "white ash",
-      "Outdoor"),  # fmt: skip
-    T("pronoun", "It has a density of about 0.67 g/cm3 and a Janka hardness about 1320 lbf.",
-      "white ash", "Density"),  # fmt: skip
-    Case("two chunks", True, "PTFE is rated for continuous service up to 260 °C {0}, and its "
-         "tensile strength is about 24 MPa {1}.", (("PTFE", "Service"), ("PTFE", "Tensile"))),
+    T(
+        "range width", "PLA's nozzle temperature window, 190-220 °C, is 30 °C wide.", "PLA", "Print"
+    ),  # fmt: skip
+    T(
+        "heading style",
+        "Outdoor durability of white ash: not durable outdoors.",
+        "white ash",
+        "Outdoor",
+    ),  # fmt: skip
+    T(
+        "pronoun",
+        "It has a density of about 0.67 g/cm3 and a Janka hardness about 1320 lbf.",
+        "white ash",
+        "Density",
+    ),  # fmt: skip
+    Case(
+        "two chunks",
+        True,
+        "PTFE is rated for continuous service up to 260 °C {0}, and its "
+        "tensile strength is about 24 MPa {1}.",
+        (("PTFE", "Service"), ("PTFE", "Tensile")),
+    ),
 ]
 
 
@@ -254,8 +420,8 @@ def shown_for(case: Case, chunks: list[Chunk]) -> list[Chunk]:
     docs = list(dict.fromkeys(titles))
     first = heading_root(cited[0].heading)
     folder = Path(cited[0].source).parent
-    same_folder = [d for d in docs if any(
-        Path(c.source).parent == folder and heading_root(c.heading) == d for c in chunks)]  # fmt: skip
+    in_folder = {heading_root(c.heading) for c in chunks if Path(c.source).parent == folder}
+    same_folder = [d for d in docs if d in in_folder]
     at = same_folder.index(first)
     neighbours = [same_folder[(at + n) % len(same_folder)] for n in (1, 2)]
     section = _section(cited[0])

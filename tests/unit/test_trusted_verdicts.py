@@ -15,12 +15,12 @@ from collective.budget.counting import tiktoken_counter
 from collective.budget.trimming import Scored
 from collective.errors import QuorumError
 from collective.graph import build_graph
-from collective.verdict.agreement import check_answer, select
 from collective.kb.evidence import split
 from collective.kb.store import Chunk
-from collective.verdict.support import shown_chunks
 from collective.models.base import ChatDelta
 from collective.prompts import judge as judge_prompt
+from collective.verdict.agreement import check_answer, select
+from collective.verdict.support import shown_chunks
 from tests.fakes import ListStore, ScriptedBackend
 from tests.unit.test_graph_council import context
 
