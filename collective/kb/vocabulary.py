@@ -79,8 +79,8 @@ class Vocabulary(Protocol):
         """The things `text` names, in order, each by its longest matching name.
 
         A name matches as a whole word or phrase only ("PLA" is not in "PLA-CF"); a name two
-        documents share ("PVA") goes to the one whose other names or title words the text also
-        uses, and to both when nothing tells them apart.
+        documents share ("PVA") goes to the one whose own words the text's other words fit
+        ("PVA" with "wood": PVA wood glue), else to the one it is the title of, else to both.
         """
         ...
 

@@ -1,0 +1,197 @@
+"""The KB's vocabulary read from its chunks: names by title and short form, figures by property."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from collective.kb.names import KbVocabulary, chunk_vocabulary, read_figures
+from collective.kb.sqlite_store import SqliteKnowledgeStore
+from collective.kb.store import Chunk, chunk_id
+from collective.kb.vocabulary import Vocabulary
+
+DATA = Path(__file__).parents[1] / "data"
+
+
+@pytest.fixture(scope="module")
+def chunks(tmp_path_factory) -> list[Chunk]:
+    store = SqliteKnowledgeStore(tmp_path_factory.mktemp("kb") / "eval.sqlite", embedder=None)
+    store.add_paths([DATA / "eval_kb"], base=DATA, embed=False)
+    listed = store.list()
+    store.close()
+    return listed
+
+
+@pytest.fixture(scope="module")
+def vocab(chunks) -> KbVocabulary:
+    return chunk_vocabulary(chunks)
+
+
+def _titles(vocab: Vocabulary, text: str) -> list[str]:
+    return [n.thing.title for n in vocab.named_in(text)]
+
+
+def test_it_is_a_vocabulary_with_a_thing_per_document(vocab, chunks):
+    assert isinstance(vocab, Vocabulary)
+    assert len(vocab.things()) == 62
+    for chunk in chunks[::37]:
+        thing = vocab.thing_of(chunk.id)
+        assert thing is not None and thing.key == chunk.source
+    assert vocab.thing_of("mem_0000000000000000") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ("How dense is copper?", "C110 copper"),
+        ("Is 316 good for boat fittings?", "316 stainless steel"),
+        ("What does 6061-T6 weigh?", "6061-T6 aluminium"),
+        ("Does epoxy fill gaps?", "two-part epoxy"),
+        ("How long does cyanoacrylate take to set?", "cyanoacrylate (super glue)"),
+        ("Will super glue bond skin?", "cyanoacrylate (super glue)"),
+        ("Is acetal stiff?", "acetal"),
+        ("Can UHMW take 90 °C?", "UHMW-PE"),
+        ("How strong is C932 compared with brass?", "C932 bearing bronze"),
+        ("Is polycarbonate sheet rated above 100 °C?", "polycarbonate sheet"),
+        ("Is walnut harder than cherry?", "black walnut"),
+        ("Is the 6061 T6 grade weldable?", "6061-T6 aluminium"),
+    ],
+)
+def test_a_short_form_of_the_title_names_its_document(vocab, text, title):
+    assert title in _titles(vocab, text)
+
+
+def test_a_name_that_is_a_prefix_of_another_matches_only_itself(vocab):
+    assert _titles(vocab, "Is PLA-CF stiffer?") == ["PLA-CF"]
+    assert _titles(vocab, "PLA-CF or PLA, and PETG-CF") == ["PLA-CF", "PLA", "PETG-CF"]
+    assert _titles(vocab, "PLA's glass transition") == ["PLA"]
+    assert _titles(vocab, "Displays and replace") == []  # no name inside a word
+
+
+def test_a_shared_name_goes_to_the_document_the_other_words_fit(vocab):
+    assert _titles(vocab, "Is PVA good for gluing wood joints?") == ["PVA wood glue"]
+    assert _titles(vocab, "What nozzle temperature does PVA print at?") == ["PVA"]
+    assert _titles(vocab, "How long should PVA be clamped?") == ["PVA wood glue"]
+    assert _titles(vocab, "Is polycarbonate rated for continuous service outdoors in sheets?") == [
+        "polycarbonate sheet"
+    ]
+    # Nothing tells them apart: the document the name is the title of.
+    assert _titles(vocab, "Tell me about PVA.") == ["PVA"]
+    # Two documents that share a name and that the text fits alike: both.
+    both = _titles(vocab, "Is stainless steel magnetic?")
+    assert sorted(both) == ["304 stainless steel", "316 stainless steel"]
+
+
+def test_acronyms_match_in_capitals_and_numbers_with_units_are_figures(vocab):
+    assert _titles(vocab, "my pet likes abs") == []
+    assert _titles(vocab, "PET or ABS?") == ["PET-P", "ABS"]
+    assert _titles(vocab, "It melts at 316 °C and 316 MPa") == []
+    assert _titles(vocab, "316 has a density of 8.00 g/cm3") == ["316 stainless steel"]
+
+
+def test_a_common_noun_two_titles_share_names_neither(vocab):
+    # "nylon" ends three titles, "aluminium" three: alone they name no one document.
+    assert _titles(vocab, "Is nylon hygroscopic?") == []
+    assert _titles(vocab, "Is aluminium weldable?") == []
+    assert _titles(vocab, "Which glue is best?") == []  # nor does a category of the KB
+
+
+def _complete(vocab: KbVocabulary, chunks: list[Chunk], prop: str, says: str) -> None:
+    """Every document whose chunks say `says` has exactly one figure of `prop`, in one unit."""
+    stating = {c.source for c in chunks if says in c.text}
+    figures = vocab.figures(prop)
+    assert stating and sorted(f.thing for f in figures) == sorted(stating)
+    assert len({f.unit for f in figures}) == 1
+
+
+def test_density_nozzle_and_janka_figures_are_complete_and_in_one_unit(vocab, chunks):
+    _complete(vocab, chunks, "density", "density")
+    _complete(vocab, chunks, "nozzle temperature", "nozzle temperature")
+    _complete(vocab, chunks, "bed temperature", "with the bed at")
+    _complete(vocab, chunks, "janka hardness", "Janka hardness")
+    _complete(vocab, chunks, "melting range", "melts over")
+    _complete(vocab, chunks, "service temperature", "continuous service")
+    maple = vocab.figures("janka hardness", ["eval_kb/wood/hard_maple.md"])
+    assert [(f.low, f.high, f.unit) for f in maple] == [(1450, 1450, "force_pound")]
+    pla = vocab.figures("bed temperature", ["eval_kb/filament/pla.md"])
+    assert [(f.low, f.high) for f in pla] == [(50, 60)]
+    assert "50-60 °C" in pla[0].text
+
+
+def test_tensile_strength_groups_ultimate_tensile_strength(vocab):
+    things = {f.thing for f in vocab.figures("tensile strength")}
+    assert {"eval_kb/metal/c110_copper.md", "eval_kb/plastic/ptfe.md"} <= things
+    assert "ultimate tensile strength" not in vocab.properties()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # labels after the number
+        ("PLA: 190-220 °C nozzle, 50-60 °C bed", {"nozzle temperature": (190, 220),
+                                                   "bed temperature": (50, 60)}),
+        # a label before, a verb whose meaning the heading gives
+        ("Brass has a density of about 8.5 g/cm3 and melts over 900-940 °C.",
+         {"density": (8.5, 8.5), "melting range": (900, 940)}),
+        ("Hard maple: Janka hardness 1450 lbf; density about 0.70 g/cm3.",
+         {"janka hardness": (1450, 1450), "density": (0.7, 0.7)}),
+        ("It costs about $12-15 per board foot.", {"price": (12, 15)}),
+        ("The price is roughly €30.", {"price": (30, 30)}),
+        ("Yield about 276 MPa.", {"yield strength": (276, 276)}),
+        ("Dry at 50 °C for 4 hours.", {"drying temperature": (50, 50), "drying time": (4, 4)}),
+        ("Rated for continuous service up to 260 °C.", {"service temperature": (260, 260)}),
+        ("Print slowly (15-30 mm/s).", {"print speed": (15, 30)}),
+        ("It has 3 holes and weighs little.", {}),  # a bare number is no figure
+    ],
+)  # fmt: skip
+def test_a_figure_is_typed_by_its_own_words(text, expected):
+    heading = "X > Density and melting range" if "melts" in text else "X > Drying"
+    if "service" in text:
+        heading = "X > Service temperature"
+    found = read_figures(text, thing="x", chunk_id="c", heading=heading)
+    assert {f.property: (round(f.low, 2), round(f.high, 2)) for f in found} == expected
+
+
+def test_figures_of_one_property_in_two_units_are_converted_to_one():
+    chunks = [
+        Chunk(chunk_id(t, s, h), t, s, heading=h)
+        for t, s, h in [
+            ("Alpha has a density of 2.70 g/cm3.", "a.md", "Alpha > Density"),
+            ("Beta has a density of 7850 kg/m3.", "b.md", "Beta > Density"),
+            ("Gamma has a density of 1.2 g/cm3.", "c.md", "Gamma > Density"),
+            ("Gamma prints at a nozzle temperature of 428 °F.", "c.md", "Gamma > Print"),
+            ("Delta prints at a nozzle temperature of 210-230 °C.", "d.md", "Delta > Print"),
+            ("Epsilon prints at a nozzle temperature of 200 °C.", "e.md", "Epsilon > Print"),
+        ]
+    ]
+    vocab = chunk_vocabulary(chunks)
+    density = {f.thing: round(f.low, 2) for f in vocab.figures("density")}
+    assert density == {"a.md": 2.7, "b.md": 7.85, "c.md": 1.2}
+    assert {f.unit for f in vocab.figures("density")} == {"gram / centimeter ** 3"}
+    nozzle = {f.thing: round(f.low) for f in vocab.figures("nozzle temperature")}
+    assert nozzle == {"c.md": 220, "d.md": 210, "e.md": 200}
+
+
+@pytest.mark.parametrize(
+    ("question", "prop"),
+    [
+        ("Which is the lightest: Ti-6Al-4V, C360 brass or 316?", "density"),
+        ("Which is the densest: PTFE, HDPE or acetal?", "density"),
+        ("Which is harder, white oak or maple?", "janka hardness"),
+        ("Which wood is the hardest?", "janka hardness"),
+        ("Which filament needs the hottest nozzle?", "nozzle temperature"),
+        ("What bed temperature for PETG?", "bed temperature"),
+        ("Which metal melts first, brass or copper?", "melting range"),
+        ("Which metal is strongest?", "tensile strength"),
+        ("Which is the heaviest metal?", "density"),
+        # the KB has no price or friction figures: no property, not another one
+        ("Which metal is the cheapest: 1018 mild steel, 6061-T6 aluminium or Ti-6Al-4V?", None),
+        ("Which plastic has the lowest friction: PTFE, HDPE or acetal?", None),
+        # a temperature, but which of them the question does not say
+        ("How hot can PETG get?", None),
+        ("What is PLA used for?", None),
+    ],
+)
+def test_the_property_a_question_asks_about(vocab, question, prop):
+    assert vocab.property_asked(question) == prop
