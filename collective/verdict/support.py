@@ -28,12 +28,11 @@ chunk; an uncited claim a shown chunk supports gets its tag; what nothing suppor
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Literal
 
 from collective.kb.chunking import MAX_CHUNK_CHARS
 from collective.kb.citations import (
@@ -47,6 +46,7 @@ from collective.kb.citations import (
 from collective.kb.quantities import Quantity, convert, kind_words, quantities, same_quantity
 from collective.kb.store import Chunk
 from collective.kb.vocabulary import Vocabulary
+from collective.kb.words import STOPWORDS, stem
 
 __all__ = [
     "Claim",
@@ -88,20 +88,17 @@ _NEGATIONS = frozenset(
     "not no never none cannot without neither nor nothing n't don't doesn't didn't isn't aren't "
     "wasn't weren't won't can't shouldn't couldn't mustn't".split()
 )
-_STOP = frozenset(
-    """a about above after again against all also am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for from
-    further had has have having he her here hers him his how i if in into is it its itself just
-    me my no nor not now of off on once only or other our out over own same she should
-    so some such than that the their them then there these they this those through to too under
-    until up very was we were what when where which while who whom why will with would you your
-    yes one two three use used uses using usual usually choose choice chosen
-    option options pick recommend recommended suitable suit suits answer question part parts
-    thing things make makes made need needs needed may might must often typical typically
-    around near roughly approximately like unlike instead whereas however therefore so thus
-    because since per many much get gets getting give gives window wide range span
-    difference""".split()
+_COMPARING = frozenset("more most".split())
+"""Function words that state a comparison ("more than", "the most"): the check reads them."""
+_STOP = (STOPWORDS - _COMPARING) | frozenset(
+    """also now yes one two three use used uses using usual usually choose choice chosen option
+    options pick recommend recommended suitable suit suits answer question part parts thing
+    things make makes made need needs needed may might must often typical typically around near
+    roughly approximately like unlike instead whereas however therefore thus since per many
+    much get gets getting give gives window wide range span difference""".split()
 )
+"""Words a claim may use that its chunk need not: the project's function words
+(`collective.kb.words`), less those that compare, and the words an answer frames a fact with."""
 _DECISION = re.compile(r"\s*Decision:", re.IGNORECASE)
 _MIN_WORD_SHARE = 0.5
 """Of a claim's content words, the share its chunk must hold."""
@@ -197,18 +194,6 @@ def shown_chunks(
 
 
 # -- reading ------------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=16384)
-def _stem(word: str) -> str:
-    return str(_stemmer().stemWord(word.lower().replace("’", "'")))
-
-
-@functools.cache
-def _stemmer() -> Any:
-    import snowballstemmer
-
-    return snowballstemmer.stemmer("english")
 
 
 def _key(phrase: str) -> str:
@@ -350,7 +335,7 @@ def _read(text: str, vocab: _Vocabulary) -> _Read:
     entities = tuple((k, a, b, bool(_CONTRAST.search(text[:a]))) for k, a, b in names)
     rest = _blank(rest, [(a, b) for _, a, b in names])
     words = tuple(
-        (_stem(m.group(0)), m.start(), m.end())
+        (stem(m.group(0)), m.start(), m.end())
         for m in _WORDS.finditer(rest.lower())
         if len(m.group(0)) >= 3 and m.group(0) not in _STOP and m.group(0) not in _NEGATIONS
     )
@@ -444,7 +429,7 @@ def _judge(
     anchors, missing = _quantities_stated(claim, sentences)
     words = [w for w, _, _ in claim.words]
     if claim.quantities and not missing:  # a word that only names a stated quantity's kind
-        held |= {_stem(w) for q in claim.quantities for w in kind_words(q)}
+        held |= {stem(w) for q in claim.quantities for w in kind_words(q)}
     share = sum(w in held for w in words) / len(words) if words else 1.0
     novel = [w for w in dict.fromkeys(words) if w not in held]
     if (label := _label_end(claim.text)) and claim.text[:label].strip().lower() != "decision:":
@@ -479,7 +464,7 @@ def _unprefixed(text: str, stems: set[str]) -> str:
     """`text` with `unX` written `not X` where X is one of `stems` (the other text's words)."""
 
     def sub(m: re.Match[str]) -> str:
-        return f"not {m.group(2)}" if _stem(m.group(2)) in stems else m.group(0)
+        return f"not {m.group(2)}" if stem(m.group(2)) in stems else m.group(0)
 
     return _PREFIXED.sub(sub, text)
 
