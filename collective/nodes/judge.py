@@ -19,8 +19,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,25 +35,13 @@ from collective.budget.trimming import Fitted, share_fairly
 from collective.errors import BackendError, BackendUnavailable, BudgetError, InvalidResponse
 from collective.graph.context import CouncilContext, open_knowledge
 from collective.graph.state import CouncilState, Proposal, answered, applied_profile
-from collective.verdict.agreement import NO_ANSWER, Checked, agreement, check_answer, select
 from collective.kb.citations import check_citations, neutralise, shown_ids
 from collective.kb.embeddings import embedder_for
-from collective.verdict.entailment import entailment_for
 from collective.kb.evidence import council_evidence
-from collective.verdict.comparison import extreme, off_question, thing
+from collective.kb.names import chunk_vocabulary
 from collective.kb.store import Chunk
-from collective.verdict.support import (
-    Claim,
-    Shown,
-    Similar,
-    check_claims,
-    mark_fixed,
-    plain,
-    revise,
-    shown_chunks,
-    support_share,
-)
 from collective.kb.tools import VerificationTools
+from collective.kb.vocabulary import Vocabulary, VocabularySource
 from collective.models.base import Backend, ChatResult, ToolCall
 from collective.models.refs import resolve_backend
 from collective.nodes.chunks import chunks_from_state, scored_chunks
@@ -60,6 +49,20 @@ from collective.nodes.model_call import ModelCall, NodeProgress, call_model, emi
 from collective.nodes.review import aggregate_rankings
 from collective.prompts import judge as prompt
 from collective.telemetry import record_fallback, record_tool_call
+from collective.verdict.agreement import NO_ANSWER, Asked, Checked, check_answer, decide
+from collective.verdict.comparison import Ranking, rank
+from collective.verdict.entailment import entailment_for
+from collective.verdict.lines import direct_answer, readable, supporting_lines
+from collective.verdict.support import (
+    Claim,
+    Shown,
+    Similar,
+    check_claims,
+    mark_fixed,
+    plain,
+    shown_chunks,
+    support_share,
+)
 
 __all__ = ["draft", "judge"]
 
@@ -189,7 +192,8 @@ def _ruling(
     retrieved = chunks_from_state(state.get("chunks", []))
     chunks = {c.id: c for c in retrieved}
     headings = [c.heading for c in retrieved]
-    checked = [_check_member(p, chunks, headings) for p in members]
+    vocabulary = _vocabulary(ctx, retrieved)
+    checked = [_check_member(p, chunks, headings, vocabulary) for p in members]
 
     def contents(verify: bool) -> list[SectionContent]:
         return [
@@ -200,7 +204,18 @@ def _ruling(
         ]
 
     aggregate = aggregate_rankings(state.get("rankings", []), members)
-    return _Ruling(state, ctx, backend, contents, chunks, headings, checked, aggregate)
+    return _Ruling(state, ctx, backend, contents, chunks, headings, checked, aggregate, vocabulary)
+
+
+def _vocabulary(ctx: CouncilContext, retrieved: Sequence[Chunk]) -> Vocabulary:
+    """The KB's names and figures: the store's own where it learned them, else the chunks'.
+
+    Where the store has none, the vocabulary is read from the chunks retrieved, so every figure
+    a comparison leads with is of a chunk the council was shown.
+    """
+    if isinstance(ctx.knowledge, VocabularySource):
+        return ctx.knowledge.vocabulary()
+    return chunk_vocabulary(retrieved)
 
 
 async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
@@ -236,12 +251,23 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
     raise AssertionError("unreachable: refs is never empty")
 
 
-def _check_member(proposal: Proposal, chunks: Mapping[str, Chunk], headings: list[str]) -> Checked:
+def _check_member(
+    proposal: Proposal, chunks: Mapping[str, Chunk], headings: list[str], vocabulary: Vocabulary
+) -> Checked:
     """A member's answer checked against the chunks its prompt showed (whole: as retrieved)."""
     seen = (proposal.get("evidence") or {}).get("seen")
     seen = list(chunks) if seen is None else seen  # a proposal from before evidence was kept
     shown = shown_chunks(chunks, ids=[i for i in seen if i in chunks])
-    return check_answer(proposal["member"], proposal["text"], shown, names=headings)
+    reported = proposal.get("confidence")  # where the backend reported log-probabilities
+    confidence = float(reported) if isinstance(reported, int | float) else None
+    return check_answer(
+        proposal["member"],
+        proposal["text"],
+        shown,
+        names=headings,
+        vocabulary=vocabulary,
+        confidence=confidence,
+    )
 
 
 @dataclass
@@ -316,6 +342,8 @@ class _Ruling:
     members: list[Checked]
     ranking: list[dict[str, Any]]
     """The peer review's mean ranks (`aggregate_rankings`), empty without a review round."""
+    vocabulary: Vocabulary
+    """The KB's names and figures (`_vocabulary`)."""
 
     async def rule(self) -> dict[str, Any]:
         own = OwnAnswer.from_state(self.state.get("own"), self.backend.spec, self.state)
@@ -323,39 +351,63 @@ class _Ruling:
         if own is None:
             own = await self.own_answer()
         notes = list(own.notes)
+        question = self.state["question"]
         verdict = check_answer(agents.JUDGE, own.text, own.shown, names=self.headings,
-                               claims=own.claims)  # fmt: skip
+                               claims=own.claims, vocabulary=self.vocabulary)  # fmt: skip
+        every = shown_chunks(self.chunks)
+        asked = Asked.read(question, self.vocabulary, every.values())
         ranks = {row["member"]: row["mean_rank"] for row in self.ranking}
-        stands, why = select(verdict, self.members, ranks)
-        if why:
-            notes.append(why)
+        decision = decide(asked, [verdict, *self.members], self.vocabulary, ranks)
+        notes += [decision.why] if decision.why else []
+        if decision.off_question:
+            notes.append("not counted, supported answers to another question: "
+                         + "; ".join(decision.off_question))  # fmt: skip
+        stands = decision.stands
         check = {
             **own.check,
-            "agreement": agreement([verdict, *self.members]),
-            "selected": stands.who,
+            "agreement": decision.votes,
+            "selected": stands.who if stands is not None else "split",
+            "off_question": decision.off_question,
         }
-        final = list(stands.claims) if stands is not verdict else own.claims
-        supplied = own.shown if stands is verdict else _member_shown(stands, self.chunks)
-        text = stands.text
-        things = {i: thing(chunk.heading, chunk.source) for i, chunk in self.chunks.items()}
-        standing = [c for c in final if c.status != "dropped"]
-        off = off_question(self.state["question"], standing, things)
-        if off and len(off) < len(standing):  # lines on things the question does not name
-            text = revise(text, [dataclasses.replace(c, status="dropped") for c in off])
-            final = [dataclasses.replace(c, status="dropped") if c in off else c for c in final]
-            notes.append(f"left out {len(off)} line(s) on things the question does not name")
-        every = [c for answer in (verdict, *self.members) for c in answer.claims]
-        if text != NO_ANSWER and (lead := extreme(self.state["question"], every, things)):
-            # the figures compared, not the judge's arithmetic, name the one asked for
-            rest = revise(text, [dataclasses.replace(lead.claim, status="dropped")])
-            text = f"{lead.line}\n{rest}".strip()
-            supplied = {**supplied, **shown_chunks(self.chunks, ids=lead.claim.cited)}
-            final = [lead.claim, *(c for c in final if c.text != lead.claim.text)]
-            check["extreme"] = {"direction": lead.direction, "compared": lead.compared,
-                                "asked_about": lead.asked_about,
-                                "claim": plain(lead.claim.text)}  # fmt: skip
-            notes.append(f"the verdict leads with the {lead.direction} figure of the "
-                         f"{lead.compared} things supported claims give one for")  # fmt: skip
+        if stands is None:  # an even split: each side's line, with its support
+            sides = [c for side in decision.split for c in side.claims if c.status != "dropped"]
+            final, text = sides, decision.text
+            supplied = {**own.shown, **shown_chunks(self.chunks, ids=_cited(sides))}
+        else:
+            final = own.claims if stands is verdict else list(stands.claims)
+            supplied = own.shown if stands is verdict else _member_shown(stands, self.chunks)
+            text = stands.text
+            if text == NO_ANSWER and (held := _figures_held(asked, self.vocabulary, every)):
+                # no answer gave it, but a chunk shown states the figure asked: quote it
+                text = "\n".join(f"{readable(f.text)} [KB#{f.chunk_id}]" for f in held)
+                final = [*(c for c in final if c.status == "dropped"),
+                         *(Claim(f.text, (f.chunk_id,), "supported", "the KB's figure, quoted")
+                           for f in held)]  # fmt: skip
+                supplied = {**supplied, **shown_chunks(self.chunks, ids=[f.chunk_id for f in held])}
+                notes.append(f"no answer stated the {asked.property} asked; the chunk's own words")
+            ranked = rank(question, self.vocabulary, _things(every, self.vocabulary))
+            if text != NO_ANSWER and not asked.unknown and ranked is not None:
+                # the KB's figures, not the judge's arithmetic, name the one asked for
+                lead = ranked.lead
+                check["extreme"] = {"direction": ranked.direction, "property": ranked.measure,
+                                    "compared": len(ranked.order), "negated": ranked.negated,
+                                    "thing": lead.thing}  # fmt: skip
+                notes.append(f"the verdict leads with the {ranked.direction} {ranked.measure} "
+                             f"of the {len(ranked.order)} things the KB gives one for")  # fmt: skip
+                direct = _agreeing(direct_answer(text), ranked, self.vocabulary)
+                lines = [ranked.line(), direct, *(f"- {o}" for o in ranked.others())]
+                text = "\n".join(line for line in lines if line)
+                ids = [f.chunk_id for f in ranked.order]
+                supplied = {**supplied, **shown_chunks(self.chunks, ids=ids)}
+                quotes = [Claim(line, (f.chunk_id,), "supported", "the KB's figure, ranked")
+                          for line, f in zip([ranked.line(), *ranked.others()], ranked.order,
+                                             strict=True)]  # fmt: skip
+                said = [c for c in final if c.supported and direct and plain(c.text) in direct]
+                final = [*(c for c in final if c.status == "dropped"), *said, *quotes]
+            elif text != NO_ANSWER and not asked.unknown:
+                text, final, supplied = self._in_kb_words(text, final, supplied, every, asked)
+                check["lines"] = "quoted"
+        text = text.strip()
         citations, unknown = check_citations(text, supplied)
         return {
             # a tag no shown chunk backs stays reported, but never reads as a citation
@@ -371,6 +423,32 @@ class _Ruling:
             "own": own.to_state(),
             "call": own.call if made else None,
         }
+
+    def _in_kb_words(
+        self,
+        text: str,
+        claims: Sequence[Claim],
+        supplied: Mapping[str, Shown],
+        every: Mapping[str, Shown],
+        asked: Asked,
+    ) -> tuple[str, list[Claim], dict[str, Shown]]:
+        """The direct answer (checked), then the chunks' own sentences that bear on the question.
+
+        Returns the verdict's text, its claims (the dropped ones, the direct answer's as
+        checked, then each quoted line's) and the chunks it may cite.
+        """
+        direct = direct_answer(text)
+        kept = [c for c in claims if c.status != "dropped" and plain(c.text) in plain(direct)]
+        cited = _cited(c for c in claims if c.supported)
+        scores = {i: chunk.score for i, chunk in self.chunks.items()}
+        quoted = supporting_lines(asked, every, scores, cited, self.vocabulary, said=direct)
+        lines = [direct, *(f"- {line}" for line in quoted)] if direct else quoted
+        ids = _cited(Claim(line, (), "supported", "") for line in quoted)
+        supplied = {**supplied, **shown_chunks(self.chunks, ids=[i for i in every if i in ids])}
+        quotes = [Claim(line, tuple(i for i in every if f"[KB#{i}]" in line), "supported",
+                        "quoted: the chunk's own sentence") for line in quoted]  # fmt: skip
+        dropped = [c for c in claims if c.status == "dropped"]  # reported, never shown
+        return "\n".join(readable(line) for line in lines), [*dropped, *kept, *quotes], supplied
 
     async def own_answer(self) -> OwnAnswer:
         """The judge's own answer from the KB: its calls, cleaned, checked and fixed."""
@@ -582,6 +660,44 @@ def nearest_sentences(claim: Claim, shown: Mapping[str, Shown], most: int = 2) -
     sentences = [s for i in claim.cited if i in shown for s in shown[i].text.split(". ")]
     ranked = sorted(sentences, key=lambda s: -len(words & set(s.lower().split())))
     return [s[:300] for s in ranked[:most]]
+
+
+def _cited(claims: Iterable[Claim]) -> list[str]:
+    """The chunk ids `claims` cite, or, for a quoted line, the tags it carries."""
+    out: dict[str, None] = {}
+    for claim in claims:
+        for i in claim.cited or re.findall(r"\[KB#([^\]\s]+)\]", claim.text):
+            out.setdefault(i, None)
+    return list(out)
+
+
+def _things(shown: Mapping[str, Shown], vocabulary: Vocabulary) -> list[str]:
+    """The things of the chunks shown, by key, in order."""
+    return list(dict.fromkeys(t.key for i in shown if (t := vocabulary.thing_of(i)) is not None))
+
+
+def _figures_held(asked: Asked, vocabulary: Vocabulary, shown: Mapping[str, Shown]) -> list[Any]:
+    """The figures of the property asked of the one thing asked about, in the chunks shown."""
+    if asked.unknown or not asked.property or len(asked.things) != 1:
+        return []
+    return [f for f in vocabulary.figures(asked.property, asked.things) if f.chunk_id in shown]
+
+
+def _agreeing(direct: str, ranked: Ranking, vocabulary: Vocabulary) -> str:
+    """The direct answer where it adds to the ranked lead without naming another thing first.
+
+    A direct answer that names a thing compared but not the one the figures put first is left
+    out, and so is one that only repeats the lead's figures.
+    """
+    named = {n.thing.key for n in vocabulary.named_in(direct)}
+    compared = {f.thing for f in ranked.order}
+    if named & compared and ranked.lead.thing not in named and not ranked.negated:
+        return ""
+    figures = re.findall(r"\d[\d.,]*", direct)
+    shown = " ".join([ranked.line(), *ranked.others()])
+    if figures and all(f in shown for f in figures):
+        return ""
+    return direct
 
 
 def _member_shown(member: Checked, chunks: Mapping[str, Chunk]) -> dict[str, Shown]:

@@ -1,14 +1,13 @@
-"""Which of several things is highest or lowest, read off the supported claims' figures.
+"""Which of several things is highest or lowest on the property a question asks about.
 
-A small judge copies the chunks' figures but does not compare them: asked which of nine metals
-is densest, the 1.5B listed three densities and named none, and a sample named 6061-T6 "the
-highest" at 2.70 g/cm3. When a question asks for the highest or lowest of several things
-(`asked`), `extreme` compares the figures that supported claims state (the judge's and every
-member's: a member may have read chunks the judge did not) and returns the claim with the
-highest or lowest one, to lead the verdict with how many things it compared. It answers only
-where the comparison is plain: the figures are of one kind (the one the question names or
-leads up to) and about two or more things (a chunk's title; those the question names, where it
-names some), one figure per thing.
+A small judge copies the chunks' figures but does not compare them, and the words before a
+number do not say what it measures ("cheapest" ranked densities, "lowest friction" service
+temperatures). So a "which is highest/lowest/lightest/hardest" question is ranked here from the
+KB's own figures (`Vocabulary.figures`), only of the property the question asks about
+(`Vocabulary.property_asked`), of the things it names (by any name the KB knows for them; the
+things of the chunks shown where it names fewer than two), in one unit, in the direction it
+asks, its negation read ("which is not the densest"). With no figure of that property there is
+no ranked lead: the verdict answers from what the chunks say in words ("cheap").
 """
 
 from __future__ import annotations
@@ -18,11 +17,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from collective.kb.chunking import HEADING_SEPARATOR, heading_root
-from collective.kb.quantities import in_base_units, kinds_named, quantities
-from collective.verdict.support import Claim
+from collective.kb.citations import tag
+from collective.kb.vocabulary import Figure, Vocabulary
+from collective.kb.words import content_words
 
-__all__ = ["Extreme", "asked", "extreme", "off_question", "thing"]
+__all__ = ["Ranking", "asked", "negated", "off_question", "property_asked", "rank"]
 
 Direction = Literal["highest", "lowest"]
 
@@ -35,11 +34,12 @@ _LOW = set(
     "lowest lower smallest smaller minimum lightest lighter coolest cooler coldest colder "
     "weakest weaker softest softer cheapest cheaper thinnest thinner shortest shorter".split()
 )
-_FILLER = set(
-    "which what who whose is are was does do did has have had the a an of or and at with for "
-    "in on to by from than these those this that it its one ones most least more less".split()
-)
+"""Words that say the direction of a comparison (grammar, not names: the property is the
+vocabulary's to read)."""
 _CHOICE = re.compile(r"\b(?:which|what|who)\b|\bthan\b")
+_NEGATED = re.compile(
+    r"\b(?:not|isn't|aren't|never)\b(?:\s+\w+){0,2}?\s+(?:the\s+)?(?P<word>\w+)", re.IGNORECASE
+)
 
 
 def asked(question: str) -> Direction | None:
@@ -57,131 +57,127 @@ def asked(question: str) -> Direction | None:
     return "highest" if high else "lowest"
 
 
-@dataclass(frozen=True)
-class Extreme:
-    """The claim whose figure is the highest or lowest of those compared."""
+def property_asked(question: str, vocabulary: Vocabulary) -> str | None:
+    """The property `question` asks about: the vocabulary's reading, else the one it names whole.
 
-    claim: Claim
-    subject: str
-    """The thing it is about (`thing`)."""
+    `Vocabulary.property_asked` may find none where the property's whole name is the word of
+    its kind ("the highest density"); a property every word of whose name the question uses,
+    the only such one, is asked.
+    """
+    found = vocabulary.property_asked(question)
+    if found is not None:
+        return found
+    words = set(content_words(question))
+    whole = [p for p in vocabulary.properties() if set(content_words(p)) <= words]
+    longest = max((len(content_words(p)) for p in whole), default=0)
+    named = [p for p in whole if len(content_words(p)) == longest]
+    return named[0] if len(named) == 1 else None
+
+
+def negated(question: str) -> bool:
+    """Whether the question asks which is *not* the highest or lowest ("not the densest")."""
+    return any(m["word"].lower() in _HIGH | _LOW for m in _NEGATED.finditer(question))
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The things compared on one property, the one asked for first."""
+
+    measure: str
+    """The property compared (its canonical name)."""
     direction: Direction
-    compared: int
-    """How many things' figures were compared."""
-    asked_about: int
-    """How many things the question names (0: it names none it has chunks on)."""
+    order: tuple[Figure, ...]
+    """One figure per thing, the highest (or lowest) first."""
+    titles: Mapping[str, str]
+    """Each thing's title, by key."""
+    negated: bool = False
+    """The question asks which is not the highest (lowest)."""
+    unranked: tuple[str, ...] = ()
+    """Things the question names that the KB holds no figure of this property for."""
 
     @property
+    def lead(self) -> Figure:
+        """The figure of the thing asked for (the extreme)."""
+        return self.order[0]
+
     def line(self) -> str:
-        """The verdict's lead line: the direction, what was compared, the claim as it stands."""
-        text = _BULLET.sub("", self.claim.text.strip())
-        _, colon, sentence = text.partition(": ")
-        if colon and self.subject.lower() in sentence.lower() and quantities(sentence):
-            text = sentence  # a model's own framing ("X has the next highest ...: X has ...")
-        if self.subject.lower() not in text.lower():  # "It has a density of ...": name it
-            text = f"{self.subject}: {text}"
-        named = f" ({self.asked_about} asked about)" if self.asked_about > self.compared else ""
-        return f"{self.direction.capitalize()} of {self.compared} compared{named}: {text}"
+        """The verdict's lead: the direction, what was compared, the chunk's own words, tagged."""
+        n = len(self.order)
+        what = f"{self.direction.capitalize()} {self.measure} of {n} compared"
+        first = f"{what}: {_said(self.lead, self.titles)} {tag(self.lead.chunk_id)}"
+        if self.negated:
+            rest = ", ".join(self.titles.get(f.thing, f.thing) for f in self.order[1:])
+            first = f"Not the {self.direction} {self.measure}: {rest}. {first}"
+        if self.unranked:
+            first += f" (no {self.measure} figure for {', '.join(self.unranked)})"
+        return first
+
+    def others(self) -> list[str]:
+        """The other things' figures, in order, each in its chunk's words and tagged."""
+        return [f"{_said(f, self.titles)} {tag(f.chunk_id)}" for f in self.order[1:]]
 
 
-_BULLET = re.compile(rf"^[-*•]?\s*(?:[^:\n]{{1,80}}{HEADING_SEPARATOR}[^:\n]{{1,80}}:\s*)?")
-"""A bullet, and a chunk's heading copied before its sentence (`PA6 nylon > Print ...: `)."""
+def _said(figure: Figure, titles: Mapping[str, str]) -> str:
+    """The figure's own words, its subject named where they do not name it."""
+    text = figure.text.strip().rstrip(".")
+    title = titles.get(figure.thing, "")
+    if title and title.lower() not in text.lower():
+        return f"{title}: {text}"
+    return text
 
 
-def _words(text: str) -> set[str]:
-    return set(re.findall(r"[a-z]+", text.lower()))
-
-
-def _figures(
-    claim: Claim, direction: Direction, asked_words: set[str]
-) -> dict[str, tuple[float, int]]:
-    """Per kind, the claim's figure for it and how many of the question's words lead up to it.
-
-    A figure's words are those since the figure before it: of several of one kind ("a nozzle
-    temperature of 250-280 °C with the bed at 70-90 °C") the one after the question's own words
-    counts ("bed"), else the first.
-    """
-    out: dict[str, tuple[float, int]] = {}
-    since = 0
-    for quantity in quantities(claim.text):
-        before, since = claim.text[since : quantity.start], quantity.end
-        if (read := in_base_units(quantity)) is None:
-            continue
-        kind, low, high = read
-        near = len(_words(before) & asked_words)
-        if kind not in out or near > out[kind][1]:
-            out[kind] = (high if direction == "highest" else low, near)
-    return out
-
-
-def thing(heading: str, source: str) -> str:
-    """What a chunk is about: its heading's first part (the document's title), else its file."""
-    return heading_root(heading) or source
-
-
-def _named(question: str, things: Iterable[str]) -> set[str]:
-    """The things (`thing`) the question names, each as a whole word or phrase."""
-    low = question.lower()
-    return {t for t in things if re.search(rf"(?<!\w){re.escape(t.lower())}(?!\w)", low)}
-
-
-def off_question(question: str, claims: Iterable[Claim], things: Mapping[str, str]) -> list[Claim]:
-    """The cited claims about none of the two or more things `question` asks to rank.
-
-    Asked "which is harder, white ash or teak?", a line citing only white oak's chunk answers
-    another question. Only a question that asks for the highest or lowest (`asked`) of two or
-    more things it names (`things`: what each chunk is about) has lines off it: "PLA or PETG for
-    a hot car?" may well be answered with ASA.
-    """
-    named = _named(question, things.values())
-    if asked(question) is None or len(named) < 2:
-        return []
-    return [c for c in claims if c.cited and not {things.get(i) for i in c.cited} & named]
-
-
-def extreme(question: str, claims: Iterable[Claim], things: Mapping[str, str]) -> Extreme | None:
-    """The supported claim with the highest or lowest figure `question` asks for, or None.
+def rank(question: str, vocabulary: Vocabulary, shown_things: Iterable[str] = ()) -> Ranking | None:
+    """The things `question` asks to rank, ranked on the property it asks about, or None.
 
     Args:
         question: The question as asked.
-        claims: The checked claims of every answer (the judge's and the members').
-        things: What each chunk is about, by id: its heading's first part (`PA6 nylon` of
-            `PA6 nylon > Print temperatures`), else its document. Where the question names two
-            or more of them, only those are compared.
+        vocabulary: The KB's names and figures.
+        shown_things: The things of the chunks shown (keys): compared where the question names
+            fewer than two things.
     """
     direction = asked(question)
     if direction is None:
         return None
-    named = _named(question, things.values())
-    # the words that say which figure: not the things', not a kind's (`temperature`), no filler
-    asked_words = {w for w in _words(question) - _words(" ".join(named)) - _FILLER - _HIGH - _LOW
-                   if not kinds_named(w)}  # fmt: skip
-    by_kind: dict[str, dict[str, tuple[Claim, float, int]]] = {}
-    for claim in claims:
-        about = {things[i] for i in claim.cited if things.get(i)}
-        if not claim.supported or len(about) != 1:
-            continue
-        (subject,) = about
-        if len(named) >= 2 and subject not in named:
-            continue
-        for kind, (value, near) in _figures(claim, direction, asked_words).items():
-            kept = by_kind.setdefault(kind, {}).get(subject)
-            if kept is None or near > kept[2]:
-                by_kind[kind][subject] = (claim, value, near)
-    kinds = list(by_kind.keys() & kinds_named(question)) or list(by_kind)
-
-    def weight(kind: str) -> tuple[int, int]:
-        found = by_kind[kind].values()
-        return sum(near > 0 for *_, near in found), len(found)
-
-    kinds.sort(key=weight, reverse=True)
-    if not kinds or (len(kinds) > 1 and weight(kinds[0]) == weight(kinds[1])):
-        return None  # no figure, or two kinds alike: which one the question means is unclear
-    compared = by_kind[kinds[0]]
-    if len(compared) < 2:
+    prop = property_asked(question, vocabulary)
+    if prop is None:
+        return None  # "cheapest", "lowest friction": no figure of it, no ranked lead
+    named = list(dict.fromkeys(n.thing.key for n in vocabulary.named_in(question)))
+    things = named if len(named) >= 2 else list(dict.fromkeys(shown_things))
+    best: dict[str, Figure] = {}
+    for figure in vocabulary.figures(prop, things):
+        kept = best.get(figure.thing)
+        if kept is None or _value(figure, direction) > _value(kept, direction):
+            best[figure.thing] = figure
+    if len(best) < 2:
         return None
-    pick = max if direction == "highest" else min
-    subject, (claim, value, _) = pick(compared.items(), key=lambda item: item[1][1])
-    if sum(v == value for _, v, _ in compared.values()) > 1:
+    order = sorted(best.values(), key=lambda f: _value(f, direction), reverse=True)
+    if _value(order[0], direction) == _value(order[1], direction):
         return None  # a tie names no one thing
-    asked_about = len(named) if len(named) >= 2 else 0
-    return Extreme(claim, subject, direction, len(compared), asked_about)
+    titles = {t.key: t.title for t in vocabulary.things()}
+    unranked = tuple(titles.get(k, k) for k in named if k not in best) if len(named) >= 2 else ()
+    return Ranking(prop, direction, tuple(order), titles, negated(question), unranked)
+
+
+def _value(figure: Figure, direction: Direction) -> float:
+    """The figure's end that ranks it (a range's high for the highest), signed to sort high."""
+    return figure.high if direction == "highest" else -figure.low
+
+
+def off_question(
+    question: str, cited: Mapping[str, Iterable[str]], vocabulary: Vocabulary
+) -> list[str]:
+    """The lines (keys of `cited`: a line, its chunk ids) about none of the things to rank.
+
+    Asked "which is harder, white ash or teak?", a line citing only white oak's chunk answers
+    another question. Only a question that asks for the highest or lowest (`asked`) of two or
+    more things it names has lines off it: "PLA or PETG for a hot car?" may be answered with ASA.
+    """
+    named = {n.thing.key for n in vocabulary.named_in(question)}
+    if asked(question) is None or len(named) < 2:
+        return []
+    out = []
+    for line, ids in cited.items():
+        things = {t.key for i in ids if (t := vocabulary.thing_of(i)) is not None}
+        if things and not things & named:
+            out.append(line)
+    return out

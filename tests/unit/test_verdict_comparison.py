@@ -1,23 +1,45 @@
-"""The highest or lowest figure of supported claims leads a "which is highest" verdict."""
+"""A "which is highest" question is ranked on the property it asks, from the KB's own figures.
+
+On the bundled eval KB (`tests/data/eval_kb`), read by `chunk_vocabulary`: each example the
+issue on verdicts read in `kb/extremes.py` (ranked by the words before a number) is here.
+"""
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 import pytest
 
-from collective.verdict.comparison import asked, extreme, off_question
-from collective.verdict.support import Claim
+from collective.kb.chunking import split_text
+from collective.kb.names import chunk_vocabulary
+from collective.kb.store import Chunk, chunk_id
+from collective.verdict.comparison import asked, negated, rank
 
-SOURCES = {"a": "6061-T6", "b": "316", "c": "C110", "d": "C110", "e": "PLA", "f": "PA12 nylon",
-           "g": "TPE 85A", "h": "hard maple", "i": "white oak", "j": "PEEK"}  # fmt: skip
-
-
-def _claim(text: str, cited: str, status: str = "supported") -> Claim:
-    return Claim(f"{text} [KB#{cited}]", (cited,), status, "")  # type: ignore[arg-type]
+EVAL_KB = Path(__file__).resolve().parents[1] / "data" / "eval_kb"
 
 
-AL = _claim("6061-T6 aluminium has a density of about 2.70 g/cm3 and melts over 582-652 °C.", "a")
-STEEL = _claim("316 stainless steel has a density of about 8.00 g/cm3.", "b")
-COPPER = _claim("C110 copper has a density of about 8960 kg/m3.", "c")
+@functools.cache
+def eval_chunks() -> tuple[Chunk, ...]:
+    out = []
+    for path in sorted(EVAL_KB.rglob("*.md")):
+        source = str(path.relative_to(EVAL_KB.parent))
+        for piece in split_text(path.read_text()):
+            cid = chunk_id(piece.text, source, piece.heading)
+            out.append(Chunk(cid, piece.text, source, heading=piece.heading))
+    return tuple(out)
+
+
+@functools.cache
+def vocabulary():
+    return chunk_vocabulary(eval_chunks())
+
+
+def lead(question: str) -> tuple[str, str, str] | None:
+    ranked = rank(question, vocabulary())
+    if ranked is None:
+        return None
+    return ranked.measure, ranked.direction, ranked.titles[ranked.lead.thing]
 
 
 @pytest.mark.parametrize(
@@ -38,121 +60,63 @@ def test_asked_reads_the_direction_a_question_asks_for(question: str, direction:
     assert asked(question) == direction
 
 
-def test_the_highest_figure_across_answers_and_units_leads():
-    # a judge listed aluminium and steel; a member read copper's chunk, in kg/m3
-    found = extreme("Which of these metals is densest: 6061-T6, 316 or C110?", [AL, STEEL, COPPER],
-                    SOURCES)  # fmt: skip
-    assert found is not None and found.claim is COPPER and found.compared == 3
-    assert found.line.startswith("Highest of 3 compared: C110 copper has a density")
-    lowest = extreme("Which is the lightest of them?", [AL, STEEL, COPPER], SOURCES)
-    assert lowest is not None and lowest.claim is AL
-
-
-def test_the_kind_the_question_names_is_compared_not_another():
-    hot = _claim("316 stainless steel melts over 1375-1400 °C.", "b")
-    # by melting range aluminium is lowest, by density too: ask for the highest melting range
-    found = extreme("Which has the highest melting temperature, 6061-T6 or 316?", [AL, hot],
-                    SOURCES)  # fmt: skip
-    assert found is not None and found.claim is hot
-    # density is named: aluminium's figure is compared with steel's density, not its melting
-    found = extreme("Which is denser, 6061-T6 or 316?", [AL, hot, STEEL], SOURCES)
-    assert found is not None and found.claim is STEEL
+@pytest.mark.parametrize(
+    "question",
+    [
+        # the issue's: "cheapest" led with aluminium's density, "lowest friction" with HDPE's
+        # service temperature, "strongest glue" with silicone's temperature range
+        "Which metal is the cheapest: 1018 mild steel, 6061-T6 aluminium or Ti-6Al-4V titanium?",
+        "Which plastic has the lowest friction: PTFE, HDPE or acetal?",
+        "Which is the strongest glue: two-part epoxy, hot melt glue or silicone sealant?",
+        # and others with no figure of the property asked
+        "Which wood is the most rot resistant: teak, red oak or white ash?",
+        "Which is the easiest to machine: C360 brass, 304 stainless steel or O1 tool steel?",
+        "Which glue cures the fastest: cyanoacrylate, PVA wood glue or polyurethane glue?",
+    ],
+)
+def test_no_ranked_lead_without_a_figure_of_the_property_asked(question: str) -> None:
+    assert lead(question) is None
 
 
 @pytest.mark.parametrize(
-    "claims",
+    ("question", "expected"),
     [
-        [AL],  # one thing: nothing to compare
-        [AL, _claim("316 stainless steel has a density of about 8.00 g/cm3.", "b", "dropped")],
-        [_claim("C110 copper is dense at 8.96 g/cm3.", "c"),
-         _claim("C110 copper weighs 8.9 g/cm3 in bar stock.", "d")],  # one document
-        [AL, _claim("C110 copper has a density of about 2.70 g/cm3.", "c")],  # a tie
+        # the issue's: "lightest" ranked by melting range (brass), "harder" by density
+        ("Which is the lightest: Ti-6Al-4V, C360 brass or 316?",
+         ("density", "lowest", "Ti-6Al-4V titanium")),
+        ("Which is harder, white oak or maple?", ("janka hardness", "highest", "hard maple")),
+        ("Which is the densest: PTFE, HDPE or acetal?", ("density", "highest", "PTFE")),
+        # a chunk with two figures of one unit ("190-220 °C nozzle ... bed at 50-60 °C")
+        ("Which needs the coolest bed: PLA, PETG or ABS?", ("bed temperature", "lowest", "PLA")),
+        ("Which prints at the highest nozzle temperature: PLA, PETG or ABS?",
+         ("nozzle temperature", "highest", "ABS")),
+        ("Which melts at the lowest temperature: 6061-T6, C360 brass or 1018 mild steel?",
+         ("melting range", "lowest", "6061-T6 aluminium")),
+        ("Which is softer, teak or western red cedar?",
+         ("janka hardness", "lowest", "western red cedar")),
+        ("Which is denser, 316 stainless steel or C110 copper?",
+         ("density", "highest", "C110 copper")),
     ],
 )  # fmt: skip
-def test_no_lead_where_the_comparison_is_not_plain(claims: list[Claim]):
-    assert extreme("Which is the densest: 6061-T6, 316 or C110?", claims, SOURCES) is None
+def test_the_property_asked_of_the_things_named_ranks(question: str, expected) -> None:
+    assert lead(question) == expected
 
 
-def test_two_figures_of_one_document_are_not_two_things():
-    # PLA's nozzle and its softening point: "the highest temperature PLA takes" is no choice
-    nozzle = _claim("PLA prints at a nozzle temperature of 190-220 °C.", "e")
-    soft = _claim("PLA softens near its glass transition of about 60 °C.", "e")
-    assert extreme("Which temperature is highest for PLA?", [nozzle, soft], SOURCES) is None
+def test_negation_is_read_and_every_figure_is_the_chunks_own_words() -> None:
+    question = "Which of these is not the densest: PTFE, HDPE or acetal?"
+    assert negated(question) and not negated("Which is the densest: PTFE, HDPE or acetal?")
+    ranked = rank(question, vocabulary())
+    assert ranked is not None and ranked.negated
+    line = ranked.line()
+    assert line.startswith("Not the highest density: acetal, HDPE.")
+    texts = {c.id: c.text for c in eval_chunks()}
+    for figure in ranked.order:
+        assert figure.text.rstrip(".") in texts[figure.chunk_id]
+        assert f"[KB#{figure.chunk_id}]" in "\n".join([line, *ranked.others()])
 
 
-def test_only_the_things_the_question_names_are_compared():
-    # measured: retrieval showed PA12's chunk for a question that did not name PA12
-    pa12 = _claim(
-        "- PA12 nylon > Print temperatures: PA12 nylon prints at a nozzle temperature of "
-        "240-270 °C.",
-        "f",
-    )
-    tpe = _claim("- TPE 85A > Print temperatures: TPE 85A prints at a nozzle temperature of "
-                 "210-230 °C.", "g")  # fmt: skip
-    pla = _claim("PLA prints at a nozzle temperature of 190-220 °C.", "e")
-    question = "Which filament needs the highest nozzle temperature: PLA, TPE 85A or PEEK?"
-    found = extreme(question, [pa12, tpe, pla], SOURCES)
-    assert found is not None and found.claim is tpe
-    # what it compared, of how many the question names; no bullet or heading carried over
-    assert found.line == (
-        "Highest of 2 compared (3 asked about): TPE 85A prints at a nozzle temperature of "
-        "210-230 °C. [KB#g]"
-    )
-
-
-def test_the_figure_after_the_questions_words_is_the_one_compared():
-    pla = _claim("PLA prints at a nozzle temperature of 190-220 °C with the bed at 50-60 °C.", "e")
-    tpe = _claim("TPE 85A prints at a nozzle temperature of 210-230 °C with the bed at 30-50 °C.",
-                 "g")  # fmt: skip
-    assert extreme("Which of PLA or TPE 85A has the lower nozzle temperature?", [pla, tpe],
-                   SOURCES).claim is pla  # type: ignore[union-attr]  # fmt: skip
-    assert extreme("Which of PLA or TPE 85A has the lower bed temperature?", [pla, tpe],
-                   SOURCES).claim is tpe  # type: ignore[union-attr]  # fmt: skip
-
-
-def test_the_kind_the_question_leads_up_to_is_compared():
-    # density and Janka hardness in one sentence: the question's words pick the hardness
-    maple = _claim("Hard maple has a density of about 0.70 g/cm3; Janka hardness about 1450 lbf.",
-                   "h")  # fmt: skip
-    oak = _claim("White oak has a density of about 0.75 g/cm3; Janka hardness about 1360 lbf.",
-                 "i")  # fmt: skip
-    found = extreme("Which has the highest Janka hardness: white oak or hard maple?", [oak, maple],
-                    SOURCES)  # fmt: skip
-    assert found is not None and found.claim is maple
-    found = extreme("Which is denser, white oak or hard maple?", [oak, maple], SOURCES)
-    assert found is not None and found.claim is oak
-
-
-def test_a_claim_that_does_not_name_its_thing_is_led_by_the_things_name():
-    # measured in the eval: a member wrote "It has a density of about 8.50 g/cm3"
-    it = _claim("It has a density of about 8.96 g/cm3.", "c")
-    found = extreme("Which is densest: 6061-T6, 316 or C110?", [AL, STEEL, it], SOURCES)
-    assert found is not None
-    assert found.line == "Highest of 3 compared: C110: It has a density of about 8.96 g/cm3. [KB#c]"
-
-
-def test_a_models_framing_before_the_chunks_sentence_is_left_out_of_the_lead():
-    # measured in the eval: a sample framed the highest as "the next highest", then copied
-    # the chunk's sentence; the lead said "Highest of 2 compared: ... the next highest ..."
-    framed = _claim("Hard maple has the next highest Janka hardness: Hard maple has a density "
-                    "of about 0.70 g/cm3; Janka hardness about 1450 lbf.", "h")  # fmt: skip
-    oak = _claim("White oak has a density of about 0.75 g/cm3; Janka hardness about 1360 lbf.",
-                 "i")  # fmt: skip
-    found = extreme("Which has the highest Janka hardness: white oak or hard maple?",
-                    [oak, framed], SOURCES)  # fmt: skip
-    assert found is not None and found.claim is framed
-    assert found.line == (
-        "Highest of 2 compared: Hard maple has a density of about 0.70 g/cm3; Janka hardness "
-        "about 1450 lbf. [KB#h]"
-    )
-
-
-def test_off_question_claims_cite_none_of_the_things_the_question_names():
-    both = _claim("C110 copper is denser than 6061-T6 aluminium.", "c")
-    both = Claim(both.text, ("c", "a"), "supported", "")  # type: ignore[arg-type]
-    claims = [AL, STEEL, COPPER, both]
-    question = "Which is denser, 316 or C110?"
-    assert off_question(question, claims, SOURCES) == [AL]
-    assert off_question("Which metal is densest?", claims, SOURCES) == []  # names none of them
-    # a choice that ranks nothing may be answered with a third thing
-    assert off_question("Should I machine 316 or C110 for this part?", claims, SOURCES) == []
+def test_a_thing_named_with_no_figure_of_the_property_is_said_so() -> None:
+    # balsa's chunk gives a density but no Janka hardness
+    ranked = rank("Which is hardest: balsa, teak or white ash?", vocabulary())
+    assert ranked is not None and ranked.titles[ranked.lead.thing] == "white ash"
+    assert ranked.unranked == ("balsa",) and "no janka hardness figure for balsa" in ranked.line()
