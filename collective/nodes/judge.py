@@ -49,7 +49,14 @@ from collective.nodes.model_call import ModelCall, NodeProgress, call_model, emi
 from collective.nodes.review import aggregate_rankings
 from collective.prompts import judge as prompt
 from collective.telemetry import record_fallback, record_tool_call
-from collective.verdict.agreement import NO_ANSWER, Asked, Checked, check_answer, decide
+from collective.verdict.agreement import (
+    NO_ANSWER,
+    OFF_QUESTION,
+    Asked,
+    Checked,
+    check_answer,
+    decide,
+)
 from collective.verdict.comparison import Ranking, rank
 from collective.verdict.entailment import entailment_for
 from collective.verdict.lines import direct_answer, readable, supporting_lines
@@ -377,7 +384,9 @@ class _Ruling:
             final = own.claims if stands is verdict else list(stands.claims)
             supplied = own.shown if stands is verdict else _member_shown(stands, self.chunks)
             text = stands.text
-            if text == NO_ANSWER and (held := _figures_held(asked, self.vocabulary, every)):
+            if text in (NO_ANSWER, OFF_QUESTION) and (
+                held := _figures_held(asked, self.vocabulary, every)
+            ):
                 # no answer gave it, but a chunk shown states the figure asked: quote it
                 text = "\n".join(f"{readable(f.text)} [KB#{f.chunk_id}]" for f in held)
                 final = [*(c for c in final if c.status == "dropped"),
@@ -386,7 +395,8 @@ class _Ruling:
                 supplied = {**supplied, **shown_chunks(self.chunks, ids=[f.chunk_id for f in held])}
                 notes.append(f"no answer stated the {asked.property} asked; the chunk's own words")
             ranked = rank(question, self.vocabulary, _things(every, self.vocabulary))
-            if text != NO_ANSWER and not asked.unknown and ranked is not None:
+            answered = text not in (NO_ANSWER, OFF_QUESTION) and not asked.unknown
+            if answered and ranked is not None:
                 # the KB's figures, not the judge's arithmetic, name the one asked for
                 lead = ranked.lead
                 check["extreme"] = {"direction": ranked.direction, "property": ranked.measure,
@@ -404,7 +414,7 @@ class _Ruling:
                                              strict=True)]  # fmt: skip
                 said = [c for c in final if c.supported and direct and plain(c.text) in direct]
                 final = [*(c for c in final if c.status == "dropped"), *said, *quotes]
-            elif text != NO_ANSWER and not asked.unknown:
+            elif answered:
                 text, final, supplied = self._in_kb_words(text, final, supplied, every, asked)
                 check["lines"] = "quoted"
         text = text.strip()

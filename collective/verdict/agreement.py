@@ -35,6 +35,7 @@ from collective.verdict.support import (
 
 __all__ = [
     "NO_ANSWER",
+    "OFF_QUESTION",
     "Asked",
     "Checked",
     "Decision",
@@ -48,6 +49,8 @@ __all__ = [
 
 NO_ANSWER = "The knowledge base does not answer this question: no chunk shown to the council \
 supports the claims it made."
+OFF_QUESTION = "The knowledge base does not answer this question: what it supports of the \
+answers given is about something else."
 
 
 def not_held(names: Sequence[str]) -> str:
@@ -360,4 +363,5 @@ def _none_supported(
     why = "no answer had a supported claim that answers the question"
     if off:
         why += f" ({'; '.join(off)})"
-    return Decision(Checked(judge.who, NO_ANSWER, judge.claims, {}), (), why, votes, off)
+    said = OFF_QUESTION if off else NO_ANSWER
+    return Decision(Checked(judge.who, said, judge.claims, {}), (), why, votes, off)

@@ -441,6 +441,12 @@ def _judge(
     numbers_hold = bool(claim.quantities) and not missing
     if novel and not numbers_hold:
         missing.append("words: " + ", ".join(novel[:6]))
+    elif novel and not claim.named(in_passing=False):
+        # it names no thing, and words the chunk lacks: a name the KB has no document for
+        # ("Hickory has a density of about 0.67 g/cm3" of white ash's sentence) is no subject
+        # of another document's sentence, whatever entailment would make of it
+        written = [claim.text[a:b] for w, a, b in claim.words if w in novel]
+        missing.append("names no thing of the chunk: " + ", ".join(dict.fromkeys(written)))
     if not anchors and words:
         overlap = [len(set(words) & s.stems) for s in sentences]
         if max(overlap, default=0) > 0:
