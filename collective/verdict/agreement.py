@@ -161,7 +161,8 @@ class Asked:
         for m in _NAME_LIKE.finditer(question):
             if any(a <= m.start() < b for a, b in spans) or m.group(0).lower() in STOPWORDS:
                 continue
-            if m.group(0).lower() not in text and not set(content_words(m.group(0))) <= known:
+            written = re.search(rf"(?<!\w){re.escape(m.group(0).lower())}(?!\w)", text)
+            if not written and not set(content_words(m.group(0))) <= known:
                 unknown.append(m.group(0))
         if prop and not things and not unknown:  # "the Janka hardness of hickory?"
             rest = _without(question, spans)

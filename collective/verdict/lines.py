@@ -41,7 +41,7 @@ def readable(line: str) -> str:
     """`line` as a reader reads it: no heading path before it, no neutralised tag in it."""
     body = _BULLET.sub("", line)
     bullet = line[: len(line) - len(body)]
-    body = _KB_REF.sub("", _HEADING_PATH.sub("", body))
+    body = _KB_REF.sub("", _HEADING_PATH.sub("", body)).lstrip()
     return f"{bullet}{body}".rstrip()
 
 

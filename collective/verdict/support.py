@@ -421,10 +421,11 @@ def _judge(
     comparative turned round ("more" of "less"), an item added to a list are words the chunk
     does not hold. `unX` and `not X` are one word, negated, wherever the other text says X.
     """
-    sentences = [_read(t, vocab) if (t := _unprefixed(s.text, claim.stems)) != s.text else s
+    sentences = [_read(t, vocab) if (t := _unprefixed(s.text, claim.text)) != s.text else s
                  for s in sentences]  # fmt: skip
     held = heading.stems.union(*(s.stems for s in sentences))
-    if (text := _unprefixed(claim.text, held)) != claim.text:
+    chunk_text = " ".join([heading.text, *(s.text for s in sentences)])
+    if (text := _unprefixed(claim.text, chunk_text)) != claim.text:
         claim = _read(text, vocab)
     anchors, missing = _quantities_stated(claim, sentences)
     words = [w for w, _, _ in claim.words]
@@ -466,11 +467,14 @@ _PREFIXED = re.compile(r"\b(un|non-?)([a-z]{5,})\b", re.IGNORECASE)
 """A word negated by its prefix (`unweldable`, `non-toxic`)."""
 
 
-def _unprefixed(text: str, stems: set[str]) -> str:
-    """`text` with `unX` written `not X` where X is one of `stems` (the other text's words)."""
+def _unprefixed(text: str, other: str) -> str:
+    """`text` with `unX` written `not X` where the `other` text says X (as a word or stem)."""
+    said = {w.lower() for w in re.findall(r"[A-Za-z]+", other)}
+    stems = {stem(w) for w in said}
 
     def sub(m: re.Match[str]) -> str:
-        return f"not {m.group(2)}" if stem(m.group(2)) in stems else m.group(0)
+        word = m.group(2).lower()
+        return f"not {m.group(2)}" if word in said or stem(word) in stems else m.group(0)
 
     return _PREFIXED.sub(sub, text)
 
@@ -560,7 +564,8 @@ def _rounds_to(given: Quantity, q: Quantity, written: str) -> bool:
             return False  # "about 2" of 2.17 says too little to hold
         places = len(number.partition(".")[2])
         step = 10.0**-places if places else 10.0 ** (len(number) - len(number.rstrip("0")))
-        if not math.isclose(round(value / step) * step, abs(claimed), rel_tol=1e-9, abs_tol=1e-9):
+        rounded = math.floor(abs(value) / step + 0.5 + 1e-9) * step  # half up, as people round
+        if not math.isclose(rounded, abs(claimed), rel_tol=1e-9, abs_tol=1e-9):
             return False
     return True
 
@@ -615,30 +620,32 @@ def _entities_unstated(
 
 
 def _negation_differs(claim: _Read, sentences: Sequence[_Read]) -> bool:
-    """Whether a clause of the claim is negated where the chunk's most like it are not.
+    """Whether a word of the claim is negated where the chunk's never is, or the other way round.
 
-    Or the other way round. A label's clauses (`Outdoor durability of balsa:`) state nothing
-    and are left out on both sides, so "durable" is read against "not durable", not against
-    the label's "durability".
+    A word is negated where a negation comes before it in its clause ("they are not dishwasher
+    safe": `dishwasher`, `safe`; "Outdoor durability of balsa: not durable": `durable`). A
+    label's clauses (`Outdoor durability of balsa:`) state nothing and are left out on both
+    sides; a word the chunk states nowhere outside its labels says nothing either way.
     """
-    theirs = [
-        ({w for w, start, _ in s.words if a <= start < b}, _negated(s.text[a:b]))
-        for s in sentences
-        for a, b in _clauses(s.text)
-        if b > _label_end(s.text)
-    ]
-    label = _label_end(claim.text)
-    for a, b in _clauses(claim.text):
-        if b <= label:
+    theirs: dict[str, set[bool]] = {}
+    for sentence in sentences:
+        for word, negated in _polarities(sentence):
+            theirs.setdefault(word, set()).add(negated)
+    return any(
+        word in theirs and negated not in theirs[word] for word, negated in _polarities(claim)
+    )
+
+
+def _polarities(read: _Read) -> list[tuple[str, bool]]:
+    """Each content word of `read` outside its label, and whether it is negated in its clause."""
+    label = _label_end(read.text)
+    out = []
+    for word, start, _ in read.words:
+        if start < label:
             continue
-        clause = {w for w, start, _ in claim.words if a <= start < b}
-        overlap = [len(clause & words) for words, _ in theirs]
-        if not clause or max(overlap, default=0) == 0:
-            continue
-        alike = {neg for (_, neg), n in zip(theirs, overlap, strict=True) if n == max(overlap)}
-        if _negated(claim.text[a:b]) not in alike:
-            return True
-    return False
+        a, _ = _clause_of(read.text, start)
+        out.append((word, _negated(read.text[max(a, label) : start])))
+    return out
 
 
 def heading_part(part: str, heading: _Read) -> set[str]:
