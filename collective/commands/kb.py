@@ -14,7 +14,10 @@ import typer
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from rich.table import Table
+
     from collective.kb.sqlite_store import Progress, SqliteKnowledgeStore
+    from collective.kb.vocabulary import Thing
 
 __all__ = ["app", "embeddings_setting", "fail"]
 
@@ -80,9 +83,12 @@ def _open_existing(
             as_json=as_json,
         )
     try:
-        return SqliteKnowledgeStore(path, embeddings=embeddings)
+        store = SqliteKnowledgeStore(path, embeddings=embeddings)
     except CollectiveError as exc:  # not a database, or a database that is not a KB
         raise fail(str(exc), exc.exit_code, as_json=as_json) from None
+    for note in store.notes:
+        typer.echo(f"note: {note}", err=True)
+    return store
 
 
 @app.callback()
@@ -130,6 +136,8 @@ def add(
     expanded: dict[str, object] = {"model": "off (--no-expand)"}  # kb add --no-expand
     try:
         with SqliteKnowledgeStore(path, embeddings=embeddings) as store:
+            for note in store.notes:
+                typer.echo(f"note: {note}", err=True)
             store.check_model()  # a KB of another embedding model: refuse before adding
             for file in files:
                 try:
@@ -201,9 +209,11 @@ def _expand(store: SqliteKnowledgeStore, *, quiet: bool) -> dict[str, object]:
         return {"model": "none ($COLLECTIVE_KB_EXPANSION=none)"}
     cache = expansion.load_cache(demo_expansions())
 
+    namer = expansion.configured_namer()
+
     def run(progress: Progress | None) -> expansion.ExpansionStats:
         return expansion.expand_missing(
-            store, expander, model=model, cache=cache, progress=progress
+            store, expander, model=model, cache=cache, progress=progress, namer=namer
         )
 
     return _with_progress(run, quiet=quiet, what="expanding chunks").to_dict()
@@ -260,6 +270,8 @@ def list_chunks(
 
     with _open_existing(kb, as_json=as_json) as store:
         chunks = store.list(source)
+        shown = {c.source for c in chunks}
+        things = [t for t in store.vocabulary().things() if t.key in shown]
     if as_json:
         rows = [
             {
@@ -271,7 +283,8 @@ def list_chunks(
             }
             for c in chunks
         ]
-        typer.echo(json.dumps({"chunks": rows}))
+        documents = [{"source": t.key, "title": t.title, "names": list(t.names)} for t in things]
+        typer.echo(json.dumps({"chunks": rows, "documents": documents}))
         return
     table = Table(title=f"{len(chunks)} chunks")
     # Ids stay whole (`kb rm` needs them); long sources and headings wrap instead.
@@ -282,6 +295,21 @@ def list_chunks(
     for c in chunks:
         table.add_row(c.id, c.source, c.heading, ", ".join(c.tags), str(len(c.text)))
     Console().print(table)
+    if things:
+        Console().print(_names_table(things))
+
+
+def _names_table(things: list[Thing]) -> Table:
+    """Each document's source, title and other names."""
+    from rich.table import Table
+
+    table = Table(title=f"{len(things)} documents and their names")
+    table.add_column("source", overflow="fold")
+    table.add_column("title", overflow="fold")
+    table.add_column("also named", overflow="fold")
+    for t in sorted(things, key=lambda t: t.key):
+        table.add_row(t.key, t.title, ", ".join(t.names[1:]))
+    return table
 
 
 @app.command("rm")
@@ -351,3 +379,164 @@ def reindex(
             else ""
         )
     )
+
+
+names_app = typer.Typer(
+    help="The names each document goes by: list them, add a name (a trade name, an acronym, an "
+    "everyday name) or remove one."
+)
+app.add_typer(names_app, name="names")
+
+
+def _document(store: SqliteKnowledgeStore, ref: str) -> str:
+    """The source of the document `ref` names (its source, title or a name), else fail."""
+    source = store.thing(ref)
+    if source is None:
+        raise fail(
+            f"no one document is called {ref!r}; give its source or title as "
+            "`collective kb names list` shows them"
+        )
+    return source
+
+
+@names_app.command("list")
+def names_list(
+    thing: Annotated[
+        str | None, typer.Argument(help="Only this document (its source, title or a name).")
+    ] = None,
+    kb: KbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """List each document's title and the other names it goes by."""
+    import json
+
+    from rich.console import Console
+
+    with _open_existing(kb, as_json=as_json) as store:
+        things = store.vocabulary().things()
+        if thing is not None:
+            source = _document(store, thing)
+            things = [t for t in things if t.key == source]
+    if as_json:
+        rows = [{"source": t.key, "title": t.title, "names": list(t.names)} for t in things]
+        typer.echo(json.dumps({"documents": rows}))
+        return
+    Console().print(_names_table(things))
+
+
+@names_app.command("add")
+def names_add(
+    thing: Annotated[str, typer.Argument(help="The document: its source, title or a name.")],
+    names: Annotated[list[str], typer.Argument(help="The names to add (quote a phrase).")],
+    kb: KbOption = None,
+) -> None:
+    """Add names a document goes by (kept whatever else the KB names so)."""
+    from collective.kb.sqlite_vocabulary import clean_names
+
+    bad = [n for n in names if clean_names([n]) != [" ".join(n.split())]]
+    if bad:
+        raise fail(
+            f"not a name: {', '.join(map(repr, bad))}; a name is 2 to 60 letters, digits, "
+            "spaces or .+/()'&- characters"
+        )
+    with _open_existing(kb) as store:
+        source = _document(store, thing)
+        added = store.add_names(source, names)
+        title = store.vocabulary_titles()[source]
+    typer.echo(f"{title} ({source}) is also called: {', '.join(added)}")
+
+
+@names_app.command("rm")
+def names_rm(
+    thing: Annotated[str, typer.Argument(help="The document: its source, title or a name.")],
+    names: Annotated[list[str], typer.Argument(help="The names to remove (quote a phrase).")],
+    kb: KbOption = None,
+) -> None:
+    """Remove names from a document, whoever gave them (its title stays)."""
+    with _open_existing(kb) as store:
+        source = _document(store, thing)
+        vocab = store.vocabulary()
+        title = store.vocabulary_titles()[source]
+        held = {n.lower() for t in vocab.things() if t.key == source for n in t.names}
+        if any(n.strip().lower() == title.lower() for n in names):
+            raise fail(f"{title!r} is the document's title: it stays; edit the file to rename it")
+        unknown = [n for n in names if n.strip().lower() not in held]
+        if unknown:
+            raise fail(
+                f"{title} is not called {', '.join(map(repr, unknown))}; "
+                f"`collective kb names list {source}` shows its names",
+                1,
+            )
+        removed = store.remove_names(source, names)
+    typer.echo(f"{title} ({source}) is no longer called: {', '.join(removed)}")
+
+
+@app.command("figures")
+def figures(
+    property: Annotated[
+        str | None,
+        typer.Argument(help="The property (e.g. density); without it, the properties listed."),
+    ] = None,
+    kb: KbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """The figures the KB states of one property, in one unit, lowest first."""
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from collective.kb.names import unit_symbol
+
+    with _open_existing(kb, as_json=as_json) as store:
+        vocab = store.vocabulary()
+    properties = vocab.properties()
+    if property is None:
+        counts = {p: vocab.figures(p) for p in properties}
+        if as_json:
+            rows = [
+                {"property": p, "figures": len(f), "unit": f[0].unit} for p, f in counts.items()
+            ]
+            typer.echo(json.dumps({"properties": rows}))
+            return
+        table = Table(title=f"{len(properties)} properties")
+        for column in ("property", "figures", "unit"):
+            table.add_column(column, justify="right" if column == "figures" else "left")
+        for p, found in counts.items():
+            table.add_row(p, str(len(found)), unit_symbol(found[0].unit))
+        Console().print(table)
+        return
+    chosen = next((p for p in properties if p == property.strip().lower()), None)
+    chosen = chosen or vocab.property_asked(property)
+    if chosen is None:
+        raise fail(
+            f"the KB has no figures of {property!r}; it has figures of: {', '.join(properties)}",
+            1,
+            as_json=as_json,
+        )
+    titles = {t.key: t.title for t in vocab.things()}
+    rows_ = sorted(vocab.figures(chosen), key=lambda f: (f.low, f.high, titles.get(f.thing, "")))
+    if as_json:
+        out = [
+            {
+                "thing": titles.get(f.thing, f.thing),
+                "source": f.thing,
+                "low": f.low,
+                "high": f.high,
+                "unit": f.unit,
+                "chunk": f.chunk_id,
+                "text": f.text,
+            }
+            for f in rows_
+        ]
+        typer.echo(json.dumps({"property": chosen, "figures": out}))
+        return
+    unit = unit_symbol(rows_[0].unit) if rows_ else ""
+    table = Table(title=f"{chosen} ({unit}): {len(rows_)} figures, lowest first")
+    table.add_column("thing", overflow="fold")
+    table.add_column(chosen, justify="right", no_wrap=True)
+    table.add_column("stated as", overflow="fold")
+    for f in rows_:
+        value = f"{f.low:g}" if f.low == f.high else f"{f.low:g}–{f.high:g}"
+        table.add_row(titles.get(f.thing, f.thing), f"{value} {unit}", f.text)
+    Console().print(table)

@@ -15,6 +15,7 @@ from collective.kb.chunking import MAX_CHUNK_CHARS
 
 if TYPE_CHECKING:
     from collective.kb.retrieval import RetrievalResult
+    from collective.kb.vocabulary import Thing
 
 __all__ = ["excerpt", "recall"]
 
@@ -71,6 +72,8 @@ def recall(
         else:
             store = open_default_store(embeddings=embeddings)
         with store:
+            for note in store.notes:
+                typer.echo(f"note: {note}", err=True)
             result = retrieve(
                 store,
                 query,
@@ -79,17 +82,24 @@ def recall(
                 max_latency_ms=max_latency_ms,
                 context=context,
             )
+            vocabulary = store.vocabulary()
+            names = {c.id: _names(vocabulary.thing_of(c.id)) for c in result.injected}
     except CollectiveError as exc:
         raise fail(str(exc), exc.exit_code) from None
     if json_out:
         data = result.to_dict()
         data["chunks"] = [
-            {**meta, "text": chunk.text}
+            {**meta, "names": names[chunk.id], "text": chunk.text}
             for meta, chunk in zip(data["chunks"], result.injected, strict=True)
         ]
         typer.echo(json.dumps(data))
         return
-    _print(result)
+    _print(result, names)
+
+
+def _names(thing: Thing | None) -> list[str]:
+    """Every name of a chunk's document, its title first (none for a chunk of no document)."""
+    return list(thing.names) if thing is not None else []
 
 
 def excerpt(text: str, max_chars: int = MAX_CHUNK_CHARS) -> str:
@@ -102,7 +112,7 @@ def excerpt(text: str, max_chars: int = MAX_CHUNK_CHARS) -> str:
     return f"{text[:max_chars]}\n[… {len(text) - max_chars:,} more characters not shown]"
 
 
-def _print(result: RetrievalResult) -> None:
+def _print(result: RetrievalResult, names: dict[str, list[str]]) -> None:
     from rich.console import Console
     from rich.panel import Panel
     from rich.text import Text
@@ -116,6 +126,8 @@ def _print(result: RetrievalResult) -> None:
     for chunk in result.injected:
         title = f"[KB#{chunk.id}] score {chunk.score:.2f}" + _sides(result.sides.get(chunk.id))
         tags = f"  tags: {', '.join(chunk.tags)}" if chunk.tags else ""
+        also = names.get(chunk.id, [])[1:]
+        tags += f"  also: {', '.join(also)}" if also else ""
         body = Text(excerpt(chunk.text))
         console.print(
             Panel(

@@ -12,6 +12,10 @@ What a model writes from untrusted chunk text is cleaned (`clean_expansion`) bef
 letters, digits and plain punctuation only, so no control token, citation tag or markup can get
 into the index, and a few short lines at most, so no chunk can stuff itself into every query.
 
+In the same pass the model is asked, once per document, what else the document's thing is called
+(trade names, acronyms, everyday names: "Teflon" for PTFE, "super glue" for cyanoacrylate); the
+store keeps each name that names no other document better (`collective.kb.names`).
+
 Generated expansions can be kept in a JSON cache keyed by the chunk's content
 (`content_key`): the demo KB ships one (`collective/data/demo_kb_expansions.json`), so building
 it needs no model; `bench/expansions.py` writes them.
@@ -42,9 +46,12 @@ __all__ = [
     "DEFAULT_EXPANSION_MODEL",
     "ExpansionStats",
     "Expander",
+    "Namer",
     "backend_expander",
+    "backend_namer",
     "clean_expansion",
     "configured_expander",
+    "configured_namer",
     "content_key",
     "contextual_header",
     "expand_missing",
@@ -57,6 +64,8 @@ DEFAULT_EXPANSION_MODEL = "embedded:qwen2.5-coder-0.5b"
 
 Expander = Callable[[str, str], str]
 """`(contextual header, chunk text) -> expansion text` (cleaned by the caller)."""
+Namer = Callable[[str, str], str]
+"""`(document title, its opening text) -> other names, comma-separated` (cleaned by the store)."""
 
 MAX_LINES = 8
 MAX_LINE_CHARS = 120
@@ -70,6 +79,13 @@ PROMPT = (
     "passage's technical terms. Then a line 'Keywords:' with everyday words for it.\n"
     "1."
 )
+NAMES_PROMPT = (
+    "Passage about {title}:\n{text}\n\n"
+    "What other names do people use for {title}? Give its abbreviation or full name, trade "
+    "names and everyday names, comma-separated, at most 5; write none if it has no other name.\n"
+    "Other names:"
+)
+NAMES_MAX_TOKENS = 32
 _PASSAGE_CHARS = 900
 MAX_TOKENS = 72
 """Tokens a model may write for one expansion (three questions and a keyword line)."""
@@ -145,6 +161,41 @@ def backend_expander(
     return expand
 
 
+def backend_namer(
+    backend: Backend, *, max_tokens: int = NAMES_MAX_TOKENS, timeout: float = 120.0
+) -> Namer:
+    """A namer that asks `backend` (greedy decoding) what else a document's thing is called."""
+
+    def name(title: str, text: str) -> str:
+        content = NAMES_PROMPT.format(title=title, text=" ".join(text.split())[:_PASSAGE_CHARS])
+        request = backend.chat(
+            [{"role": "user", "content": content}], max_tokens=max_tokens, temperature=0.0
+        )
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            try:
+                return pool.submit(asyncio.run, request).result(timeout).text.split("\n")[0]
+            except concurrent.futures.TimeoutError as exc:
+                raise BackendTimeout(
+                    f"the expansion model took over {timeout:g} s to name one document"
+                ) from exc
+
+    return name
+
+
+def configured_namer() -> Namer | None:
+    """The namer of `$COLLECTIVE_KB_EXPANSION`'s model (None for `none`): the expansions' own.
+
+    Raises:
+        ConfigError: The spec names no known backend.
+    """
+    spec = environment.kb_expansion() or DEFAULT_EXPANSION_MODEL
+    if spec == "none":
+        return None
+    from collective.models.registry import backend_from_spec
+
+    return backend_namer(backend_from_spec(spec))
+
+
 def configured_expander() -> tuple[Expander | None, str]:
     """The expander `$COLLECTIVE_KB_EXPANSION` names (None for `none`), and the model's name.
 
@@ -193,6 +244,8 @@ class ExpansionStats:
     """Chunks whose expansion was empty after cleaning (stored empty: not asked again)."""
     seconds: list[float] = field(default_factory=list)
     """Generation time per written expansion."""
+    named: int = 0
+    """Documents the model was asked to name."""
     model: str = ""
 
     def per_chunk_s(self) -> float:
@@ -206,6 +259,7 @@ class ExpansionStats:
             "generated": self.generated,
             "cached": self.cached,
             "empty": self.empty,
+            "named": self.named,
             "per_chunk_s": round(self.per_chunk_s(), 3),
         }
 
@@ -217,25 +271,36 @@ def expand_missing(
     model: str,
     cache: Mapping[str, str] | None = None,
     progress: Progress | None = None,
+    namer: Namer | None = None,
 ) -> ExpansionStats:
     """Give every chunk without an expansion one: from `cache`, else written by `expander`.
 
-    Each expansion is committed as it is made, so an interrupted run keeps what it finished
-    and the next run goes on from there.
+    With a `namer`, each document the model has not named yet is named first. Each expansion
+    and each document's names are committed as they are made, so an interrupted run keeps
+    what it finished and the next run goes on from there.
 
     Args:
         store: The KB.
         expander: What writes an expansion; None: the cache only.
         model: The name recorded with each written expansion.
         cache: Expansions by `content_key`.
-        progress: Called with `(done, total)` after each chunk.
+        progress: Called with `(done, total)` after each document named and each chunk.
+        namer: What names a document (`backend_namer`); None: no names from a model.
 
     Returns:
         Counts and the time per written expansion.
     """
     stats = ExpansionStats(model=model)
+    unnamed = store.unnamed() if namer is not None else []
     todo = store.unexpanded()
-    for done, (rowid, source, heading, text) in enumerate(todo, 1):
+    total = len(unnamed) + len(todo)
+    for done, (source, title, opening) in enumerate(unnamed, 1):
+        if namer is not None:
+            store.set_model_names(source, namer(title, opening), model)
+            stats.named += 1
+        if progress is not None:
+            progress(done, total)
+    for done, (rowid, source, heading, text) in enumerate(todo, len(unnamed) + 1):
         known = (cache or {}).get(content_key(heading, text))
         if known is not None:
             store.set_expansion(rowid, clean_expansion(known), "cache")
@@ -253,5 +318,5 @@ def expand_missing(
             stats.generated += 1
             stats.seconds.append(seconds)
         if progress is not None:
-            progress(done, len(todo))
+            progress(done, total)
     return stats

@@ -24,11 +24,13 @@ of its figures use, the others converted.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import PurePath
+from typing import Any
 
 from collective.kb.chunking import HEADING_SEPARATOR, heading_root
 from collective.kb.quantities import Quantity, in_base_units, quantities
@@ -36,7 +38,15 @@ from collective.kb.store import Chunk
 from collective.kb.vocabulary import Figure, Named, Thing, Vocabulary
 from collective.kb.words import STOPWORDS, content_words, stem
 
-__all__ = ["KbVocabulary", "chunk_vocabulary", "read_figures", "title_names", "unify_figures"]
+__all__ = [
+    "KbVocabulary",
+    "build_vocabulary",
+    "chunk_vocabulary",
+    "read_figures",
+    "title_names",
+    "unify_figures",
+    "unit_symbol",
+]
 
 _ALIAS = re.compile(r"(?P<base>.+?)\s*\((?P<alias>[^()]+)\)\s*")
 _HYPHENATED = re.compile(r"(?P<first>[^\W_]+)-[\w-]+")
@@ -72,7 +82,8 @@ _KINDS: dict[str, tuple[str, frozenset[str]]] = {
 """Per dimensionality: the noun that completes a label ("bed" → "bed temperature"), and the
 words that already say what a label measures."""
 
-_KIND_STEMS = frozenset().union(*(says for _, says in _KINDS.values()))
+_NOUN_STEMS = frozenset(stem(w) for noun, _ in _KINDS.values() for w in (noun, "range", "point"))
+"""What completes a property's name ("melting range"): a question need not say it."""
 _CURRENCY = re.compile(
     r"(?P<symbol>[$€£¥])\s?(?P<low>\d[\d,]*(?:\.\d+)?)(?:\s?(?:-|–|to)\s?[$€£¥]?\s?"
     r"(?P<high>\d[\d,]*(?:\.\d+)?))?"
@@ -104,12 +115,13 @@ def _usable(name: str) -> bool:
     return len(name) >= 2
 
 
-def _short_forms(title: str, titles: set[str]) -> tuple[list[str], list[str], list[str]]:
+def _short_forms(title: str, titles: Mapping[str, str]) -> tuple[list[str], list[str], list[str]]:
     """What `title` itself says it is called: (its own names, shared names, head nouns).
 
     Own names are the title, a parenthesised alias, codes and the title without its codes;
-    shared names are another title this one starts with, as a form of it; head nouns are the
-    single last word, a name only when no other title ends in it.
+    shared names are another title this one starts with, as a form of it (`titles`: every title
+    by its lower case); head nouns are the single last word, a name only when no other title
+    ends in it.
     """
     own = [title]
     base = title
@@ -118,8 +130,8 @@ def _short_forms(title: str, titles: set[str]) -> tuple[list[str], list[str], li
         own += [base, alias["alias"].strip()]
     words = base.split()
     shared: list[str] = []
-    for other in titles:  # "ABS sheet" is ABS as sheet; "PVA wood glue" is PVA as wood glue
-        if other != title and base.lower().startswith(other.lower() + " "):
+    for n in range(1, len(words)):  # "ABS sheet" is ABS as sheet; "PVA wood glue" PVA as glue
+        if (other := titles.get(" ".join(words[:n]).lower())) is not None:
             shared += [other, f"{other} {words[-1]}"]
     codes = [w for w in words if _is_code(w)]
     for code in codes:
@@ -158,7 +170,8 @@ def title_names(titles: Mapping[str, str], tags: Iterable[str] = ()) -> dict[str
     """
     categories = {t.lower() for t in tags}
     whole = {t.lower(): key for key, t in titles.items()}
-    forms = {key: _short_forms(title, set(titles.values())) for key, title in titles.items()}
+    lowered = {t.lower(): t for t in titles.values()}
+    forms = {key: _short_forms(title, lowered) for key, title in titles.items()}
     head_count = Counter(h.lower() for _, _, heads in forms.values() for h in heads)
     word_count = Counter(
         n.lower() for own, _, heads in forms.values() for n in {*own, *heads} if " " not in n
@@ -441,6 +454,21 @@ def unify_figures(figures: Iterable[Figure]) -> list[Figure]:
     return out
 
 
+def unit_symbol(unit: str) -> str:
+    """A unit as people write it (`degree_Celsius`: `°C`, `gram / centimeter ** 3`: `g/cm³`)."""
+    if unit in _CURRENCY_UNITS.values() or not _dimension(unit):
+        return unit.upper() if unit.isalpha() and len(unit) <= 4 else unit
+    symbol = f"{_units().Unit(unit):~P}"
+    return symbol.replace("force_pound", "lbf")
+
+
+@functools.cache
+def _units() -> Any:
+    import pint
+
+    return pint.UnitRegistry(cache_folder=":auto:")
+
+
 # -- questions ---------------------------------------------------------------------------
 
 _ASKS = {
@@ -448,7 +476,8 @@ _ASKS = {
     "affordable": "price", "light": "density", "heavy": "density", "dense": "density",
     "weight": "density", "hard": "hardness", "soft": "hardness", "strong": "strength",
     "weak": "strength", "hot": "temperature", "cold": "temperature", "warm": "temperature",
-    "cool": "temperature", "slippery": "friction", "slick": "friction",
+    "cool": "temperature", "slippery": "friction", "slick": "friction", "weigh": "density",
+    "long": "time", "short": "time", "quick": "time", "fast": "time", "slow": "time",
 }  # fmt: skip
 """What an adjective or its comparison asks for (`cheapest`: price): nouns of English, matched
 against the KB's own property names."""
@@ -457,7 +486,7 @@ against the KB's own property names."""
 def _asked(word: str) -> str | None:
     """The noun `word`'s comparison asks for (`heaviest`, `densest`, `hotter`), if any."""
     w = word.lower()
-    roots = [w]
+    roots = [w, stem(w)]
     for suffix in ("est", "er"):
         if w.endswith(suffix) and len(w) > len(suffix) + 2:
             root = w[: -len(suffix)]
@@ -479,22 +508,24 @@ class KbVocabulary(Vocabulary):
     def __init__(
         self,
         things: Sequence[Thing],
-        chunks: Mapping[str, str],
-        words: Mapping[str, frozenset[str]],
+        chunks: Mapping[str, str] | Callable[[str], str | None],
+        words: Mapping[str, frozenset[str]] | Callable[[str], frozenset[str]],
         figures: Sequence[Figure] = (),
     ) -> None:
         """A vocabulary.
 
         Args:
             things: Every document, with its names.
-            chunks: The key of each chunk's document, by chunk id.
-            words: Each document's content-word stems, by key (to tell a shared name apart).
+            chunks: The key of each chunk's document, by chunk id (a mapping, or a function
+                giving None for a chunk the KB does not hold).
+            words: Each document's content-word stems, by key (to tell a shared name apart):
+                a mapping, or a function asked only when a shared name is met.
             figures: Every figure, already unified (`unify_figures`).
         """
         self._things = list(things)
         self._by_key = {t.key: t for t in self._things}
-        self._chunks = dict(chunks)
-        self._words = dict(words)
+        self._chunks = chunks.get if isinstance(chunks, Mapping) else chunks
+        self._words_of = words
         self._figures = list(figures)
         self._names = _Names(self._things)
         by_property: dict[str, list[Figure]] = defaultdict(list)
@@ -502,13 +533,18 @@ class KbVocabulary(Vocabulary):
             by_property[f.property].append(f)
         self._by_property = dict(by_property)
 
+    def _words(self, key: str) -> frozenset[str]:
+        if isinstance(self._words_of, Mapping):
+            return self._words_of.get(key, frozenset())
+        return self._words_of(key)
+
     def things(self) -> list[Thing]:
         """Every document the KB holds."""
         return list(self._things)
 
     def thing_of(self, chunk_id: str) -> Thing | None:
         """The document a chunk belongs to (None for a chunk the KB does not hold)."""
-        key = self._chunks.get(chunk_id)
+        key = self._chunks(chunk_id)
         return self._by_key.get(key) if key is not None else None
 
     def named_in(self, text: str) -> list[Named]:
@@ -536,8 +572,9 @@ class KbVocabulary(Vocabulary):
     def _pick(
         self, keys: tuple[str, ...], titled: tuple[str, ...], rest: set[str]
     ) -> tuple[str, ...]:
-        common = frozenset.intersection(*(self._words.get(k, frozenset()) for k in keys))
-        fit = {k: len((self._words.get(k, frozenset()) - common) & rest) for k in keys}
+        words = {k: self._words(k) for k in keys}
+        common = frozenset.intersection(*words.values())
+        fit = {k: len((words[k] - common) & rest) for k in keys}
         best = max(fit.values())
         if best > 0:
             return tuple(k for k in keys if fit[k] == best)
@@ -561,7 +598,7 @@ class KbVocabulary(Vocabulary):
         scored: dict[str, int] = {}
         for prop in self._by_property:
             words = set(content_words(prop))
-            own = words - _KIND_STEMS  # "nozzle" of "nozzle temperature"
+            own = words - _NOUN_STEMS  # "nozzle" of "nozzle temperature", all of "heat resistance"
             if (own and own <= stems) or words & asked_stems:
                 scored[prop] = 2 * len(words & stems) + len(words & asked_stems)
         if not scored:
@@ -587,6 +624,67 @@ def _title_of(chunk: Chunk) -> str:
     return root or PurePath(chunk.source).stem.replace("_", " ") or chunk.source
 
 
+def build_vocabulary(
+    titles: Mapping[str, str],
+    chunks: Mapping[str, str] | Callable[[str], str | None],
+    words: Mapping[str, frozenset[str]] | Callable[[str], frozenset[str]],
+    figures: Iterable[Figure] = (),
+    *,
+    tags: Iterable[str] = (),
+    learned: Mapping[str, Iterable[str]] | None = None,
+    added: Mapping[str, Iterable[str]] | None = None,
+    removed: Mapping[str, Iterable[str]] | None = None,
+) -> KbVocabulary:
+    """A vocabulary of documents named by their titles and by what was learned of them.
+
+    Args:
+        titles: Each document's title, by key.
+        chunks: Each chunk's document key, by chunk id (see `KbVocabulary`).
+        words: Each document's content-word stems (see `KbVocabulary`).
+        figures: The figures as each chunk states them (`read_figures`): unified here.
+        tags: The KB's tags (a category names no one document).
+        learned: Names a model or the file's front matter gave, by key: each kept only where
+            it names no other document better (another's title or short form, a category, a
+            common noun given to two documents).
+        added: Names a user added, by key: always kept.
+        removed: Names a user removed, by key (a title stays).
+
+    Returns:
+        The vocabulary.
+    """
+    tags = set(tags)
+    derived = title_names(titles, tags)
+    owners: dict[str, set[str]] = defaultdict(set)
+    for key, own in derived.items():
+        for name in own:
+            owners[name.lower()].add(key)
+    categories = {t.lower() for t in tags}
+    given = Counter(
+        n.lower() for names in (learned or {}).values() for n in {m.lower() for m in names}
+    )
+    things = []
+    for key, title in titles.items():
+        names = list(derived[key])
+        for name in (learned or {}).get(key, ()):
+            lower = name.lower()
+            if not _usable(name) or lower in categories:
+                continue
+            if owners.get(lower, {key}) - {key} and key not in owners.get(lower, set()):
+                continue  # another document's title or short form
+            if " " not in name and not _is_acronym(name) and given[lower] > 1:
+                continue  # a common noun: "nylon" for every nylon
+            names.append(name)
+        names += [n for n in (added or {}).get(key, ()) if n.strip()]
+        seen = {n.lower() for n in (removed or {}).get(key, ())} - {title.lower()}
+        kept = []
+        for name in names:  # the title first, each name once
+            if name.lower() not in seen:
+                seen.add(name.lower())
+                kept.append(name)
+        things.append(Thing(key, title, tuple(kept)))
+    return KbVocabulary(things, chunks, words, unify_figures(figures))
+
+
 def chunk_vocabulary(chunks: Sequence[Chunk]) -> KbVocabulary:
     """The vocabulary of a list of chunks alone: a document per source, named by its title.
 
@@ -603,14 +701,12 @@ def chunk_vocabulary(chunks: Sequence[Chunk]) -> KbVocabulary:
             key_of[source, title] = source if len(under) == 1 else f"{source}#{title}"
     titles = {key: title for (_, title), key in key_of.items()}
     tags = {t for c in chunks for t in c.tags}
-    names = title_names(titles, tags)
     owner = {c.id: key_of[c.source, _title_of(c)] for c in chunks}
     words: dict[str, set[str]] = defaultdict(set)
     for c in chunks:
         words[owner[c.id]] |= set(content_words(f"{c.heading} {c.text} {' '.join(c.tags)}"))
-    things = [Thing(key, titles[key], names[key]) for key in titles]
     frozen = {k: frozenset(v) for k, v in words.items()}
-    plain = KbVocabulary(things, owner, frozen)
+    plain = build_vocabulary(titles, owner, frozen, tags=tags)
     figures = [
         f
         for c in chunks
@@ -618,4 +714,4 @@ def chunk_vocabulary(chunks: Sequence[Chunk]) -> KbVocabulary:
             c.text, thing=owner[c.id], chunk_id=c.id, heading=c.heading, names=plain
         )
     ]
-    return KbVocabulary(things, owner, frozen, unify_figures(figures))
+    return build_vocabulary(titles, owner, frozen, figures, tags=tags)

@@ -39,6 +39,11 @@ and dense rankings disagree at the top, or both tops are unsure (`disagreement`)
 escalation instead: the reranker's cost is spent where the fast rankings disagree, not on a
 question because it is long. It says why either way.
 
+A store that knows its documents' names (`VocabularySource`, the SQLite KB) is read for the
+things a query names, by any name ("Teflon", "super glue", "316"): where a name is not the
+document's title, the query is also searched with the title in its place (at the original's
+weight), and every candidate chunk of a named document scores `NAMED_BOOST` more.
+
 A store that keeps chunk expansions (`collective.kb.expansion`) finds chunks by them too; a
 store that could but has none says so in the diagnostics.
 
@@ -68,6 +73,7 @@ from collective.kb.chunking import MAX_CHUNK_CHARS
 from collective.kb.profile_names import AppliedProfile, Profile
 from collective.kb.sqlite_store import STOPWORDS, query_terms
 from collective.kb.store import Chunk, DenseStore, KnowledgeStore, rank_chunks
+from collective.kb.vocabulary import Vocabulary, VocabularySource
 from collective.telemetry import record_retrieval, retrieval_span
 
 if TYPE_CHECKING:
@@ -83,6 +89,7 @@ __all__ = [
     "Rewriter",
     "backend_rewriter",
     "choose_profile",
+    "NAMED_BOOST",
     "kb_allocation_factor",
     "register_profile",
     "retrieve",
@@ -625,6 +632,60 @@ def retrieve(
     return result
 
 
+NAMED_BOOST = 0.1
+"""What a candidate of a document the query names scores more (the scale of the agreement
+bonus: a strong hint, not a verdict; chosen, not tuned)."""
+
+
+@dataclass(frozen=True)
+class _Named:
+    """The documents a query names, and the query in the KB's own words."""
+
+    vocabulary: Vocabulary
+    keys: frozenset[str]
+    titled: str
+    """The query with each name that is not its document's title replaced by the title."""
+    said: str
+    """How the names read, for the diagnostics ("Teflon: PTFE")."""
+
+
+def _named(store: KnowledgeStore, query: str) -> _Named | None:
+    """What the store's vocabulary says the query names (None: a store without one, or none)."""
+    if not isinstance(store, VocabularySource):
+        return None
+    vocabulary = store.vocabulary()
+    named = vocabulary.named_in(query)
+    if not named:
+        return None
+    titled, said, last = [], [], 0
+    for n in sorted(named, key=lambda n: n.start):
+        if n.start < last:  # a shared name two documents answer to: one replacement
+            continue
+        end = n.start + len(n.written)
+        titled += [query[last : n.start], n.thing.title]
+        said.append(
+            n.thing.title if n.written == n.thing.title else f"{n.written}: {n.thing.title}"
+        )
+        last = end
+    titled.append(query[last:])
+    return _Named(
+        vocabulary, frozenset(n.thing.key for n in named), "".join(titled), "; ".join(said)
+    )
+
+
+def _boost_named(ranked: list[Chunk], named: _Named | None) -> list[Chunk]:
+    """`ranked` with the chunks of the documents the query names `NAMED_BOOST` higher."""
+    if named is None:
+        return ranked
+    boosted = []
+    for chunk in ranked:
+        thing = named.vocabulary.thing_of(chunk.id)
+        if thing is not None and thing.key in named.keys:
+            chunk = chunk.with_score(round(chunk.score + NAMED_BOOST, 6))
+        boosted.append(chunk)
+    return rank_chunks(boosted)
+
+
 def _rewrites(
     step: str,
     query: str,
@@ -927,6 +988,14 @@ def _run(
     fusion.add(hits, _STEP_WEIGHT["original"])
     if settings.steps:
         diagnostics.append(f"original query: {len(hits)} hits")
+    named = _named(store, query)
+    if named is not None:
+        note = f"names: {named.said}"
+        if named.titled != query:
+            titled = store.search(named.titled, settings.fetch)
+            new = fusion.add(titled, _STEP_WEIGHT["original"])
+            note += f"; searched as {named.titled!r}: {len(titled)} hits, {new} new"
+        diagnostics.append(note)
 
     if rewriter is not None and "llm" not in settings.steps:
         diagnostics.append(f"LLM rewriter not used: {applied} has no llm step (only deep calls it)")
@@ -937,6 +1006,7 @@ def _run(
     if early is not None:
         early.result()  # its errors (another model's KB) are this call's
     ranked, sides, dense = _hybrid(store, dense_query, fusion.ranked(), settings.fetch)
+    ranked = _boost_named(ranked, named)
     unique = _unique_text(ranked, settings.explain, diagnostics)
     if settings.rerank:
         if reranker is None:

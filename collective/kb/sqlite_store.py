@@ -50,7 +50,8 @@ from typing import TYPE_CHECKING, Any
 
 from collective.databases import KB, check_database, create_new
 from collective.errors import ConfigError
-from collective.kb.chunking import split_text
+from collective.kb import sqlite_vocabulary
+from collective.kb.chunking import heading_root, split_text
 from collective.kb.store import Chunk, DenseResult, chunk_id, rank_chunks
 from collective.local_files import read_regular_file
 
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from collective.kb.embeddings import Embedder
+    from collective.kb.names import KbVocabulary
 
 __all__ = ["IngestStats", "SqliteKnowledgeStore", "check_kb_file", "query_terms"]
 
@@ -293,14 +295,19 @@ class SqliteKnowledgeStore:
         self._sims: tuple[str, np.ndarray, np.ndarray] | None = None  # query, matrix, cosines
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False)
-            self._db.executescript(_SCHEMA)
+            self._db.executescript(_SCHEMA + sqlite_vocabulary.SCHEMA)
             if new:
                 self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            note = sqlite_vocabulary.upgrade(self._db)
         except sqlite3.DatabaseError as exc:  # a KB or new (checked above): a place problem
             raise ConfigError(
                 f"cannot use knowledge base {self.path} ({exc}): check that it and its folder "
                 f"are writable, or use another file, {KB.point_elsewhere}"
             ) from exc
+        self.notes: builtins.list[str] = [note] if note else []
+        """What opening the KB did to it (an older KB upgraded in place), for the user."""
+        self._vocab: tuple[int, KbVocabulary] | None = None
+        self._words: dict[str, frozenset[str]] = {}
 
     @property
     def embedder(self) -> Embedder | None:
@@ -374,11 +381,29 @@ class SqliteKnowledgeStore:
             gone = old - new.keys()
             self._db.executemany("DELETE FROM chunks WHERE id = ?", [(g,) for g in sorted(gone)])
             fresh = [new[c] for c in new if c not in old]
+            title_before = sqlite_vocabulary.titles(self._db, label).get(label)
             self._db.executemany(
                 "INSERT INTO chunks(id, source, heading, text, tags, position) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 [(cid, label, h, t, tg, pos) for cid, h, t, tg, pos in fresh],
             )
+            title = heading_root(next((p.heading for p in pieces if p.heading), ""))
+            title = title or Path(label).stem.replace("_", " ") or label
+            if title_before is not None and title_before != title:  # another document now
+                self._db.execute(
+                    "DELETE FROM names WHERE source = ? AND origin IN ('model', 'asked')", (label,)
+                )
+            sqlite_vocabulary.set_names(
+                self._db, label, sqlite_vocabulary.front_matter_names(text), "front"
+            )
+            marks = ",".join("?" * len(fresh))
+            rowids = [
+                r[0]
+                for r in self._db.execute(
+                    f"SELECT rowid FROM chunks WHERE id IN ({marks})", [f[0] for f in fresh]
+                )
+            ]
+            sqlite_vocabulary.store_figures(self._db, rowids, {label: title})
             # Positions of kept chunks may have moved.
             self._db.executemany(
                 "UPDATE chunks SET position = ? WHERE id = ?",
@@ -610,10 +635,119 @@ class SqliteKnowledgeStore:
             self._changed()
             return self._db.execute("DELETE FROM expansions").rowcount
 
+    # -- names and figures ---------------------------------------------------------------------
+
+    def vocabulary(self) -> KbVocabulary:
+        """The KB's names and figures as they stand now (`VocabularySource`; cached)."""
+        with self._lock:
+            version = self._db.execute("PRAGMA data_version").fetchone()[0]
+            if self._vocab is not None and self._vocab[0] == version:
+                return self._vocab[1]
+            self._words.clear()
+            vocab = sqlite_vocabulary.load_vocabulary(self._db, self._source_of, self._words_of)
+            self._vocab = (version, vocab)
+            return vocab
+
+    def _source_of(self, chunk_id: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT source FROM chunks WHERE id = ?", (chunk_id,)).fetchone()
+        return row[0] if row else None
+
+    def _words_of(self, source: str) -> frozenset[str]:
+        with self._lock:
+            if source not in self._words:
+                self._words[source] = sqlite_vocabulary.document_words(self._db, source)
+            return self._words[source]
+
+    def thing(self, ref: str) -> str | None:
+        """The source of the document `ref` names: its source label, its title or a name."""
+        things = self.vocabulary().things()
+        for match in (
+            lambda t: t.key == ref,
+            lambda t: t.title.lower() == ref.lower(),
+            lambda t: ref.lower() in (n.lower() for n in t.names),
+        ):
+            found = [t.key for t in things if match(t)]
+            if len(found) == 1:
+                return found[0]
+        return None
+
+    def add_names(self, source: str, names: Iterable[str]) -> builtins.list[str]:
+        """Add names a user gives a document (kept whatever else names); the names added."""
+        added = sqlite_vocabulary.clean_names(names)
+        with self._lock, self._db:
+            self._changed()
+            for name in added:
+                self._db.execute(
+                    "DELETE FROM names WHERE source = ? AND lower(name) = lower(?) "
+                    "AND origin = 'removed'",
+                    (source, name),
+                )
+                self._db.execute(
+                    "INSERT OR IGNORE INTO names(source, name, origin) VALUES (?, ?, 'user')",
+                    (source, name),
+                )
+        return added
+
+    def remove_names(self, source: str, names: Iterable[str]) -> builtins.list[str]:
+        """Take names from a document, whoever gave them (a title stays); the names removed."""
+        removed = sqlite_vocabulary.clean_names(names)
+        with self._lock, self._db:
+            self._changed()
+            for name in removed:
+                self._db.execute(
+                    "DELETE FROM names WHERE source = ? AND lower(name) = lower(?) "
+                    "AND origin = 'user'",
+                    (source, name),
+                )
+                self._db.execute(
+                    "INSERT OR IGNORE INTO names(source, name, origin) VALUES (?, ?, 'removed')",
+                    (source, name),
+                )
+        return removed
+
+    def unnamed(self) -> builtins.list[tuple[str, str, str]]:
+        """`(source, title, opening text)` of each document the model has not been asked about."""
+        title_of = self.vocabulary_titles()
+        with self._lock:
+            asked = {
+                r[0] for r in self._db.execute("SELECT source FROM names WHERE origin = 'asked'")
+            }
+            out = []
+            for source in sorted(set(title_of) - asked):
+                rows = self._db.execute(
+                    "SELECT text FROM chunks WHERE source = ? ORDER BY position, rowid LIMIT 2",
+                    (source,),
+                ).fetchall()
+                out.append((source, title_of[source], " ".join(r[0] for r in rows)))
+        return out
+
+    def vocabulary_titles(self) -> dict[str, str]:
+        """Each document's title, by source."""
+        with self._lock:
+            return sqlite_vocabulary.titles(self._db)
+
+    def set_model_names(self, source: str, names: str | Iterable[str], model: str) -> bool:
+        """Store the names a model wrote for a document (asked once); False when it is gone.
+
+        `names` as written (comma-separated) or listed; cleaned (`clean_names`) and kept in
+        the vocabulary only where they name no other document better.
+        """
+        with self._lock, self._db:
+            if not self._db.execute("SELECT 1 FROM chunks WHERE source = ?", (source,)).fetchone():
+                return False
+            self._changed()
+            sqlite_vocabulary.set_names(
+                self._db, source, sqlite_vocabulary.clean_names(names), "model"
+            )
+            sqlite_vocabulary.set_names(self._db, source, [model], "asked")
+            return True
+
     def _changed(self) -> None:
         """Forget what was cached of the KB (this connection wrote to it)."""
         self._stats.clear()
         self._matrix = None
+        self._vocab = None
 
     def _vectors(
         self, checked: bool = True
@@ -805,6 +939,7 @@ class SqliteKnowledgeStore:
                     cur = self._db.execute("DELETE FROM chunks WHERE source = ?", (label,))
                     deleted += cur.rowcount
                     self._db.execute("DELETE FROM sources WHERE source = ?", (label,))
+                    self._db.execute("DELETE FROM names WHERE source = ?", (label,))
         return deleted
 
     # -- KnowledgeStore ------------------------------------------------------------------------

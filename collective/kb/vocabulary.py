@@ -12,7 +12,7 @@ title and the short forms in it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -89,8 +89,10 @@ class Vocabulary(Protocol):
         ...
 
     def property_asked(self, text: str) -> str | None:
-        """The property a question or phrase asks about ("lightest" of metals: density), or
-        None when it names none the KB has figures of."""
+        """The property a question or phrase asks about ("lightest" of metals: density).
+
+        None when it names none the KB has figures of, or does not say which of several.
+        """
         ...
 
     def figures(self, property: str, things: Iterable[str] = ()) -> list[Figure]:
@@ -105,4 +107,3 @@ class VocabularySource(Protocol):
     def vocabulary(self) -> Vocabulary:
         """The store's names and figures as they stand now."""
         ...
-
