@@ -394,29 +394,9 @@ class _Ruling:
                            for f in held)]  # fmt: skip
                 supplied = {**supplied, **shown_chunks(self.chunks, ids=[f.chunk_id for f in held])}
                 notes.append(f"no answer stated the {asked.property} asked; the chunk's own words")
-            ranked = rank(question, self.vocabulary, _things(every, self.vocabulary))
-            answered = text not in (NO_ANSWER, OFF_QUESTION) and not asked.unknown
-            if answered and ranked is not None:
-                # the KB's figures, not the judge's arithmetic, name the one asked for
-                lead = ranked.lead
-                check["extreme"] = {"direction": ranked.direction, "property": ranked.measure,
-                                    "compared": len(ranked.order), "negated": ranked.negated,
-                                    "thing": lead.thing}  # fmt: skip
-                notes.append(f"the verdict leads with the {ranked.direction} {ranked.measure} "
-                             f"of the {len(ranked.order)} things the KB gives one for")  # fmt: skip
-                direct = _agreeing(direct_answer(text), ranked, self.vocabulary)
-                lines = [ranked.line(), direct, *(f"- {o}" for o in ranked.others())]
-                text = "\n".join(line for line in lines if line)
-                ids = [f.chunk_id for f in ranked.order]
-                supplied = {**supplied, **shown_chunks(self.chunks, ids=ids)}
-                quotes = [Claim(line, (f.chunk_id,), "supported", "the KB's figure, ranked")
-                          for line, f in zip([ranked.line(), *ranked.others()], ranked.order,
-                                             strict=True)]  # fmt: skip
-                said = [c for c in final if c.supported and direct and plain(c.text) in direct]
-                final = [*(c for c in final if c.status == "dropped"), *said, *quotes]
-            elif answered:
-                text, final, supplied = self._in_kb_words(text, final, supplied, every, asked)
-                check["lines"] = "quoted"
+            if text not in (NO_ANSWER, OFF_QUESTION) and not asked.unknown:
+                text, final, supplied = self._lines(text, final, supplied, every, asked, check,
+                                                    notes)  # fmt: skip
         text = text.strip()
         citations, unknown = check_citations(text, supplied)
         return {
@@ -433,6 +413,39 @@ class _Ruling:
             "own": own.to_state(),
             "call": own.call if made else None,
         }
+
+    def _lines(
+        self,
+        text: str,
+        claims: Sequence[Claim],
+        supplied: Mapping[str, Shown],
+        every: Mapping[str, Shown],
+        asked: Asked,
+        check: dict[str, Any],
+        notes: list[str],
+    ) -> tuple[str, list[Claim], dict[str, Shown]]:
+        """The verdict's lines: a ranked lead where the question ranks, else the chunks' words."""
+        ranked = rank(asked.question, self.vocabulary, _things(every, self.vocabulary))
+        if ranked is None:
+            check["lines"] = "quoted"
+            return self._in_kb_words(text, claims, supplied, every, asked)
+        # the KB's figures, not the judge's arithmetic, name the one asked for
+        lead = ranked.lead
+        check["extreme"] = {"direction": ranked.direction, "property": ranked.measure,
+                            "compared": len(ranked.order), "negated": ranked.negated,
+                            "thing": lead.thing}  # fmt: skip
+        notes.append(f"the verdict leads with the {ranked.direction} {ranked.measure} of the "
+                     f"{len(ranked.order)} things the KB gives one for")  # fmt: skip
+        direct = _agreeing(direct_answer(text), ranked, self.vocabulary)
+        lines = [ranked.line(), direct, *(f"- {o}" for o in ranked.others())]
+        ids = [f.chunk_id for f in ranked.order]
+        quotes = [Claim(line, (f.chunk_id,), "supported", "the KB's figure, ranked")
+                  for line, f in zip([ranked.line(), *ranked.others()], ranked.order,
+                                     strict=True)]  # fmt: skip
+        said = [c for c in claims if c.supported and direct and plain(c.text) in direct]
+        final = [*(c for c in claims if c.status == "dropped"), *said, *quotes]
+        shown = {**supplied, **shown_chunks(self.chunks, ids=ids)}
+        return "\n".join(line for line in lines if line), final, shown
 
     def _in_kb_words(
         self,
