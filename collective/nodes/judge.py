@@ -60,6 +60,7 @@ from collective.verdict.agreement import (
 from collective.verdict.comparison import Ranking, rank
 from collective.verdict.entailment import entailment_for
 from collective.verdict.lines import direct_answer, readable, supporting_lines
+from collective.verdict.shown import ShownVocabulary
 from collective.verdict.support import (
     Claim,
     Shown,
@@ -217,11 +218,12 @@ def _ruling(
 def _vocabulary(ctx: CouncilContext, retrieved: Sequence[Chunk]) -> Vocabulary:
     """The KB's names and figures: the store's own where it learned them, else the chunks'.
 
-    Where the store has none, the vocabulary is read from the chunks retrieved, so every figure
-    a comparison leads with is of a chunk the council was shown.
+    Either way only the figures of the chunks retrieved count, so every figure a comparison
+    leads with is of a chunk the council was shown (the store's names all count).
     """
-    if isinstance(ctx.knowledge, VocabularySource):
-        return ctx.knowledge.vocabulary()
+    store = ctx.knowledge if ctx.knowledge is not None else open_knowledge(ctx)
+    if isinstance(store, VocabularySource):
+        return ShownVocabulary(store.vocabulary(), [c.id for c in retrieved])
     return chunk_vocabulary(retrieved)
 
 

@@ -222,3 +222,39 @@ def test_a_sentence_whose_clauses_cite_two_chunks_is_checked_clause_by_clause() 
 
 
 VOCABULARY = chunk_vocabulary(eval_chunks())
+
+
+@pytest.fixture(scope="module")
+def store_vocabulary(tmp_path_factory):
+    """The SQLite KB of a copy of the eval KB whose files give trade names in front matter."""
+    import shutil
+
+    from collective.kb.sqlite_store import SqliteKnowledgeStore
+    from collective.verdict.shown import ShownVocabulary
+    from tests.unit.test_verdict_comparison import EVAL_KB
+
+    root = tmp_path_factory.mktemp("names")
+    shutil.copytree(EVAL_KB, root / "eval_kb")
+    for name, names in {"plastic/ptfe.md": "Teflon", "plastic/acetal.md": "POM"}.items():
+        file = root / "eval_kb" / name
+        file.write_text(f"---\nnames: {names}\n---\n{file.read_text()}")
+    store = SqliteKnowledgeStore(root / "kb.sqlite", embedder=None)
+    store.add_paths([root / "eval_kb"], base=root, embed=False)
+    return ShownVocabulary(store.vocabulary(), [c.id for c in eval_chunks()])
+
+
+@pytest.mark.parametrize(
+    ("claim", "title", "section", "status"),
+    [
+        ("Teflon is rated for continuous service up to 260 °C", "PTFE", "Service", "supported"),
+        ("POM is rated for continuous service up to 105 °C", "acetal", "Service", "supported"),
+        ("Teflon is rated for continuous service up to 105 °C", "acetal", "Service", "dropped"),
+    ],
+)
+def test_a_name_a_user_gave_the_kb_is_read_by_the_claim_check(
+    store_vocabulary, claim: str, title: str, section: str, status: str
+) -> None:
+    cited = chunk(title, section)
+    shown = shown_chunks({cited.id: cited})
+    (checked,) = check_claims(f"{claim} {cite(cited)}.", shown, vocabulary=store_vocabulary)
+    assert checked.status == status, checked.reason
