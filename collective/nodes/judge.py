@@ -5,9 +5,12 @@ answer from the KB, as one call of its model would (with tool rounds where `judg
 It is not shown the members' answers: a small judge merging them made the answer worse than its
 own model alone. The draft is cleaned of echoes (`prompts.judge.clean`), and each of its claims
 is checked against the chunks as the judge was shown them (`collective.verdict.support`); failed
-claims get one fix call, then are retagged or dropped. Then the members' answers, checked
-against the chunks their own prompts showed, are weighed against it
-(`collective.verdict.agreement.select`): the judge's answer stands while a claim of it is supported.
+claims get one fix call, then are retagged or dropped. Then every answer (the judge's and the
+members', each checked against the chunks its own prompt showed) is reduced to its answer to the
+question, and the one most give among those the KB supports stands
+(`collective.verdict.agreement.decide`). The verdict is its direct answer, then the chunks' own
+sentences (`collective.verdict.lines`), or a ranked lead from the KB's figures of the property a
+"which is highest" question asks (`collective.verdict.comparison`). See docs/verdicts.md.
 
 The judge's own answer is kept in the state (`own`). In the council graph the `draft` node
 writes it beside the specialists; `collective.modes.run_arms` makes it once and hands it to
