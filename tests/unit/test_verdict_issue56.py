@@ -14,6 +14,7 @@ import pytest
 from collective.graph import build_graph
 from collective.kb.names import chunk_vocabulary
 from collective.kb.store import Chunk
+from collective.memory.conversation import remember_turn
 from collective.verdict.support import check_claims, shown_chunks
 from tests.fakes import ListStore, ScriptedBackend
 from tests.unit.test_graph_council import context
@@ -258,3 +259,18 @@ def test_a_name_a_user_gave_the_kb_is_read_by_the_claim_check(
     shown = shown_chunks({cited.id: cited})
     (checked,) = check_claims(f"{claim} {cite(cited)}.", shown, vocabulary=store_vocabulary)
     assert checked.status == status, checked.reason
+
+
+async def test_an_unchecked_decision_is_never_pinned_into_memory() -> None:
+    # a `Decision:` line was never checked and went into L1 memory as it stood
+    heat = chunk("PLA", "Heat", 0.8)
+    judge = (
+        f"PLA softens near its glass transition of about 60 °C {cite(heat)}.\n"
+        f"Decision: PLA, it holds up at 100 °C in a hot car {cite(heat)}"
+    )
+    out = await council("Will a PLA part hold up in a hot car?", judge, [judge], [heat])
+    assert "Decision" not in out["answer"] and "100 °C" not in out["answer"]
+    dropped = [c for c in out["claims"] if c["text"].startswith("Decision")]
+    assert [c["status"] for c in dropped] == ["dropped"]
+    memory = remember_turn(None, None, run_id="r1", question="PLA?", answer=out["answer"])
+    assert memory.decisions == []
