@@ -198,6 +198,11 @@ class Reduced:
     why: str
     """Why it does not answer the question asked (empty when it does)."""
     weight: float = 1.0
+    direct: bool = True
+    """A claim of its direct answer (its first line) is supported: what it answers, the KB
+    says. An answer whose supported claims are all reasons under an unsupported first line
+    ("PLA should be used in a hot car" over "a PLA part left in a car will sag") gives no
+    answer the KB supports."""
     choice: bool = False
     """The question does not name one thing to give a figure of: answers agree on the thing
     they name (the one chosen), not on a figure."""
@@ -226,13 +231,13 @@ def reduce(answer: Checked, asked: Asked, vocabulary: Vocabulary | None) -> Redu
     """`answer` reduced to its answer to `asked`: the thing it names, the figure it states."""
     weight = 1.0 if answer.confidence is None else max(0.0, answer.confidence)
     supported = [c for c in answer.claims if c.supported]
+    first = plain(_first(answer.text))
+    direct = [c for c in supported if plain(c.text) and plain(c.text) in first]
     if vocabulary is None:
-        return Reduced(answer.who, frozenset(answer.answer), None, True, "", weight)
+        return Reduced(answer.who, frozenset(answer.answer), None, True, "", weight, bool(direct))
     keys = {k for key in answer.answer for k in key.split("|")}
     known = {t.key for t in vocabulary.things()}
     things = keys & known
-    first = plain(_first(answer.text))
-    direct = [c for c in supported if plain(c.text) and plain(c.text) in first]
     if not things:  # "It prints at ...": what its direct answer's claims cite, it is about
         things = {t.key for c in direct for i in c.cited if (t := vocabulary.thing_of(i))}
     figure = None
@@ -249,7 +254,8 @@ def reduce(answer: Checked, asked: Asked, vocabulary: Vocabulary | None) -> Redu
     elif figure is not None and asked.things and figure.thing not in asked.things:
         why = f"its {asked.property} figure is of another thing than the question names"
     choice = len(asked.things) != 1  # a figure question names its one thing
-    return Reduced(answer.who, frozenset(things), figure, not why, why, weight, choice)
+    return Reduced(answer.who, frozenset(things), figure, not why, why, weight, bool(direct),
+                   choice)  # fmt: skip
 
 
 # -- the decision ------------------------------------------------------------------------------
@@ -311,9 +317,10 @@ def decide(
     reduced = [reduce(a, asked, vocabulary) for a in answers]
     off = [f"{r.who}: {r.why}" for a, r in zip(answers, reduced, strict=True)
            if a.supported and not r.on_question]  # fmt: skip
-    counted = [
-        (a, r) for a, r in zip(answers, reduced, strict=True) if a.supported and r.on_question
-    ]
+    unsupported = [r.who for a, r in zip(answers, reduced, strict=True)
+                   if a.supported and not r.direct]  # fmt: skip
+    counted = [(a, r) for a, r in zip(answers, reduced, strict=True)
+               if a.supported and r.direct and r.on_question]  # fmt: skip
     if len(asked.things) == 1 and any(r.figure is not None for _, r in counted):
         # asked for a figure of one thing: answers that give it outvote those that do not
         off += [f"{r.who}: it states no {asked.property} figure" for _, r in counted
@@ -328,6 +335,7 @@ def decide(
     }
     if not sides:
         return _none_supported(judge, reduced[0], asked, votes, off)
+    off += [f"{who}: no claim of its direct answer is supported" for who in unsupported]
 
     def best(side: list[tuple[Checked, Reduced]]) -> Checked:
         if any(a is judge for a, _ in side):

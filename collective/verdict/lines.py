@@ -31,6 +31,8 @@ WIDE_MARGIN = 0.25
 _MIN_SHARED = 2
 """Of a line no answer cites and that states no figure asked, the question's words it must share
 (one is a thing's name or "filament" as often as an answer)."""
+_LEADING_PRONOUN = re.compile(r"(?:It|They|This|These|That|Those|Its|Their)\b")
+"""A sentence that opens on a pronoun reads only after the one before it."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\[])")
 _HEADING_PATH = re.compile(rf"^[^:\n\[]{{1,80}}{re.escape(HEADING_SEPARATOR)}[^:\n\[]{{1,80}}:\s*")
 _KB_REF = re.compile(r"\s*\[KB-ref\b[^\]]*\]", re.IGNORECASE)
@@ -129,11 +131,14 @@ def _best_sentence(chunk: Shown, question: set[str], figure: object | None) -> s
     if not sentences:
         return ""
     text = getattr(figure, "text", "")
-    if text:
-        for s in sentences:
-            if text.strip().rstrip(".") in s:
-                return s.rstrip()
-    return max(sentences, key=lambda s: len(question & set(content_words(s))))
+    at = next((n for n, s in enumerate(sentences) if text and text.strip().rstrip(".") in s), None)
+    if at is None:
+        at = max(
+            range(len(sentences)), key=lambda n: len(question & set(content_words(sentences[n])))
+        )
+    if at > 0 and _LEADING_PRONOUN.match(sentences[at]):
+        return f"{sentences[at - 1]} {sentences[at]}"  # "It needs ...": what "it" is, first
+    return sentences[at].rstrip()
 
 
 def _named(sentence: str, chunk: Shown, vocabulary: Vocabulary | None) -> str:

@@ -274,3 +274,20 @@ async def test_an_unchecked_decision_is_never_pinned_into_memory() -> None:
     assert [c["status"] for c in dropped] == ["dropped"]
     memory = remember_turn(None, None, run_id="r1", question="PLA?", answer=out["answer"])
     assert memory.decisions == []
+
+
+async def test_an_answer_whose_first_line_no_chunk_supports_does_not_vote() -> None:
+    # read in `collective ask` on the demo KB: two samples answered "PLA should be used for a
+    # part that sits in a hot car." over a supported line that PLA parts sag in hot cars, and
+    # outvoted the judge; their answer is no answer the KB supports
+    pla, asa = chunk("PLA", "Heat", 0.8), chunk("ASA", "Heat", 0.7)
+    judge = f"ASA: heat deflection about 95 °C {cite(asa)}."
+    sample = (
+        "PLA should be used for a part that sits in a hot car.\n"
+        f"- PLA softens near its glass transition of about 60 °C, so parts sag in hot cars "
+        f"{cite(pla)}."
+    )
+    out = await council("Which filament for a part in a hot car?", judge, [sample, sample],
+                        [pla, asa])  # fmt: skip
+    assert direct(out) == judge and out["claim_check"]["selected"] == "judge"
+    assert any("no claim of its direct answer is supported" in n for n in out["notes"])
