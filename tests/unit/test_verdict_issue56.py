@@ -291,3 +291,33 @@ async def test_an_answer_whose_first_line_no_chunk_supports_does_not_vote() -> N
                         [pla, asa])  # fmt: skip
     assert direct(out) == judge and out["claim_check"]["selected"] == "judge"
     assert any("no claim of its direct answer is supported" in n for n in out["notes"])
+
+
+async def test_a_line_on_a_hot_enclosure_is_not_quoted_for_a_hot_car() -> None:
+    # make demo's verdict carried "PLA ... prone to heat creep in hot metal hotends", not about
+    # a hot car, and left out the chunk retrieval ranked first (scores as `collective ask` read
+    # them on the demo KB)
+    car = Chunk(
+        "mem_car",
+        "A car interior in summer sun commonly reaches 60-80 °C and dashboard surfaces can exceed "
+        "90 °C. ASA or ABS (about 95-100 °C) are the usual choices, with ASA preferred where the "
+        "part sees sunlight through glass.",
+        "demo/applications.md",
+        score=0.70,
+        heading="Choosing a material > Parts in a hot car",
+    )
+    creep = Chunk(
+        "mem_creep",
+        "Because PLA softens at low temperature, it is prone to heat creep in all-metal "
+        "hotends inside a hot enclosure: filament softens above the melt zone and jams.",
+        "demo/pla_printing.md",
+        score=0.41,
+        heading="PLA printing > Heat creep",
+    )
+    pla, asa = chunk("PLA", "Heat", 0.36), chunk("ASA", "Heat", 0.31)
+    judge = f"ASA: heat deflection about 95 °C {cite(asa)}."
+    out = await council("Which filament for a part in a hot car?", judge, [judge],
+                        [car, creep, pla, asa])  # fmt: skip
+    lines = quoted(out, [car, creep, pla, asa])
+    assert lines and cite(car) in lines[0]
+    assert "heat creep" not in out["answer"]
