@@ -74,6 +74,8 @@ class Checked:
     """The entities its first sentence names (key: as written): what it answers."""
     confidence: float | None = None
     """The model's confidence in it (0-1, from its log-probabilities), where reported."""
+    written: str = ""
+    """The answer as the model wrote it (before the check)."""
 
     @property
     def supported(self) -> int:
@@ -106,7 +108,7 @@ def check_answer(
     revised = revise(text, claims)
     first = next((line for line in revised.splitlines() if line.strip(" -*•")), "")
     entities = answer_entities(first, shown, names, vocabulary)
-    return Checked(who, revised, tuple(claims), entities, confidence)
+    return Checked(who, revised, tuple(claims), entities, confidence, text)
 
 
 def agreement(answers: Sequence[Checked]) -> dict[str, list[str]]:
@@ -230,9 +232,9 @@ def _figure_stated(claim: Claim, figures: Sequence[Figure]) -> Figure | None:
 def reduce(answer: Checked, asked: Asked, vocabulary: Vocabulary | None) -> Reduced:
     """`answer` reduced to its answer to `asked`: the thing it names, the figure it states."""
     weight = 1.0 if answer.confidence is None else max(0.0, answer.confidence)
-    supported = [c for c in answer.claims if c.supported]
-    first = plain(_first(answer.text))
-    direct = [c for c in supported if plain(c.text) and plain(c.text) in first]
+    opening = plain(_first_sentence(answer.written or answer.text))
+    said = [c for c in answer.claims if _in(c.written or c.text, opening)]
+    direct = [c for c in said if c.supported] if all(c.status != "dropped" for c in said) else []
     if vocabulary is None:
         return Reduced(answer.who, frozenset(answer.answer), None, True, "", weight, bool(direct))
     keys = {k for key in answer.answer for k in key.split("|")}
@@ -286,6 +288,27 @@ class Decision:
 
 def _first(text: str) -> str:
     return next((line.strip(" -*•") for line in text.splitlines() if line.strip(" -*•")), "")
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\[])")
+
+
+def _first_sentence(text: str) -> str:
+    """The answer's first sentence as written (its tags after the full stop with it)."""
+    pieces = _SENTENCE_END.split(_first(text))
+    out = pieces[0] if pieces else ""
+    for piece in pieces[1:]:
+        if piece.startswith("["):
+            out += f" {piece}"
+        else:
+            break
+    return out
+
+
+def _in(claim: str, opening: str) -> bool:
+    """Whether a claim's sentence is (in) the answer's opening sentence, or holds it."""
+    said = plain(claim).strip(" -*•")
+    return bool(said) and (said in opening or opening in said)
 
 
 def _label(reduced: Reduced, vocabulary: Vocabulary | None) -> str:

@@ -287,10 +287,17 @@ async def test_an_answer_whose_first_line_no_chunk_supports_does_not_vote() -> N
         f"- PLA softens near its glass transition of about 60 °C, so parts sag in hot cars "
         f"{cite(pla)}."
     )
-    out = await council("Which filament for a part in a hot car?", judge, [sample, sample],
-                        [pla, asa])  # fmt: skip
-    assert direct(out) == judge and out["claim_check"]["selected"] == "judge"
-    assert any("no claim of its direct answer is supported" in n for n in out["notes"])
+    # and, read in the run after: the same, its reason on the same line as a sentence after it
+    inline = (
+        "PLA should be used for a part that sits in a hot car because it softens near 60 °C. "
+        f"PLA softens near its glass transition of about 60 °C, so parts sag in hot cars "
+        f"{cite(pla)}."
+    )
+    for said in (sample, inline):
+        out = await council("Which filament for a part in a hot car?", judge, [said, said],
+                            [pla, asa])  # fmt: skip
+        assert direct(out) == judge and out["claim_check"]["selected"] == "judge"
+        assert any("no claim of its direct answer is supported" in n for n in out["notes"])
 
 
 async def test_a_line_on_a_hot_enclosure_is_not_quoted_for_a_hot_car() -> None:
