@@ -40,7 +40,6 @@ __all__ = [
     "Checked",
     "Decision",
     "Reduced",
-    "agreement",
     "check_answer",
     "decide",
     "not_held",
@@ -109,16 +108,6 @@ def check_answer(
     first = next((line for line in revised.splitlines() if line.strip(" -*•")), "")
     entities = answer_entities(first, shown, names, vocabulary)
     return Checked(who, revised, tuple(claims), entities, confidence, text)
-
-
-def agreement(answers: Sequence[Checked]) -> dict[str, list[str]]:
-    """Per entity an answer names, who names it (those named by two or more first)."""
-    named: dict[str, list[str]] = {}
-    for answer in answers:
-        if answer.supported:
-            for key in answer.answer:
-                named.setdefault(key, []).append(answer.who)
-    return dict(sorted(named.items(), key=lambda item: -len(item[1])))
 
 
 # -- what the question asks ------------------------------------------------------------------

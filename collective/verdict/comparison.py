@@ -21,7 +21,7 @@ from collective.kb.citations import tag
 from collective.kb.vocabulary import Figure, Vocabulary
 from collective.kb.words import content_words
 
-__all__ = ["Ranking", "asked", "negated", "off_question", "property_asked", "rank"]
+__all__ = ["Ranking", "asked", "negated", "property_asked", "rank"]
 
 Direction = Literal["highest", "lowest"]
 
@@ -161,23 +161,3 @@ def rank(question: str, vocabulary: Vocabulary, shown_things: Iterable[str] = ()
 def _value(figure: Figure, direction: Direction) -> float:
     """The figure's end that ranks it (a range's high for the highest), signed to sort high."""
     return figure.high if direction == "highest" else -figure.low
-
-
-def off_question(
-    question: str, cited: Mapping[str, Iterable[str]], vocabulary: Vocabulary
-) -> list[str]:
-    """The lines (keys of `cited`: a line, its chunk ids) about none of the things to rank.
-
-    Asked "which is harder, white ash or teak?", a line citing only white oak's chunk answers
-    another question. Only a question that asks for the highest or lowest (`asked`) of two or
-    more things it names has lines off it: "PLA or PETG for a hot car?" may be answered with ASA.
-    """
-    named = {n.thing.key for n in vocabulary.named_in(question)}
-    if asked(question) is None or len(named) < 2:
-        return []
-    out = []
-    for line, ids in cited.items():
-        things = {t.key for i in ids if (t := vocabulary.thing_of(i)) is not None}
-        if things and not things & named:
-            out.append(line)
-    return out

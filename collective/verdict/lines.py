@@ -13,7 +13,7 @@ memory neutralised (`[KB-ref ...]`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from collective.kb.chunking import HEADING_SEPARATOR
 from collective.kb.citations import tag
@@ -168,9 +168,3 @@ def _named(sentence: str, chunk: Shown, vocabulary: Vocabulary | None) -> str:
     if set(content_words(title)) & set(content_words(sentence)):
         return sentence  # "ABS is tough" under "ABS and ASA": it names its subject
     return f"{title}: {sentence}"
-
-
-def cited_ids(lines: Iterable[str], shown: Iterable[str]) -> list[str]:
-    """The shown chunk ids the lines cite, in order."""
-    ids = list(shown)
-    return [i for i in ids if any(tag(i) in line for line in lines)]
