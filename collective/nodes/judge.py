@@ -215,7 +215,10 @@ def _ruling(
         ]
 
     aggregate = aggregate_rankings(state.get("rankings", []), members)
-    return _Ruling(state, ctx, backend, contents, chunks, headings, checked, aggregate, vocabulary)
+    seen = frozenset(i for p in members for i in _seen(p, chunks))
+    return _Ruling(
+        state, ctx, backend, contents, chunks, headings, checked, aggregate, vocabulary, seen
+    )
 
 
 def _vocabulary(ctx: CouncilContext, retrieved: Sequence[Chunk]) -> Vocabulary:
@@ -263,13 +266,17 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
     raise AssertionError("unreachable: refs is never empty")
 
 
+def _seen(proposal: Proposal, chunks: Mapping[str, Chunk]) -> list[str]:
+    """The chunks a member's prompt showed (all retrieved for a proposal that does not say)."""
+    seen = (proposal.get("evidence") or {}).get("seen")
+    return [i for i in (list(chunks) if seen is None else seen) if i in chunks]
+
+
 def _check_member(
     proposal: Proposal, chunks: Mapping[str, Chunk], headings: list[str], vocabulary: Vocabulary
 ) -> Checked:
     """A member's answer checked against the chunks its prompt showed (whole: as retrieved)."""
-    seen = (proposal.get("evidence") or {}).get("seen")
-    seen = list(chunks) if seen is None else seen  # a proposal from before evidence was kept
-    shown = shown_chunks(chunks, ids=[i for i in seen if i in chunks])
+    shown = shown_chunks(chunks, ids=_seen(proposal, chunks))
     reported = proposal.get("confidence")  # where the backend reported log-probabilities
     confidence = float(reported) if isinstance(reported, int | float) else None
     return check_answer(
@@ -356,6 +363,8 @@ class _Ruling:
     """The peer review's mean ranks (`aggregate_rankings`), empty without a review round."""
     vocabulary: Vocabulary
     """The KB's names and figures (`_vocabulary`)."""
+    seen: frozenset[str] = frozenset()
+    """The chunks some member's prompt showed."""
 
     async def rule(self) -> dict[str, Any]:
         own = OwnAnswer.from_state(self.state.get("own"), self.backend.spec, self.state)
@@ -366,8 +375,10 @@ class _Ruling:
         question = self.state["question"]
         verdict = check_answer(agents.JUDGE, own.text, own.shown, names=self.headings,
                                claims=own.claims, vocabulary=self.vocabulary)  # fmt: skip
-        every = shown_chunks(self.chunks)
-        asked = Asked.read(question, self.vocabulary, every.values())
+        # what the council was shown: the judge's prompt (as shown), and each member's
+        seen = [i for i in self.chunks if i not in own.shown and i in self.seen]
+        every = {**own.shown, **shown_chunks(self.chunks, ids=seen)}
+        asked = Asked.read(question, self.vocabulary, shown_chunks(self.chunks).values())
         ranks = {row["member"]: row["mean_rank"] for row in self.ranking}
         decision = decide(asked, [verdict, *self.members], self.vocabulary, ranks)
         notes += [decision.why] if decision.why else []
@@ -430,7 +441,8 @@ class _Ruling:
         notes: list[str],
     ) -> tuple[str, list[Claim], dict[str, Shown]]:
         """The verdict's lines: a ranked lead where the question ranks, else the chunks' words."""
-        ranked = rank(asked.question, self.vocabulary, _things(every, self.vocabulary))
+        vocabulary = ShownVocabulary(self.vocabulary, every)  # figures of chunks shown only
+        ranked = rank(asked.question, vocabulary, _things(every, vocabulary))
         if ranked is None:
             check["lines"] = "quoted"
             return self._in_kb_words(text, claims, supplied, every, asked)
@@ -441,7 +453,7 @@ class _Ruling:
                             "thing": lead.thing}  # fmt: skip
         notes.append(f"the verdict leads with the {ranked.direction} {ranked.measure} of the "
                      f"{len(ranked.order)} things the KB gives one for")  # fmt: skip
-        direct = _agreeing(direct_answer(text), ranked, self.vocabulary)
+        direct = _agreeing(direct_answer(text), ranked, vocabulary)
         lines = [ranked.line(), direct, *(f"- {o}" for o in ranked.others())]
         ids = [f.chunk_id for f in ranked.order]
         quotes = [Claim(line, (f.chunk_id,), "supported", "the KB's figure, ranked")
@@ -469,7 +481,8 @@ class _Ruling:
         kept = [c for c in claims if c.status != "dropped" and plain(c.text) in plain(direct)]
         cited = _cited(c for c in claims if c.supported)
         scores = {i: chunk.score for i, chunk in self.chunks.items()}
-        quoted = supporting_lines(asked, every, scores, cited, self.vocabulary, said=direct)
+        vocabulary = ShownVocabulary(self.vocabulary, every)
+        quoted = supporting_lines(asked, every, scores, cited, vocabulary, said=direct)
         lines = [direct, *(f"- {line}" for line in quoted)] if direct else quoted
         ids = _cited(Claim(line, (), "supported", "") for line in quoted)
         supplied = {**supplied, **shown_chunks(self.chunks, ids=[i for i in every if i in ids])}
