@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -266,6 +267,18 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
     raise AssertionError("unreachable: refs is never empty")
 
 
+def _confidence(reported: Any) -> float | None:
+    """A proposal's confidence as a vote's weight in 0-1, where its backend reported one.
+
+    A share as it is; log-probabilities (`{"mean": ...}`, natural log per token, as the
+    backends that report them give it) as the geometric mean of the tokens' probabilities.
+    """
+    if isinstance(reported, Mapping):
+        reported = reported.get("mean")
+        return math.exp(min(0.0, reported)) if isinstance(reported, int | float) else None
+    return float(reported) if isinstance(reported, int | float) else None
+
+
 def _seen(proposal: Proposal, chunks: Mapping[str, Chunk]) -> list[str]:
     """The chunks a member's prompt showed (all retrieved for a proposal that does not say)."""
     seen = (proposal.get("evidence") or {}).get("seen")
@@ -277,8 +290,7 @@ def _check_member(
 ) -> Checked:
     """A member's answer checked against the chunks its prompt showed (whole: as retrieved)."""
     shown = shown_chunks(chunks, ids=_seen(proposal, chunks))
-    reported = proposal.get("confidence")  # where the backend reported log-probabilities
-    confidence = float(reported) if isinstance(reported, int | float) else None
+    confidence = _confidence(proposal.get("confidence"))
     return check_answer(
         proposal["member"],
         proposal["text"],

@@ -251,3 +251,23 @@ def test_a_line_reads_as_a_sentence(line: str, expected: str) -> None:
 )
 def test_the_direct_answer_is_the_first_line_s_first_sentences(text: str, expected: str):
     assert direct_answer(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("reported", "weight"),
+    [
+        (0.7, 0.7),
+        (1, 1.0),
+        ({"mean": -0.105, "lowest": -0.9, "tokens": 40, "window": 12}, 0.9003),
+        ({"mean": 0.0}, 1.0),
+        ({"mean": 0.0001}, 1.0),  # rounding of a sure token: no weight above 1
+        ({"mean": None}, None),
+        (None, None),
+        ("high", None),
+    ],
+)
+def test_a_members_reported_confidence_becomes_its_votes_weight(reported, weight) -> None:
+    from collective.nodes.judge import _confidence
+
+    got = _confidence(reported)
+    assert got == weight if weight is None else abs(got - weight) < 1e-3
