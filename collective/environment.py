@@ -20,6 +20,7 @@ __all__ = [
     "ENTAILMENT_ENV",
     "KB_EMBEDDINGS_ENV",
     "KB_EXPANSION_ENV",
+    "KB_NAMES_ENV",
     "KB_PATH",
     "RERANK_ENV",
     "STORE_PATH",
@@ -70,6 +71,9 @@ RERANK_ENV = "COLLECTIVE_RERANK"
 KB_EXPANSION_ENV = "COLLECTIVE_KB_EXPANSION"
 """The chat model that writes chunk expansions at `kb add` (a model spec; default the embedded
 Qwen2.5-Coder-0.5B) or `none` (the test suite's default: it loads a model)."""
+KB_NAMES_ENV = "COLLECTIVE_KB_NAMES"
+"""The chat model that names each document at `kb add` (trade names, acronyms; a model spec) or
+`none` (the default: the bundled small models write wrong names, bench/README.md)."""
 KB_EMBEDDINGS_ENV = "COLLECTIVE_KB_EMBEDDINGS"
 """The setting `kb_embeddings` as an environment variable (read by `collective.config`), named
 in messages."""
@@ -130,6 +134,11 @@ def rerank() -> str:
 def kb_expansion() -> str:
     """`$COLLECTIVE_KB_EXPANSION`: the model spec writing chunk expansions ("": the default)."""
     return _get(KB_EXPANSION_ENV)
+
+
+def kb_names() -> str:
+    """`$COLLECTIVE_KB_NAMES`: the model spec naming documents at ingest ("": none)."""
+    return _get(KB_NAMES_ENV)
 
 
 def threads() -> str:

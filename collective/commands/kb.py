@@ -14,6 +14,7 @@ import typer
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from rich.progress import ProgressColumn, Task
     from rich.table import Table
 
     from collective.kb.sqlite_store import Progress, SqliteKnowledgeStore
@@ -205,18 +206,29 @@ def _expand(store: SqliteKnowledgeStore, *, quiet: bool) -> dict[str, object]:
     from collective.kb.demo import demo_expansions
 
     expander, model = expansion.configured_expander()
-    if expander is None:
+    namer, namer_model = expansion.configured_namer()
+    if expander is None and namer is None:
         return {"model": "none ($COLLECTIVE_KB_EXPANSION=none)"}
-    cache = expansion.load_cache(demo_expansions())
-
-    namer = expansion.configured_namer()
+    cache = expansion.load_cache(demo_expansions()) if expander is not None else {}
 
     def run(progress: Progress | None) -> expansion.ExpansionStats:
         return expansion.expand_missing(
-            store, expander, model=model, cache=cache, progress=progress, namer=namer
+            store,
+            expander,
+            model=model,
+            cache=cache,
+            progress=progress,
+            namer=namer,
+            namer_model=namer_model,
+            names_only=expander is None,
         )
 
-    return _with_progress(run, quiet=quiet, what="expanding chunks").to_dict()
+    what = "naming documents" if expander is None else "naming documents, expanding chunks"
+    what = what if namer is not None else "expanding chunks"
+    stats = _with_progress(run, quiet=quiet, what=what).to_dict()
+    if expander is None:
+        return {"model": "none ($COLLECTIVE_KB_EXPANSION=none)", "named": stats["named"]}
+    return stats
 
 
 def _expand_added(store: SqliteKnowledgeStore, *, quiet: bool) -> tuple[dict[str, object], str]:
@@ -235,25 +247,43 @@ def _expand_added(store: SqliteKnowledgeStore, *, quiet: bool) -> tuple[dict[str
 def _expansion_line(expanded: dict[str, object]) -> str:
     if "generated" not in expanded:
         return str(expanded["model"])
+    named = f"; {expanded['named']} documents named" if expanded.get("named") else ""
     return (
         f"{expanded['generated']} written by {expanded['model']} "
-        f"({expanded['per_chunk_s']} s a chunk), {expanded['cached']} from the cache"
+        f"({expanded['per_chunk_s']} s a chunk), {expanded['cached']} from the cache{named}"
     )
 
 
 def _with_progress(
     run: Callable[[Progress | None], T], *, quiet: bool, what: str = "embedding chunks"
 ) -> T:
-    """`run(progress)` with a progress bar of `what` on stderr (none when `quiet`)."""
+    """`run(progress)` with a progress bar of `what` on stderr (none when `quiet`).
+
+    The bar shows how many are done, how many a second, and the time left at that rate.
+    """
     if quiet:
         return run(None)
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TimeRemainingColumn
+    from rich.progress import Progress as Bar
 
-    columns = (what, BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("embed", total=None)
+    columns = (what, BarColumn(), MofNCompleteColumn(), _rate_column(), TimeRemainingColumn())
+    with Bar(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("work", total=None)
         return run(lambda done, total: bar.update(task, completed=done, total=total))
+
+
+def _rate_column() -> ProgressColumn:
+    """A progress column of items a second (`3.2/s`; `-/s` until there is a rate)."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class Rate(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text(f"{speed:.2f}/s" if speed else "-/s")
+
+    return Rate()
 
 
 @app.command("list")

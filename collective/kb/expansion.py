@@ -12,9 +12,10 @@ What a model writes from untrusted chunk text is cleaned (`clean_expansion`) bef
 letters, digits and plain punctuation only, so no control token, citation tag or markup can get
 into the index, and a few short lines at most, so no chunk can stuff itself into every query.
 
-In the same pass the model is asked, once per document, what else the document's thing is called
-(trade names, acronyms, everyday names: "Teflon" for PTFE, "super glue" for cyanoacrylate); the
-store keeps each name that names no other document better (`collective.kb.names`).
+In the same pass a model named by `$COLLECTIVE_KB_NAMES` (none by default: the bundled small
+models write wrong names, bench/README.md) is asked, once per document, what else the document's
+thing is called (trade names, acronyms, everyday names: "Teflon" for PTFE); the store keeps each
+name that names no other document better (`collective.kb.names`).
 
 Generated expansions can be kept in a JSON cache keyed by the chunk's content
 (`content_key`): the demo KB ships one (`collective/data/demo_kb_expansions.json`), so building
@@ -29,7 +30,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,7 +44,9 @@ if TYPE_CHECKING:
     from collective.models.base import Backend
 
 __all__ = [
+    "BackendExpander",
     "DEFAULT_EXPANSION_MODEL",
+    "EXPANSION_BATCH",
     "ExpansionStats",
     "Expander",
     "Namer",
@@ -56,6 +59,7 @@ __all__ = [
     "contextual_header",
     "expand_missing",
     "load_cache",
+    "model_names",
     "prompt",
 ]
 
@@ -79,13 +83,20 @@ PROMPT = (
     "passage's technical terms. Then a line 'Keywords:' with everyday words for it.\n"
     "1."
 )
-NAMES_PROMPT = (
-    "Passage about {title}:\n{text}\n\n"
-    "What other names do people use for {title}? Give its abbreviation or full name, trade "
-    "names and everyday names, comma-separated, at most 5; write none if it has no other name.\n"
-    "Other names:"
+NAMES_EXAMPLES = (
+    ("polystyrene", "PS, Styrofoam"),
+    ("polyvinyl butyral", "PVB, Butvar"),
+    ("neoprene", "polychloroprene, CR rubber"),
+    ("sodium bicarbonate", "baking soda, bicarb"),
 )
-NAMES_MAX_TOKENS = 32
+"""The form a model is shown (things no KB of this project holds; a name it copies is dropped)."""
+NAMES_PROMPT = (
+    "Other names a material goes by: abbreviations, chemical names, trade names, everyday "
+    "names.\n"
+    + "".join(f"{thing}: {names}\n" for thing, names in NAMES_EXAMPLES)
+    + "Complete the last line in the same form, nothing else.\n{title}:"
+)
+NAMES_MAX_TOKENS = 40
 _PASSAGE_CHARS = 900
 MAX_TOKENS = 72
 """Tokens a model may write for one expansion (three questions and a keyword line)."""
@@ -135,30 +146,61 @@ def clean_expansion(text: str) -> str:
     return "\n".join(lines)[:MAX_CHARS].strip()
 
 
-def backend_expander(
-    backend: Backend, *, max_tokens: int = MAX_TOKENS, timeout: float = 120.0
-) -> Expander:
-    """An expander that asks `backend` (greedy decoding) to write a chunk's expansion.
+EXPANSION_BATCH = 4
+"""Chunks expanded at once when the model serves concurrent requests together (the in-process
+model's batch engine, a server's slots); each batch is committed as it finishes."""
 
-    The chunk's text is the user's content, which every backend keeps from becoming control
-    tokens (escaped over HTTP, tokenized as plain text in process).
+
+class BackendExpander:
+    """An `Expander` that asks a backend (greedy decoding) for a chunk's expansion.
+
+    `many` asks for several chunks' at once: on the in-process model they are decoded together
+    in one batch, on a server in its slots. The chunk's text is the user's content, which every
+    backend keeps from becoming control tokens (escaped over HTTP, tokenized as plain text in
+    process).
     """
 
-    def expand(header: str, text: str) -> str:
-        request = backend.chat(
-            [{"role": "user", "content": prompt(header, text)}],
-            max_tokens=max_tokens,
-            temperature=0.0,
-        )
+    def __init__(self, backend: Backend, *, max_tokens: int = MAX_TOKENS, timeout: float = 120.0):
+        """An expander on `backend`; `timeout` bounds each chunk's expansion."""
+        self.backend = backend
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+
+    def __call__(self, header: str, text: str) -> str:
+        """One chunk's expansion (see `Expander`)."""
+        return self.many([(header, text)])[0]
+
+    def many(self, chunks: Sequence[tuple[str, str]]) -> list[str]:
+        """The expansions of several `(header, text)` chunks, asked for together."""
+
+        async def all_of() -> list[str]:
+            results = await asyncio.gather(
+                *(
+                    self.backend.chat(
+                        [{"role": "user", "content": prompt(header, text)}],
+                        max_tokens=self.max_tokens,
+                        temperature=0.0,
+                    )
+                    for header, text in chunks
+                )
+            )
+            return [r.text for r in results]
+
+        limit = self.timeout * max(1, len(chunks))
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             try:
-                return pool.submit(asyncio.run, request).result(timeout).text
+                return pool.submit(asyncio.run, all_of()).result(limit)
             except concurrent.futures.TimeoutError as exc:
                 raise BackendTimeout(
-                    f"the expansion model took over {timeout:g} s for one chunk"
+                    f"the expansion model took over {limit:g} s for {len(chunks)} chunks"
                 ) from exc
 
-    return expand
+
+def backend_expander(
+    backend: Backend, *, max_tokens: int = MAX_TOKENS, timeout: float = 120.0
+) -> BackendExpander:
+    """An expander that asks `backend` (greedy decoding) to write chunks' expansions."""
+    return BackendExpander(backend, max_tokens=max_tokens, timeout=timeout)
 
 
 def backend_namer(
@@ -167,33 +209,55 @@ def backend_namer(
     """A namer that asks `backend` (greedy decoding) what else a document's thing is called."""
 
     def name(title: str, text: str) -> str:
-        content = NAMES_PROMPT.format(title=title, text=" ".join(text.split())[:_PASSAGE_CHARS])
+        del text  # the title alone: a passage made the small models copy its sentences
         request = backend.chat(
-            [{"role": "user", "content": content}], max_tokens=max_tokens, temperature=0.0
+            [{"role": "user", "content": NAMES_PROMPT.format(title=title)}],
+            max_tokens=max_tokens,
+            temperature=0.0,
         )
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             try:
-                return pool.submit(asyncio.run, request).result(timeout).text.split("\n")[0]
+                written = pool.submit(asyncio.run, request).result(timeout).text
             except concurrent.futures.TimeoutError as exc:
                 raise BackendTimeout(
-                    f"the expansion model took over {timeout:g} s to name one document"
+                    f"the naming model took over {timeout:g} s to name one document"
                 ) from exc
+        return model_names(title, written)
 
     return name
 
 
-def configured_namer() -> Namer | None:
-    """The namer of `$COLLECTIVE_KB_EXPANSION`'s model (None for `none`): the expansions' own.
+def model_names(title: str, written: str) -> str:
+    """The names of a model's line that may be a document's: comma-separated.
+
+    Its first line, split at commas and colons; a name of the prompt's examples, the title
+    itself, one of two characters or of more than four words is dropped.
+    """
+    line = written.strip().split("\n")[0].replace(":", ",")  # "title: names" or "name: title"
+    shown = {n.strip().lower() for _, names in NAMES_EXAMPLES for n in names.split(",")}
+    shown |= {thing for thing, _ in NAMES_EXAMPLES}
+    kept = [
+        n.strip()
+        for n in line.split(",")
+        if len(n.strip()) > 2
+        and len(n.split()) <= 4
+        and n.strip().lower() not in shown | {title.lower()}
+    ]
+    return ", ".join(kept)
+
+
+def configured_namer() -> tuple[Namer | None, str]:
+    """The namer `$COLLECTIVE_KB_NAMES` names (None: unset or `none`, the default), its model.
 
     Raises:
         ConfigError: The spec names no known backend.
     """
-    spec = environment.kb_expansion() or DEFAULT_EXPANSION_MODEL
-    if spec == "none":
-        return None
+    spec = environment.kb_names()
+    if not spec or spec == "none":
+        return None, "none"
     from collective.models.registry import backend_from_spec
 
-    return backend_namer(backend_from_spec(spec))
+    return backend_namer(backend_from_spec(spec)), spec
 
 
 def configured_expander() -> tuple[Expander | None, str]:
@@ -272,12 +336,16 @@ def expand_missing(
     cache: Mapping[str, str] | None = None,
     progress: Progress | None = None,
     namer: Namer | None = None,
+    namer_model: str = "",
+    names_only: bool = False,
+    batch: int = EXPANSION_BATCH,
 ) -> ExpansionStats:
     """Give every chunk without an expansion one: from `cache`, else written by `expander`.
 
-    With a `namer`, each document the model has not named yet is named first. Each expansion
-    and each document's names are committed as they are made, so an interrupted run keeps
-    what it finished and the next run goes on from there.
+    With a `namer`, each document the model has not named yet is named first. Expansions are
+    asked for `batch` chunks at a time; each batch and each document's names are committed as
+    they are made, so an interrupted run keeps what it finished and the next run goes on from
+    there.
 
     Args:
         store: The KB.
@@ -286,37 +354,54 @@ def expand_missing(
         cache: Expansions by `content_key`.
         progress: Called with `(done, total)` after each document named and each chunk.
         namer: What names a document (`backend_namer`); None: no names from a model.
+        namer_model: The name recorded with a document's names (default: `model`).
+        names_only: Name the documents only (no chunk is expanded).
+        batch: Chunks asked for at once when the expander can (`BackendExpander.many`); the
+            time recorded for each is the batch's share.
 
     Returns:
         Counts and the time per written expansion.
     """
     stats = ExpansionStats(model=model)
     unnamed = store.unnamed() if namer is not None else []
-    todo = store.unexpanded()
+    todo = [] if names_only else store.unexpanded()
     total = len(unnamed) + len(todo)
     for done, (source, title, opening) in enumerate(unnamed, 1):
         if namer is not None:
-            store.set_model_names(source, namer(title, opening), model)
+            store.set_model_names(source, namer(title, opening), namer_model or model)
             stats.named += 1
         if progress is not None:
             progress(done, total)
-    for done, (rowid, source, heading, text) in enumerate(todo, len(unnamed) + 1):
-        known = (cache or {}).get(content_key(heading, text))
-        if known is not None:
-            store.set_expansion(rowid, clean_expansion(known), "cache")
-            stats.cached += 1
-        elif expander is not None:
-            header = contextual_header(source, heading)
+    many = getattr(expander, "many", None)
+    size = max(1, batch) if callable(many) else 1
+    done = len(unnamed)
+    for start in range(0, len(todo), size):
+        group = todo[start : start + size]
+        asked = []
+        for rowid, source, heading, text in group:
+            known = (cache or {}).get(content_key(heading, text))
+            if known is not None:
+                store.set_expansion(rowid, clean_expansion(known), "cache")
+                stats.cached += 1
+            elif expander is not None:
+                asked.append((rowid, contextual_header(source, heading), text))
+        if asked and expander is not None:
             started = time.perf_counter()
-            written = clean_expansion(expander(header, text))
-            seconds = time.perf_counter() - started
-            # The header's words are indexed with the questions (the chunk's own FTS row has
-            # the heading path, but not the file's name when the file has no title).
-            expansion = clean_expansion(f"{header}\n{written}") if written else ""
-            stats.empty += not written
-            store.set_expansion(rowid, expansion, model, seconds)
-            stats.generated += 1
-            stats.seconds.append(seconds)
+            if callable(many) and len(asked) > 1:
+                texts = many([(header, text) for _, header, text in asked])
+            else:
+                texts = [expander(header, text) for _, header, text in asked]
+            seconds = (time.perf_counter() - started) / len(asked)
+            for (rowid, header, _), raw in zip(asked, texts, strict=True):
+                written = clean_expansion(raw)
+                # The header's words are indexed with the questions (the chunk's own FTS row
+                # has the heading path, but not the file's name when the file has no title).
+                expansion = clean_expansion(f"{header}\n{written}") if written else ""
+                stats.empty += not written
+                store.set_expansion(rowid, expansion, model, seconds)
+                stats.generated += 1
+                stats.seconds.append(seconds)
+        done += len(group)
         if progress is not None:
             progress(done, total)
     return stats

@@ -71,9 +71,10 @@ from collective import environment
 from collective.errors import ConfigError
 from collective.kb.chunking import MAX_CHUNK_CHARS
 from collective.kb.profile_names import AppliedProfile, Profile
-from collective.kb.sqlite_store import STOPWORDS, query_terms
+from collective.kb.sqlite_store import query_terms
 from collective.kb.store import Chunk, DenseStore, KnowledgeStore, rank_chunks
 from collective.kb.vocabulary import Vocabulary, VocabularySource
+from collective.kb.words import STOPWORDS
 from collective.telemetry import record_retrieval, retrieval_span
 
 if TYPE_CHECKING:

@@ -17,11 +17,14 @@ once (`upgrade`, which says so).
 
 from __future__ import annotations
 
+import builtins
 import re
 import sqlite3
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import PurePath
+from typing import TYPE_CHECKING
 
 from collective.kb.chunking import heading_root
 from collective.kb.names import KbVocabulary, build_vocabulary, read_figures, title_names
@@ -31,6 +34,7 @@ from collective.kb.words import content_words
 __all__ = [
     "NAME_ORIGINS",
     "SCHEMA",
+    "Names",
     "clean_names",
     "document_words",
     "front_matter_names",
@@ -242,3 +246,120 @@ def document_words(db: sqlite3.Connection, source: str) -> frozenset[str]:
     ):
         words |= set(content_words(f"{heading} {text} {tags.replace(',', ' ')}"))
     return frozenset(words)
+
+
+class Names:
+    """The names and figures methods of `SqliteKnowledgeStore` (a part of it, not a store)."""
+
+    _db: sqlite3.Connection
+    _lock: threading.RLock
+    _vocab: tuple[int, KbVocabulary] | None
+    _words: dict[str, frozenset[str]]
+
+    if TYPE_CHECKING:
+
+        def _changed(self) -> None: ...
+
+    def vocabulary(self) -> KbVocabulary:
+        """The KB's names and figures as they stand now (`VocabularySource`; cached)."""
+        with self._lock:
+            version = self._db.execute("PRAGMA data_version").fetchone()[0]
+            if self._vocab is not None and self._vocab[0] == version:
+                return self._vocab[1]
+            self._words.clear()
+            vocab = load_vocabulary(self._db, self._source_of, self._words_of)
+            self._vocab = (version, vocab)
+            return vocab
+
+    def _source_of(self, chunk_id: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT source FROM chunks WHERE id = ?", (chunk_id,)).fetchone()
+        return row[0] if row else None
+
+    def _words_of(self, source: str) -> frozenset[str]:
+        with self._lock:
+            if source not in self._words:
+                self._words[source] = document_words(self._db, source)
+            return self._words[source]
+
+    def thing(self, ref: str) -> str | None:
+        """The source of the document `ref` names: its source label, its title or a name."""
+        things = self.vocabulary().things()
+        for match in (
+            lambda t: t.key == ref,
+            lambda t: t.title.lower() == ref.lower(),
+            lambda t: ref.lower() in (n.lower() for n in t.names),
+        ):
+            found = [t.key for t in things if match(t)]
+            if len(found) == 1:
+                return found[0]
+        return None
+
+    def add_names(self, source: str, names: Iterable[str]) -> builtins.list[str]:
+        """Add names a user gives a document (kept whatever else names); the names added."""
+        added = clean_names(names)
+        with self._lock, self._db:
+            self._changed()
+            for name in added:
+                self._db.execute(
+                    "DELETE FROM names WHERE source = ? AND lower(name) = lower(?) "
+                    "AND origin = 'removed'",
+                    (source, name),
+                )
+                self._db.execute(
+                    "INSERT OR IGNORE INTO names(source, name, origin) VALUES (?, ?, 'user')",
+                    (source, name),
+                )
+        return added
+
+    def remove_names(self, source: str, names: Iterable[str]) -> builtins.list[str]:
+        """Take names from a document, whoever gave them (a title stays); the names removed."""
+        removed = clean_names(names)
+        with self._lock, self._db:
+            self._changed()
+            for name in removed:
+                self._db.execute(
+                    "DELETE FROM names WHERE source = ? AND lower(name) = lower(?) "
+                    "AND origin = 'user'",
+                    (source, name),
+                )
+                self._db.execute(
+                    "INSERT OR IGNORE INTO names(source, name, origin) VALUES (?, ?, 'removed')",
+                    (source, name),
+                )
+        return removed
+
+    def unnamed(self) -> builtins.list[tuple[str, str, str]]:
+        """`(source, title, opening text)` of each document the model has not been asked about."""
+        title_of = self.vocabulary_titles()
+        with self._lock:
+            asked = {
+                r[0] for r in self._db.execute("SELECT source FROM names WHERE origin = 'asked'")
+            }
+            out = []
+            for source in sorted(set(title_of) - asked):
+                rows = self._db.execute(
+                    "SELECT text FROM chunks WHERE source = ? ORDER BY position, rowid LIMIT 2",
+                    (source,),
+                ).fetchall()
+                out.append((source, title_of[source], " ".join(r[0] for r in rows)))
+        return out
+
+    def vocabulary_titles(self) -> dict[str, str]:
+        """Each document's title, by source."""
+        with self._lock:
+            return titles(self._db)
+
+    def set_model_names(self, source: str, names: str | Iterable[str], model: str) -> bool:
+        """Store the names a model wrote for a document (asked once); False when it is gone.
+
+        `names` as written (comma-separated) or listed; cleaned (`clean_names`) and kept in
+        the vocabulary only where they name no other document better.
+        """
+        with self._lock, self._db:
+            if not self._db.execute("SELECT 1 FROM chunks WHERE source = ?", (source,)).fetchone():
+                return False
+            self._changed()
+            set_names(self._db, source, clean_names(names), "model")
+            set_names(self._db, source, [model], "asked")
+            return True

@@ -346,17 +346,17 @@ def test_special_and_bottomless_files_are_refused_at_once(tmp_path, args, messag
 
 
 def test_a_kb_file_over_the_bound_is_refused_before_it_is_read(tmp_path) -> None:
-    from collective.kb import sqlite_store
+    from collective.kb import sqlite_ingest
 
     big = tmp_path / "big.md"
     big.write_text("word " * 300)
     with SqliteKnowledgeStore(tmp_path / "kb.sqlite", embedder=None) as store:
-        sqlite_store.MAX_FILE_BYTES, before = 1000, sqlite_store.MAX_FILE_BYTES
+        sqlite_ingest.MAX_FILE_BYTES, before = 1000, sqlite_ingest.MAX_FILE_BYTES
         try:
             with pytest.raises(ConfigError, match="larger than 1,000 bytes"):
                 store.add_file(big)
         finally:
-            sqlite_store.MAX_FILE_BYTES = before
+            sqlite_ingest.MAX_FILE_BYTES = before
 
 
 @pytest.mark.usefixtures("clean_cwd")

@@ -183,3 +183,51 @@ def test_kb_add_can_turn_expansions_off(tmp_path: Path, monkeypatch: pytest.Monk
     assert code == 0, err
     assert "expansions: off (--no-expand)" in out
     assert SqliteKnowledgeStore(path, embedder=None).expansion_status() == (0, 1)
+
+
+class _Batched:
+    """A stand-in model that serves several chunks at once (as the batch engine does)."""
+
+    def __init__(self, fail_on: int = 0) -> None:
+        self.batches: list[int] = []
+        self.fail_on = fail_on
+
+    def __call__(self, header: str, text: str) -> str:
+        return self.many([(header, text)])[0]
+
+    def many(self, chunks):
+        self.batches.append(len(chunks))
+        if len(self.batches) == self.fail_on:
+            raise TimeoutError("model went away")
+        return [questions(header, text) for header, text in chunks]
+
+
+def test_expansions_are_asked_for_in_batches_and_each_batch_is_kept(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    for i in range(5):
+        (tmp_path / "docs" / f"n{i}.md").write_text(f"# Note {i}\n\n## Part\nText {i} of a note.\n")
+    store = SqliteKnowledgeStore(tmp_path / "kb.sqlite", embedder=None)
+    store.add_paths([tmp_path / "docs"], base=tmp_path)
+    model = _Batched(fail_on=2)
+    with pytest.raises(TimeoutError):
+        expand_missing(store, model, model="stand-in", batch=2)
+    assert store.expansion_status() == (2, 5)  # the first batch stays
+    stats = expand_missing(store, model, model="stand-in", batch=2)
+    assert model.batches == [2, 2, 2, 1] and stats.generated == 3
+    assert store.expansion_status() == (5, 5) and len(stats.seconds) == 3
+
+
+def test_the_progress_bar_shows_a_rate_and_the_time_left() -> None:
+    from rich.console import Console
+    from rich.progress import Progress, TimeRemainingColumn
+
+    from collective.commands.kb import _rate_column
+
+    rate = _rate_column()
+    with Progress(rate, TimeRemainingColumn(), console=Console(file=None, quiet=True)) as bar:
+        task = bar.add_task("work", total=10)
+        assert str(rate.render(bar.tasks[0])) == "-/s"
+        bar.update(task, completed=2)
+        bar.update(task, completed=4)
+        assert str(rate.render(bar.tasks[0])).endswith("/s")
+        assert str(rate.render(bar.tasks[0])) != "-/s"

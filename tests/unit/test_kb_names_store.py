@@ -244,3 +244,55 @@ def test_a_user_added_name_is_used_by_retrieval(tmp_path, kb_dir):
     # The claim check's vocabulary is the same one: the name resolves there too.
     assert [n.thing.title for n in kb.vocabulary().named_in("Teflon is inert")] == ["PTFE"]
 
+
+@pytest.mark.parametrize(
+    ("title", "written", "kept"),
+    [
+        ("PTFE", "Polytetrafluoroethylene: PTFE", "Polytetrafluoroethylene"),
+        ("acrylic", "acrylic: PMMA, Plexiglas", "PMMA, Plexiglas"),
+        ("HDPE", "HDPE: High-density polyethylene\nsome more text", "High-density polyethylene"),
+        ("hard maple", "hard maple: HM, Maple", "Maple"),  # two letters: no name
+        ("PLA-CF", "PLA-CF: Polystyrene, Styrofoam", ""),  # the prompt's own example, copied
+        ("acetal", "acetal: acetal", ""),
+        ("UHMW-PE", "UHMW-PE stock has a density of 0.93 g/cm3 and it is slippery", ""),
+        ("6061-T6 aluminium", "6061-T6 aluminum: Al, 6061, T6", "6061-T6 aluminum, 6061"),
+        ("white oak", "", ""),
+        ("neoprene", "neoprene: polychloroprene, CR rubber", ""),
+    ],
+)
+def test_what_a_model_writes_is_read_as_names(title, written, kept):
+    from collective.kb.expansion import model_names
+
+    assert model_names(title, written) == kept
+
+
+def test_kb_add_names_documents_with_the_configured_model(tmp_path, monkeypatch):
+    """A real (small) model names each document once; what it writes is never asserted."""
+    for name in ("ptfe.md", "hdpe.md"):
+        shutil.copy(DATA / "eval_kb" / "plastic" / name, tmp_path / name)
+    monkeypatch.setenv("COLLECTIVE_KB_EMBEDDINGS", "none")
+    monkeypatch.setenv("COLLECTIVE_KB_EXPANSION", "none")
+    monkeypatch.setenv("COLLECTIVE_KB_NAMES", "embedded:gemma-3-270m")
+    path = tmp_path / "kb.sqlite"
+    code, out, err = run(["kb", "add", str(tmp_path), "--kb", str(path), "--json"])
+    assert code == 0, err
+    assert json.loads(out)["expansions"]["named"] == 2
+    kb = SqliteKnowledgeStore(path, embedder=None)
+    assert kb.unnamed() == []  # each asked once
+    things = kb.vocabulary().things()
+    titles = {t.title.lower() for t in things}
+    for t in things:
+        assert t.names[0] == t.title
+        assert not any(n.lower() in titles - {t.title.lower()} for n in t.names)
+        assert all(not set(n) & set("<>[]{}|#`*") for n in t.names)
+
+
+def test_recall_shows_each_chunk_s_document_names(store):
+    code, out, err = run(
+        ["recall", "What is the density of Teflon?", "--kb", store.path, "--budget", "balanced",
+         "--json"],
+        env={"COLLECTIVE_KB_EMBEDDINGS": "none"},
+    )  # fmt: skip
+    assert code == 0, err
+    first = json.loads(out)["chunks"][0]
+    assert first["heading"] == "PTFE > Density" and first["names"] == ["PTFE", "Teflon"]

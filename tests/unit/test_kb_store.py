@@ -197,7 +197,7 @@ def test_a_query_word_counts_as_present_in_a_chunk_where_fts5_matches_it() -> No
     # agree with FTS5's porter tokenizer on every word of the eval KB, in every form.
     import sqlite3
 
-    from collective.kb import sqlite_store
+    from collective.kb import fts
 
     texts = {
         i: text
@@ -210,9 +210,7 @@ def test_a_query_word_counts_as_present_in_a_chunk_where_fts5_matches_it() -> No
     db = sqlite3.connect(":memory:")
     db.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter unicode61')")
     db.executemany("INSERT INTO t(rowid, x) VALUES (?, ?)", texts.items())
-    words = sorted(
-        {w.lower() for text in texts.values() for w in sqlite_store._TOKEN.findall(text)}
-    )
+    words = sorted({w.lower() for text in texts.values() for w in fts._TOKEN.findall(text)})
     words += [
         "istanbul",
         "cafe",
@@ -225,7 +223,7 @@ def test_a_query_word_counts_as_present_in_a_chunk_where_fts5_matches_it() -> No
         "isn't",
         "aren't",
     ]
-    present = sqlite_store._presence(texts, words)
+    present = fts.presence(texts, words)
     disagree = [
         w
         for w in words
