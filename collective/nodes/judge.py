@@ -69,6 +69,7 @@ from collective.verdict.support import (
     Claim,
     Shown,
     Similar,
+    as_shown,
     check_claims,
     mark_fixed,
     plain,
@@ -584,10 +585,16 @@ class _Ruling:
     def _shown(
         self, call: ModelCall, transcript: ToolTranscript, tools: VerificationTools | None
     ) -> dict[str, Shown]:
-        """The chunks the call's prompt showed, as it showed them (a tool's too)."""
-        kept = call.prompt.kept("kb_chunks")
+        """The chunks the call's prompt showed, as it showed them (a tool's too).
+
+        The KB section's fit hands over each chunk's text as shown (`Fitted.shown`); its
+        rendering (`format_chunk`: tag, score, heading) is ours to take off, not read back.
+        """
         section = call.prompt.sections.get("kb_chunks")
-        shown = shown_chunks(self.chunks, [section.text] if section else [], ids=kept)
+        shown: dict[str, Shown] = {}
+        for key, text in section.shown if section else ():
+            if (chunk := self.chunks.get(key)) is not None:
+                shown[key] = as_shown(chunk, text)
         if tools:
             fetched = shown_ids("\n".join(transcript.fitted), tools.fetched)
             shown.update(shown_chunks(tools.fetched, transcript.fitted, ids=fetched))

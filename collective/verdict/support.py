@@ -37,6 +37,7 @@ from typing import Literal
 from collective.kb.chunking import MAX_CHUNK_CHARS
 from collective.kb.citations import (
     SHOWN_SCORE,
+    format_chunk,
     neutralise,
     normalise,
     split_citations,
@@ -55,6 +56,7 @@ __all__ = [
     "Similar",
     "Status",
     "answer_entities",
+    "as_shown",
     "check_claims",
     "mark_fixed",
     "plain",
@@ -191,6 +193,19 @@ def shown_chunks(
             shown = shown[len(heading) + 2 :]
         out[i] = Shown(i, chunk.heading, shown.strip(), chunk.source)
     return out
+
+
+def as_shown(chunk: Chunk, rendered: str) -> Shown:
+    """`chunk` as a prompt showed it, from its rendering there (`format_chunk`, maybe cut).
+
+    The rendering's opening (tag, score, heading) is known, so it is taken off as made; a cut
+    rendering keeps only what was shown of the body.
+    """
+    whole = format_chunk(chunk)
+    body = neutralise(chunk.text)
+    opening = whole[: len(whole) - len(body)] if whole.endswith(body) else ""
+    text = rendered[len(opening) :] if opening and rendered.startswith(opening) else rendered
+    return Shown(chunk.id, chunk.heading, text.strip(), chunk.source)
 
 
 # -- reading ------------------------------------------------------------------------------

@@ -328,3 +328,22 @@ async def test_a_line_on_a_hot_enclosure_is_not_quoted_for_a_hot_car() -> None:
     lines = quoted(out, [car, creep, pla, asa])
     assert lines and cite(car) in lines[0]
     assert "heat creep" not in out["answer"]
+
+
+def test_the_chunks_as_shown_are_handed_over_by_the_fit_not_read_back_from_the_prompt() -> None:
+    from collective.budget.counting import tiktoken_counter
+    from collective.budget.trimming import select_chunks
+    from collective.nodes.chunks import scored_chunks
+    from collective.verdict.support import as_shown
+
+    counter = tiktoken_counter("cl100k_base")
+    long = dataclasses.replace(chunk("PLA", "Print", 0.9), text="PLA prints at 190-220 °C. " * 80)
+    other = chunk("ABS", "Print", 0.5)
+    fitted = select_chunks(counter, scored_chunks([long, other]), 120)
+    assert fitted.kept == (long.id,) and fitted.trimmed
+    ((key, text),) = fitted.shown
+    shown = as_shown(long, text)
+    assert key == long.id and shown.text.startswith("PLA prints at 190-220 °C.")
+    assert "trimmed" not in shown.text and len(shown.text) < len(long.text)
+    whole = select_chunks(counter, scored_chunks([other]), 500)
+    assert as_shown(other, dict(whole.shown)[other.id]).text == other.text
