@@ -1,7 +1,7 @@
 """The claim check on cited claims built from the eval KB's fact tables: false caught, true kept.
 
 Every claim cites one chunk of `tests/data/eval_kb` (chunked by the KB's own `split_text`) and is
-checked as the judge's verdict is (`collective.kb.support.check_claims`), against a shown set
+checked as the judge's verdict is (`collective.verdict.support.check_claims`), against a shown set
 like a retrieval's: the cited chunk, the other sections of its entity, and the same section of
 three other entities. True claims restate a chunk in other words (with a unit conversion added,
 a range's width, a spelling variant); false ones swap the entity, change a number or its unit,
@@ -34,7 +34,7 @@ import generate_eval_kb as facts  # noqa: E402
 
 from collective.kb.chunking import split_text  # noqa: E402
 from collective.kb.store import Chunk, chunk_id  # noqa: E402
-from collective.kb.support import check_claims, shown_chunks  # noqa: E402
+from collective.verdict.support import check_claims, shown_chunks  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -226,7 +226,7 @@ def main() -> None:
     by_id = {c.id: c for c in chunks.values()}
     entail = None
     if args.entail:
-        from collective.kb.entailment import embedded_entailment
+        from collective.verdict.entailment import embedded_entailment
 
         entail = embedded_entailment()
     results: Counter[tuple[str, bool]] = Counter()

@@ -39,9 +39,9 @@ from collective.graph.context import CouncilContext, open_knowledge
 from collective.graph.state import Proposal
 from collective.kb.citations import split_citations
 from collective.kb.evidence import council_evidence
-from collective.kb.support import check_claims, shown_chunks, support_share
 from collective.prompts import specialist
 from collective.prompts.judge import clean
+from collective.verdict.support import check_claims, shown_chunks, support_share
 
 __all__ = ["MODES", "ArmsRun", "Mode", "ModeResult", "run_arms", "run_mode"]
 

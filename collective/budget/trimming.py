@@ -42,6 +42,9 @@ class Fitted:
     note: str = ""
     kept: tuple[str, ...] = ()
     """Keys of the pieces kept, for content made of pieces (KB chunks)."""
+    shown: tuple[tuple[str, str], ...] = ()
+    """Each piece kept with its text as shown (a trimmed one up to its trim marker), so a reader
+    of the prompt (the claim check) is handed what each piece showed rather than parsing it."""
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,11 @@ class Scored:
     a piece cut inside its mark is left out rather than kept."""
 
 
+_MARKER_OPEN = "[… "
+
+
 def _marker(n: int, more: bool = False) -> str:
-    return f"[… {n}{'+' if more else ''} tokens trimmed …]"
+    return f"{_MARKER_OPEN}{n}{'+' if more else ''} tokens trimmed …]"
 
 
 def trim_text(counter: TokenCounter, text: str, max_tokens: int, keep: Keep = "start") -> Fitted:
@@ -131,17 +137,20 @@ def select_chunks(
     room = max_tokens if fits else max_tokens - header_cost
     kept: list[int] = []
     pieces: list[Fitted] = []
+    shown: list[tuple[str, str]] = []
     for i, cost in enumerate(costs):
         need = cost + (sep_cost if kept else 0)
         if need <= room:
             kept.append(i)
             pieces.append(Fitted(ranked[i].text, cost))
+            shown.append((ranked[i].key, ranked[i].text))
             room -= need
         elif i == 0:  # the best chunk alone is too big: trim it rather than lose it
             cut = trim_text(counter, ranked[0].text, room, keep="start")
             if cut.text and ranked[0].mark in cut.text:
                 kept.append(0)
                 pieces.append(cut)
+                shown.append((ranked[0].key, cut.text.rsplit(_MARKER_OPEN, 1)[0].rstrip()))
                 room -= cut.tokens
     if not pieces:
         return Fitted("", 0, trimmed=True)
@@ -152,7 +161,8 @@ def select_chunks(
         header = _header(used, offered, len(kept), len(ranked), more)
         body = f"{header}{sep}{body}"
         used += counter.count(header) + sep_cost
-    return Fitted(body, used, trimmed=dropped, kept=tuple(ranked[i].key for i in kept))
+    keys = tuple(ranked[i].key for i in kept)
+    return Fitted(body, used, trimmed=dropped, kept=keys, shown=tuple(shown))
 
 
 def _header(used: int, offered: int, shown: int, total: int, more: bool = False) -> str:

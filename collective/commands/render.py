@@ -319,7 +319,7 @@ CLAIM_LEGEND = (
 
 def marked_lines(answer: str, claims: Sequence[Mapping[str, Any]]) -> list[str]:
     """The verdict's lines, each marked by the check of the claims it holds (blank: none)."""
-    from collective.kb.marks import line_statuses
+    from collective.verdict.marks import line_statuses
 
     return [
         f"{''.join(CLAIM_MARKS[s] for s in statuses) or ' ':<2} {line}"

@@ -91,7 +91,7 @@ class CouncilOutput(TypedDict, total=False):
     (None when it makes no claim)."""
     claims: list[dict[str, Any]]
     """The verdict's claims: `text`, `cited` ids, `status` (`supported`, `retagged`, `fixed`,
-    `dropped`, `uncited`) and the `reason` (`collective.kb.support`)."""
+    `dropped`, `uncited`) and the `reason` (`collective.verdict.support`)."""
     claim_check: dict[str, Any]
     """The check of the verdict's claims: `claims`, the draft's support share
     (`draft_support`), whether the judge's fix was used (`revised`), the claims `dropped`, how

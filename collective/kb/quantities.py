@@ -19,7 +19,15 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Quantity", "in_base_units", "kind_words", "kinds_named", "quantities", "same_quantity"]
+__all__ = [
+    "Quantity",
+    "convert",
+    "in_base_units",
+    "kind_words",
+    "kinds_named",
+    "quantities",
+    "same_quantity",
+]
 
 _NUMBER = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+,\d{1,2}(?![\d,])|\d+)(?:\.\d+)?"
 _SIGNED = rf"(?:(?<![\w.)\]])[-−](?=\d))?{_NUMBER}"
@@ -146,7 +154,8 @@ def _quantities(text: str) -> tuple[Quantity, ...]:
     return tuple(out)
 
 
-def _convert(value: float, unit: str, to: str) -> float | None:
+def convert(value: float, unit: str, to: str) -> float | None:
+    """`value` in `unit` converted to `to` (pint's names), or None where they do not convert."""
     if unit == to:
         return value
     ureg = _registry()
@@ -198,8 +207,8 @@ def same_quantity(claim: Quantity, stated: Quantity) -> bool:
     if not claim.unit or claim.unit == stated.unit:
         low, high, converted = claim.low, claim.high, ""
     elif claim.known_unit and stated.known_unit:
-        low_c = _convert(claim.low, claim.unit, stated.unit)
-        high_c = _convert(claim.high, claim.unit, stated.unit)
+        low_c = convert(claim.low, claim.unit, stated.unit)
+        high_c = convert(claim.high, claim.unit, stated.unit)
         if low_c is None or high_c is None:
             return False
         low, high = low_c, high_c

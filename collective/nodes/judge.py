@@ -4,10 +4,13 @@ The judge reads the council's shared root (rules, conversation, KB, question) an
 answer from the KB, as one call of its model would (with tool rounds where `judge_tools` is on).
 It is not shown the members' answers: a small judge merging them made the answer worse than its
 own model alone. The draft is cleaned of echoes (`prompts.judge.clean`), and each of its claims
-is checked against the chunks as the judge was shown them (`collective.kb.support`); failed
-claims get one fix call, then are retagged or dropped. Then the members' answers, checked
-against the chunks their own prompts showed, are weighed against it
-(`collective.kb.answers.select`): the judge's answer stands while a claim of it is supported.
+is checked against the chunks as the judge was shown them (`collective.verdict.support`); failed
+claims get one fix call, then are retagged or dropped. Then every answer (the judge's and the
+members', each checked against the chunks its own prompt showed) is reduced to its answer to the
+question, and the one most give among those the KB supports stands
+(`collective.verdict.agreement.decide`). The verdict is its direct answer, then the chunks' own
+sentences (`collective.verdict.lines`), or a ranked lead from the KB's figures of the property a
+"which is highest" question asks (`collective.verdict.comparison`). See docs/verdicts.md.
 
 The judge's own answer is kept in the state (`own`). In the council graph the `draft` node
 writes it beside the specialists; `collective.modes.run_arms` makes it once and hands it to
@@ -19,8 +22,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import math
+import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,25 +39,13 @@ from collective.budget.trimming import Fitted, share_fairly
 from collective.errors import BackendError, BackendUnavailable, BudgetError, InvalidResponse
 from collective.graph.context import CouncilContext, open_knowledge
 from collective.graph.state import CouncilState, Proposal, answered, applied_profile
-from collective.kb.answers import NO_ANSWER, Checked, agreement, check_answer, select
 from collective.kb.citations import check_citations, neutralise, shown_ids
 from collective.kb.embeddings import embedder_for
-from collective.kb.entailment import entailment_for
 from collective.kb.evidence import council_evidence
-from collective.kb.extremes import extreme, off_question, thing
+from collective.kb.names import chunk_vocabulary
 from collective.kb.store import Chunk
-from collective.kb.support import (
-    Claim,
-    Shown,
-    Similar,
-    check_claims,
-    mark_fixed,
-    plain,
-    revise,
-    shown_chunks,
-    support_share,
-)
 from collective.kb.tools import VerificationTools
+from collective.kb.vocabulary import Vocabulary, VocabularySource
 from collective.models.base import Backend, ChatResult, ToolCall
 from collective.models.refs import resolve_backend
 from collective.nodes.chunks import chunks_from_state, scored_chunks
@@ -60,6 +53,29 @@ from collective.nodes.model_call import ModelCall, NodeProgress, call_model, emi
 from collective.nodes.review import aggregate_rankings
 from collective.prompts import judge as prompt
 from collective.telemetry import record_fallback, record_tool_call
+from collective.verdict.agreement import (
+    NO_ANSWER,
+    OFF_QUESTION,
+    Asked,
+    Checked,
+    check_answer,
+    decide,
+)
+from collective.verdict.comparison import Ranking, rank
+from collective.verdict.entailment import entailment_for
+from collective.verdict.lines import direct_answer, readable, supporting_lines
+from collective.verdict.shown import ShownVocabulary
+from collective.verdict.support import (
+    Claim,
+    Shown,
+    Similar,
+    as_shown,
+    check_claims,
+    mark_fixed,
+    plain,
+    shown_chunks,
+    support_share,
+)
 
 __all__ = ["draft", "judge", "seen_chunks"]
 
@@ -189,7 +205,8 @@ def _ruling(
     retrieved = chunks_from_state(state.get("chunks", []))
     chunks = {c.id: c for c in retrieved}
     headings = [c.heading for c in retrieved]
-    checked = [_check_member(p, chunks, headings) for p in members]
+    vocabulary = _vocabulary(ctx, retrieved)
+    checked = [_check_member(p, chunks, headings, vocabulary) for p in members]
 
     def contents(verify: bool) -> list[SectionContent]:
         return [
@@ -200,7 +217,22 @@ def _ruling(
         ]
 
     aggregate = aggregate_rankings(state.get("rankings", []), members)
-    return _Ruling(state, ctx, backend, contents, chunks, headings, checked, aggregate)
+    seen = frozenset(i for p in members for i in _seen(p, chunks))
+    return _Ruling(
+        state, ctx, backend, contents, chunks, headings, checked, aggregate, vocabulary, seen
+    )
+
+
+def _vocabulary(ctx: CouncilContext, retrieved: Sequence[Chunk]) -> Vocabulary:
+    """The KB's names and figures: the store's own where it learned them, else the chunks'.
+
+    Either way only the figures of the chunks retrieved count, so every figure a comparison
+    leads with is of a chunk the council was shown (the store's names all count).
+    """
+    store = ctx.knowledge if ctx.knowledge is not None else open_knowledge(ctx)
+    if isinstance(store, VocabularySource):
+        return ShownVocabulary(store.vocabulary(), [c.id for c in retrieved])
+    return chunk_vocabulary(retrieved)
 
 
 async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
@@ -236,12 +268,38 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
     raise AssertionError("unreachable: refs is never empty")
 
 
-def _check_member(proposal: Proposal, chunks: Mapping[str, Chunk], headings: list[str]) -> Checked:
-    """A member's answer checked against the chunks its prompt showed (whole: as retrieved)."""
+def _confidence(reported: Any) -> float | None:
+    """A proposal's confidence as a vote's weight in 0-1, where its backend reported one.
+
+    A share as it is; log-probabilities (`{"mean": ...}`, natural log per token, as the
+    backends that report them give it) as the geometric mean of the tokens' probabilities.
+    """
+    if isinstance(reported, Mapping):
+        reported = reported.get("mean")
+        return math.exp(min(0.0, reported)) if isinstance(reported, int | float) else None
+    return float(reported) if isinstance(reported, int | float) else None
+
+
+def _seen(proposal: Proposal, chunks: Mapping[str, Chunk]) -> list[str]:
+    """The chunks a member's prompt showed (all retrieved for a proposal that does not say)."""
     seen = (proposal.get("evidence") or {}).get("seen")
-    seen = list(chunks) if seen is None else seen  # a proposal from before evidence was kept
-    shown = shown_chunks(chunks, ids=[i for i in seen if i in chunks])
-    return check_answer(proposal["member"], proposal["text"], shown, names=headings)
+    return [i for i in (list(chunks) if seen is None else seen) if i in chunks]
+
+
+def _check_member(
+    proposal: Proposal, chunks: Mapping[str, Chunk], headings: list[str], vocabulary: Vocabulary
+) -> Checked:
+    """A member's answer checked against the chunks its prompt showed (whole: as retrieved)."""
+    shown = shown_chunks(chunks, ids=_seen(proposal, chunks))
+    confidence = _confidence(proposal.get("confidence"))
+    return check_answer(
+        proposal["member"],
+        proposal["text"],
+        shown,
+        names=headings,
+        vocabulary=vocabulary,
+        confidence=confidence,
+    )
 
 
 @dataclass
@@ -316,6 +374,10 @@ class _Ruling:
     members: list[Checked]
     ranking: list[dict[str, Any]]
     """The peer review's mean ranks (`aggregate_rankings`), empty without a review round."""
+    vocabulary: Vocabulary
+    """The KB's names and figures (`_vocabulary`)."""
+    seen: frozenset[str] = frozenset()
+    """The chunks some member's prompt showed."""
 
     async def rule(self) -> dict[str, Any]:
         own = OwnAnswer.from_state(self.state.get("own"), self.backend.spec, self.state)
@@ -324,40 +386,49 @@ class _Ruling:
             own = await self.own_answer()
         notes = list(own.notes)
         _stage("weighing the members' answers against its own" if self.members else "ruling")
+        question = self.state["question"]
         verdict = check_answer(agents.JUDGE, own.text, own.shown, names=self.headings,
-                               claims=own.claims)  # fmt: skip
+                               claims=own.claims, vocabulary=self.vocabulary)  # fmt: skip
+        # what the council was shown: the judge's prompt (as shown), and each member's
+        seen = [i for i in self.chunks if i not in own.shown and i in self.seen]
+        every = {**own.shown, **shown_chunks(self.chunks, ids=seen)}
+        asked = Asked.read(question, self.vocabulary, shown_chunks(self.chunks).values())
         ranks = {row["member"]: row["mean_rank"] for row in self.ranking}
-        stands, why = select(verdict, self.members, ranks)
-        if why:
-            notes.append(why)
+        decision = decide(asked, [verdict, *self.members], self.vocabulary, ranks)
+        notes += [decision.why] if decision.why else []
+        if decision.off_question:
+            notes.append("not counted, supported answers to another question: "
+                         + "; ".join(decision.off_question))  # fmt: skip
+        stands = decision.stands
         check = {
             **own.check,
-            "agreement": agreement([verdict, *self.members]),
-            "selected": stands.who,
+            "agreement": decision.votes,
+            "selected": stands.who if stands is not None else "split",
+            "off_question": decision.off_question,
         }
-        final = list(stands.claims) if stands is not verdict else own.claims
-        supplied = own.shown if stands is verdict else _member_shown(stands, self.chunks)
-        text = stands.text
-        things = {i: thing(chunk.heading, chunk.source) for i, chunk in self.chunks.items()}
-        standing = [c for c in final if c.status != "dropped"]
-        off = off_question(self.state["question"], standing, things)
-        if off and len(off) < len(standing):  # lines on things the question does not name
-            text = revise(text, [dataclasses.replace(c, status="dropped") for c in off])
-            final = [dataclasses.replace(c, status="dropped") if c in off else c for c in final]
-            notes.append(f"left out {len(off)} line(s) on things the question does not name")
-        every = [c for answer in (verdict, *self.members) for c in answer.claims]
-        if text != NO_ANSWER and (lead := extreme(self.state["question"], every, things)):
-            # the figures compared, not the judge's arithmetic, name the one asked for
-            rest = revise(text, [dataclasses.replace(lead.claim, status="dropped")])
-            text = f"{lead.line}\n{rest}".strip()
-            supplied = {**supplied, **shown_chunks(self.chunks, ids=lead.claim.cited)}
-            final = [lead.claim, *(c for c in final if c.text != lead.claim.text)]
-            check["extreme"] = {"direction": lead.direction, "compared": lead.compared,
-                                "asked_about": lead.asked_about,
-                                "claim": plain(lead.claim.text)}  # fmt: skip
-            notes.append(f"the verdict leads with the {lead.direction} figure of the "
-                         f"{lead.compared} things supported claims give one for")  # fmt: skip
-        _seen(supplied, self.chunks)  # what the verdict's tags resolve to
+        if stands is None:  # an even split: each side's line, with its support
+            sides = [c for side in decision.split for c in side.claims if c.status != "dropped"]
+            final, text = sides, decision.text
+            supplied = {**own.shown, **shown_chunks(self.chunks, ids=_cited(sides))}
+        else:
+            final = own.claims if stands is verdict else list(stands.claims)
+            supplied = own.shown if stands is verdict else _member_shown(stands, self.chunks)
+            text = stands.text
+            if text in (NO_ANSWER, OFF_QUESTION) and (
+                held := _figures_held(asked, self.vocabulary, every)
+            ):
+                # no answer gave it, but a chunk shown states the figure asked: quote it
+                text = "\n".join(f"{readable(f.text)} [KB#{f.chunk_id}]" for f in held)
+                final = [*(c for c in final if c.status == "dropped"),
+                         *(Claim(f.text, (f.chunk_id,), "supported", "the KB's figure, quoted")
+                           for f in held)]  # fmt: skip
+                supplied = {**supplied, **shown_chunks(self.chunks, ids=[f.chunk_id for f in held])}
+                notes.append(f"no answer stated the {asked.property} asked; the chunk's own words")
+            if text not in (NO_ANSWER, OFF_QUESTION) and not asked.unknown:
+                text, final, supplied = self._lines(text, final, supplied, every, asked, check,
+                                                    notes)  # fmt: skip
+        text = text.strip()
+        _emit_shown(supplied, self.chunks)  # what the verdict's tags resolve to
         citations, unknown = check_citations(text, supplied)
         return {
             # a tag no shown chunk backs stays reported, but never reads as a citation
@@ -373,6 +444,67 @@ class _Ruling:
             "own": own.to_state(),
             "call": own.call if made else None,
         }
+
+    def _lines(
+        self,
+        text: str,
+        claims: Sequence[Claim],
+        supplied: Mapping[str, Shown],
+        every: Mapping[str, Shown],
+        asked: Asked,
+        check: dict[str, Any],
+        notes: list[str],
+    ) -> tuple[str, list[Claim], dict[str, Shown]]:
+        """The verdict's lines: a ranked lead where the question ranks, else the chunks' words."""
+        vocabulary = ShownVocabulary(self.vocabulary, every)  # figures of chunks shown only
+        ranked = rank(asked.question, vocabulary, _things(every, vocabulary))
+        if ranked is None:
+            check["lines"] = "quoted"
+            return self._in_kb_words(text, claims, supplied, every, asked)
+        # the KB's figures, not the judge's arithmetic, name the one asked for
+        lead = ranked.lead
+        check["extreme"] = {"direction": ranked.direction, "property": ranked.measure,
+                            "compared": len(ranked.order), "negated": ranked.negated,
+                            "thing": lead.thing}  # fmt: skip
+        notes.append(f"the verdict leads with the {ranked.direction} {ranked.measure} of the "
+                     f"{len(ranked.order)} things the KB gives one for")  # fmt: skip
+        direct = _agreeing(direct_answer(text), ranked, vocabulary)
+        lines = [ranked.line(), direct, *(f"- {o}" for o in ranked.others())]
+        ids = [f.chunk_id for f in ranked.order]
+        quotes = [Claim(line, (f.chunk_id,), "supported", "the KB's figure, ranked")
+                  for line, f in zip([ranked.line(), *ranked.others()], ranked.order,
+                                     strict=True)]  # fmt: skip
+        said = [c for c in claims if c.supported and direct and plain(c.text) in direct]
+        final = [*(c for c in claims if c.status == "dropped"), *said, *quotes]
+        shown = {**supplied, **shown_chunks(self.chunks, ids=ids)}
+        return "\n".join(line for line in lines if line), final, shown
+
+    def _in_kb_words(
+        self,
+        text: str,
+        claims: Sequence[Claim],
+        supplied: Mapping[str, Shown],
+        every: Mapping[str, Shown],
+        asked: Asked,
+    ) -> tuple[str, list[Claim], dict[str, Shown]]:
+        """The direct answer (checked), then the chunks' own sentences that bear on the question.
+
+        Returns the verdict's text, its claims (the dropped ones, the direct answer's as
+        checked, then each quoted line's) and the chunks it may cite.
+        """
+        direct = direct_answer(text)
+        kept = [c for c in claims if c.status != "dropped" and plain(c.text) in plain(direct)]
+        cited = _cited(c for c in claims if c.supported)
+        scores = {i: chunk.score for i, chunk in self.chunks.items()}
+        vocabulary = ShownVocabulary(self.vocabulary, every)
+        quoted = supporting_lines(asked, every, scores, cited, vocabulary, said=direct)
+        lines = [direct, *(f"- {line}" for line in quoted)] if direct else quoted
+        ids = _cited(Claim(line, (), "supported", "") for line in quoted)
+        supplied = {**supplied, **shown_chunks(self.chunks, ids=[i for i in every if i in ids])}
+        quotes = [Claim(line, tuple(i for i in every if f"[KB#{i}]" in line), "supported",
+                        "quoted: the chunk's own sentence") for line in quoted]  # fmt: skip
+        dropped = [c for c in claims if c.status == "dropped"]  # reported, never shown
+        return "\n".join(readable(line) for line in lines), [*dropped, *kept, *quotes], supplied
 
     async def own_answer(self) -> OwnAnswer:
         """The judge's own answer from the KB: its calls, cleaned, checked and fixed."""
@@ -391,7 +523,7 @@ class _Ruling:
         if self.ctx.entailment == "judge":
             entail = await asyncio.to_thread(entailment_for, self.backend)
         shown = self._shown(draft.call, draft.transcript, tools)
-        _seen(shown, self.chunks)
+        _emit_shown(shown, self.chunks)
         text = self._clean(draft.call.result, draft.transcript.results)
         _stage("checking its claims against the chunks")
         started = time.perf_counter()
@@ -412,7 +544,7 @@ class _Ruling:
                 better = sum(c.supported for c in fixed_claims) >= sum(c.supported for c in claims)
                 if fixed_text and not prompt.echoes_check(fixed_text) and better:
                     call, text, shown, claims = fixed_call, fixed_text, fixed_shown, fixed_claims
-                    _seen(shown, self.chunks)
+                    _emit_shown(shown, self.chunks)
                     check["revised"] = True
                 else:
                     check["revised"] = False
@@ -460,10 +592,16 @@ class _Ruling:
     def _shown(
         self, call: ModelCall, transcript: ToolTranscript, tools: VerificationTools | None
     ) -> dict[str, Shown]:
-        """The chunks the call's prompt showed, as it showed them (a tool's too)."""
-        kept = call.prompt.kept("kb_chunks")
+        """The chunks the call's prompt showed, as it showed them (a tool's too).
+
+        The KB section's fit hands over each chunk's text as shown (`Fitted.shown`); its
+        rendering (`format_chunk`: tag, score, heading) is ours to take off, not read back.
+        """
         section = call.prompt.sections.get("kb_chunks")
-        shown = shown_chunks(self.chunks, [section.text] if section else [], ids=kept)
+        shown: dict[str, Shown] = {}
+        for key, text in section.shown if section else ():
+            if (chunk := self.chunks.get(key)) is not None:
+                shown[key] = as_shown(chunk, text)
         if tools:
             fetched = shown_ids("\n".join(transcript.fitted), tools.fetched)
             shown.update(shown_chunks(tools.fetched, transcript.fitted, ids=fetched))
@@ -569,7 +707,7 @@ def _stage(stage: str) -> None:
     emit({"type": "stage", "node": agents.JUDGE, "stage": stage})
 
 
-def _seen(shown: Mapping[str, Shown], chunks: Mapping[str, Chunk]) -> None:
+def _emit_shown(shown: Mapping[str, Shown], chunks: Mapping[str, Chunk]) -> None:
     """Tell the stream the chunks as the judge's prompt showed them (the page shows a tag's)."""
     emit({"type": "shown", "node": agents.JUDGE, "chunks": seen_chunks(shown, chunks)})
 
@@ -613,6 +751,44 @@ def nearest_sentences(claim: Claim, shown: Mapping[str, Shown], most: int = 2) -
     sentences = [s for i in claim.cited if i in shown for s in shown[i].text.split(". ")]
     ranked = sorted(sentences, key=lambda s: -len(words & set(s.lower().split())))
     return [s[:300] for s in ranked[:most]]
+
+
+def _cited(claims: Iterable[Claim]) -> list[str]:
+    """The chunk ids `claims` cite, or, for a quoted line, the tags it carries."""
+    out: dict[str, None] = {}
+    for claim in claims:
+        for i in claim.cited or re.findall(r"\[KB#([^\]\s]+)\]", claim.text):
+            out.setdefault(i, None)
+    return list(out)
+
+
+def _things(shown: Mapping[str, Shown], vocabulary: Vocabulary) -> list[str]:
+    """The things of the chunks shown, by key, in order."""
+    return list(dict.fromkeys(t.key for i in shown if (t := vocabulary.thing_of(i)) is not None))
+
+
+def _figures_held(asked: Asked, vocabulary: Vocabulary, shown: Mapping[str, Shown]) -> list[Any]:
+    """The figures of the property asked of the one thing asked about, in the chunks shown."""
+    if asked.unknown or not asked.property or len(asked.things) != 1:
+        return []
+    return [f for f in vocabulary.figures(asked.property, asked.things) if f.chunk_id in shown]
+
+
+def _agreeing(direct: str, ranked: Ranking, vocabulary: Vocabulary) -> str:
+    """The direct answer where it adds to the ranked lead without naming another thing first.
+
+    A direct answer that names a thing compared but not the one the figures put first is left
+    out, and so is one that only repeats the lead's figures.
+    """
+    named = {n.thing.key for n in vocabulary.named_in(direct)}
+    compared = {f.thing for f in ranked.order}
+    if named & compared and ranked.lead.thing not in named and not ranked.negated:
+        return ""
+    figures = re.findall(r"\d[\d.,]*", direct)
+    shown = " ".join([ranked.line(), *ranked.others()])
+    if figures and all(f in shown for f in figures):
+        return ""
+    return direct
 
 
 def _member_shown(member: Checked, chunks: Mapping[str, Chunk]) -> dict[str, Shown]:

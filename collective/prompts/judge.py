@@ -4,7 +4,7 @@ The judge reads what every member read first, in the same tokens (`collective.pr
 rules, conversation, KB chunks, the question), so a judge on the members' model reuses their
 prefix; then its knowledge-base check when it used tools, and its part: its own answer from the
 KB. It is not shown the members' answers: they are weighed against its answer by the claim
-check (`collective.kb.answers.select`), which a small judge does better than merging them. A
+check (`collective.verdict.agreement.decide`), which a small judge does better than merging them. A
 draft whose claims fail the check gets one more turn after it (`revision_turn`).
 """
 

@@ -44,11 +44,11 @@ from collective.errors import (
     ConfigError,
     QuorumError,
 )
-from collective.kb.marks import verdict_lines
 from collective.kb.profile_names import Profile
 from collective.serve import openai_shapes as shapes
 from collective.serve.runs import Ask, Busy, Cancelled, Councils, Run, ThreadBusy
 from collective.serve.settings import THREAD_HEADER, ServeSettings
+from collective.verdict.marks import verdict_lines
 
 __all__ = [
     "API_PREFIXES",

@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO, free_port
 from langgraph_sdk import get_client
 
-from collective.kb.support import plain
+from collective.verdict.support import plain
 
 pytestmark = pytest.mark.integration
 

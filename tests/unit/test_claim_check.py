@@ -10,7 +10,7 @@ import pytest
 
 from collective.kb.quantities import quantities, same_quantity
 from collective.kb.store import Chunk
-from collective.kb.support import check_claims, revise, shown_chunks, support_share
+from collective.verdict.support import check_claims, revise, shown_chunks, support_share
 
 PLA = Chunk(
     "mem_pla",

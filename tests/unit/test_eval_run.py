@@ -35,8 +35,8 @@ def _member(messages) -> str:
 
 
 def _context(store):
-    def reply(messages):
-        return f"PLA prints at 190-220 °C [KB#mem_a] ({_member(messages)})."
+    def reply(messages):  # who answers on a line of its own: no claim for the check to read
+        return f"PLA prints at 190-220 °C [KB#mem_a].\nAnswered by {_member(messages)}"
 
     best = ScriptedBackend("best", reply)
     members = [ScriptedBackend(f"s{i}", reply) for i in range(3)]

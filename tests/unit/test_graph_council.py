@@ -142,7 +142,7 @@ async def test_a_run_that_dies_in_the_judge_resumes_without_rerunning_specialist
         await graph.ainvoke({"question": "q"}, config, context=ctx)
     assert len(spec.calls) == 3
     out = await graph.ainvoke(None, config, context=ctx)
-    assert out["answer"] == "ASA [KB#mem_asa]"
+    assert out["answer"].splitlines()[0] == "ASA [KB#mem_asa]"
     assert len(spec.calls) == 3  # the finished specialists were not re-run
     assert len(judge.calls) == 3
 
@@ -271,7 +271,7 @@ async def test_a_server_overflow_refits_to_its_n_ctx_and_retries_once():
     overflow = ContextOverflow("too long", n_prompt_tokens=900, n_ctx=1_024)
     judge = ScriptedBackend("judge", "ASA [KB#mem_asa]", failures=[overflow])
     out = await build_graph().ainvoke({"question": "q"}, context=context(judge=judge))
-    assert out["answer"] == "ASA [KB#mem_asa]"
+    assert out["answer"].splitlines()[0] == "ASA [KB#mem_asa]"
     assert len(judge.calls) == 2
     report = next(b for b in out["budgets"] if b["node"] == "judge")
     assert report["n_ctx"] <= 1_024 and "scaled" in report["scaled"]

@@ -28,9 +28,11 @@ async def test_deep_retrieval_uses_the_configured_rewriter(tmp_path):
 
 async def test_memory_compression_uses_the_configured_summarizer(tmp_path):
     summarizer = ScriptedBackend("summarizer", "A short model-written summary.")
-    # past 80% of L0 in one turn; each sentence its own (a verdict says nothing twice)
+    # past 80% of L0 in one turn; each clause its own (a verdict says nothing twice), after a
+    # supported answer in one sentence: the verdict's direct answer is its first sentence or two
     cases = (a + b + c for a in "abcdefghij" for b in "abcdefghij" for c in "abcdefghij")
-    long_verdict = " ".join(f"The resin keeps its shape in case {w}." for w in cases)
+    clauses = "; ".join(f"the resin keeps its shape in case {w}" for w in cases)
+    long_verdict = f"Use ASA [KB#mem_asa]. The reason: {clauses}."
     out = await build_graph().ainvoke(
         {"question": "What survives a hot car?"},
         context=context(

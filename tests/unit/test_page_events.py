@@ -3,7 +3,7 @@
 - `shown`: the chunks as the judge's prompt showed them, each with what its trim left out
   (`nodes.judge.seen_chunks`), read from prompts really fitted to a budget;
 - `stage`: the judge's stage, which the CLI's live view shows in the judge's row too;
-- the verdict's lines with their marks (`kb.marks.line_statuses`, sent as the result's `lines`):
+- the verdict's lines with their marks (`verdict.marks.line_statuses`, the result's `lines`):
   the same marks `collective ask` prints;
 - the page's files: nothing fetched from elsewhere, nothing run inline.
 """
@@ -20,11 +20,11 @@ from collective.budget.counting import tiktoken_counter
 from collective.budget.trimming import select_chunks
 from collective.commands.render import CLAIM_MARKS, ProgressView, marked_lines
 from collective.kb.citations import neutralise
-from collective.kb.marks import MARKED, line_statuses, verdict_lines
 from collective.kb.store import Chunk
-from collective.kb.support import shown_chunks
 from collective.nodes.chunks import scored_chunks
 from collective.nodes.judge import seen_chunks
+from collective.verdict.marks import MARKED, line_statuses, verdict_lines
+from collective.verdict.support import shown_chunks
 
 LONG = " ".join(f"Sentence {i} says PETG prints at {230 + i % 20} °C." for i in range(400))
 

@@ -65,7 +65,7 @@ async def test_an_over_long_question_is_cut_with_a_visible_note() -> None:
     assert "question cut" in out["question"]
     assert any("its first 4,000 and its last 4,000 were kept" in note for note in out["notes"])
     assert all(len(q) < MAX_QUESTION_CHARS + 100 for q in store.queries)
-    assert out["answer"] == "judge says ASA."
+    assert out["answer"].splitlines()[0] == "judge says ASA."
 
 
 def test_check_question_leaves_a_good_question_alone() -> None:

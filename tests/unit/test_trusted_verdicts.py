@@ -15,14 +15,15 @@ from collective.budget.counting import tiktoken_counter
 from collective.budget.trimming import Scored
 from collective.errors import QuorumError
 from collective.graph import build_graph
-from collective.kb.answers import check_answer, select
 from collective.kb.evidence import split
 from collective.kb.store import Chunk
-from collective.kb.support import shown_chunks
 from collective.models.base import ChatDelta
 from collective.prompts import judge as judge_prompt
+from collective.verdict.agreement import Asked, check_answer, decide
+from collective.verdict.support import shown_chunks
 from tests.fakes import ListStore, ScriptedBackend
 from tests.unit.test_graph_council import context
+from tests.verdicts import direct, quoted
 
 ABS = Chunk(
     "mem_abs",
@@ -75,8 +76,10 @@ async def test_the_demos_nylon_paragraph_under_an_abs_tag_is_dropped_and_said_on
     assert "hygroscopic" not in out["answer"] and "friction" not in out["answer"]
     assert out["answer"].count("95-100") == 1
     statuses = [c["status"] for c in out["claims"]]
-    assert statuses.count("dropped") == 2 and statuses.count("supported") == 1
+    assert statuses.count("dropped") == 2 and "dropped" not in statuses[2:]
     assert out["citation_support"] == 1.0
+    pla = "- PLA softens near 55-60 °C, so parts sag in hot cars. [KB#mem_pla]"
+    assert quoted(out, [ABS, NYLON, PLA]) == [pla]
 
 
 @pytest.mark.parametrize(
@@ -101,7 +104,8 @@ async def test_the_demos_nylon_paragraph_under_an_abs_tag_is_dropped_and_said_on
 )
 async def test_a_verdict_never_echoes_its_format_a_placeholder_or_tool_output(echo: str) -> None:
     out = await ask(echo)
-    assert out["answer"] == "ABS handles heat to around 95-100 °C [KB#mem_abs]."
+    assert direct(out) == "ABS handles heat to around 95-100 °C [KB#mem_abs]."
+    quoted(out, [ABS, NYLON, PLA])  # the rest: the chunks' own sentences, never the echo
 
 
 def test_clean_drops_the_labels_a_small_model_puts_on_its_lines() -> None:
@@ -123,7 +127,9 @@ async def test_a_verdict_ends_at_the_lines_its_format_allows() -> None:
         "- Nylon is tough, wear resistant and has low friction [KB#mem_nylon]",
     ]
     out = await ask("\n".join(lines))
-    assert out["answer"].splitlines() == lines[:3]
+    # the model's direct answer, then at most three of the chunks' own sentences on the question
+    assert direct(out) == lines[0]
+    assert len(quoted(out, [ABS, NYLON, PLA])) <= 3 and "Nylon" not in out["answer"]
 
 
 async def test_a_verdict_cut_at_its_output_cap_ends_at_its_last_finished_sentence() -> None:
@@ -139,10 +145,9 @@ async def test_a_verdict_cut_at_its_output_cap_ends_at_its_last_finished_sentenc
         "- PLA softens near 55-60 °C [KB#mem_pla]. Parts sag in hot"
     )
     out = await ask(CutJudge("judge", said))
-    assert out["answer"] == (
-        "ABS handles heat to around 95-100 °C [KB#mem_abs].\n"
-        "- PLA softens near 55-60 °C [KB#mem_pla]."
-    )
+    assert direct(out) == "ABS handles heat to around 95-100 °C [KB#mem_abs]."
+    assert "Parts sag in hot\n" not in f"{out['answer']}\n"
+    quoted(out, [ABS, NYLON, PLA])  # whole sentences of the chunks
     # a last line with no finished sentence goes whole; a lone line stays as it is
     cut = "ABS handles heat to around 95-100 °C [KB#mem_abs].\n- PLA softens near 55"
     assert (
@@ -192,9 +197,9 @@ async def test_a_member_answer_stands_when_the_judge_has_nothing_supported() -> 
         "PETG is best, it melts at 400 °C [KB#mem_abs].",
         member="ABS handles heat to around 95-100 °C [KB#mem_abs].",
     )
-    assert out["answer"] == "ABS handles heat to around 95-100 °C [KB#mem_abs]."
+    assert direct(out) == "ABS handles heat to around 95-100 °C [KB#mem_abs]."
     assert out["claim_check"]["selected"] == "specialist-1"
-    assert any("stands instead" in note for note in out["notes"])
+    assert any("specialist-1's answer stands" in note for note in out["notes"])
 
 
 def test_the_peer_reviews_ranks_break_a_tie_between_member_answers() -> None:
@@ -202,9 +207,12 @@ def test_the_peer_reviews_ranks_break_a_tie_between_member_answers() -> None:
     judge = check_answer("judge", "ABS melts at 400 °C [KB#mem_abs].", shown)
     said = "ABS handles heat to around 95-100 °C [KB#mem_abs]."
     members = [check_answer(f"specialist-{i}", said, shown) for i in (1, 2)]
-    assert select(judge, members)[0].who == "specialist-1"  # first on a tie
-    stands, why = select(judge, members, {"specialist-1": 2.0, "specialist-2": 1.0})
-    assert stands.who == "specialist-2" and "stands instead" in why
+    asked = Asked("Which filament for a hot car?")
+    first = decide(asked, [judge, *members], None).stands
+    assert first is not None and first.who == "specialist-1"  # first on a tie
+    ranked = decide(asked, [judge, *members], None, {"specialist-1": 2.0, "specialist-2": 1.0})
+    assert ranked.stands is not None and ranked.stands.who == "specialist-2"
+    assert "2 of 2 supported answers give it" in ranked.why
 
 
 async def test_with_no_supported_claim_anywhere_the_verdict_says_the_kb_does_not_answer() -> None:
@@ -213,10 +221,11 @@ async def test_with_no_supported_claim_anywhere_the_verdict_says_the_kb_does_not
     assert out["citations"] == []
 
 
-async def test_members_who_agree_cannot_displace_the_judges_supported_answer() -> None:
-    # measured: a judge shown the members' answers merged them into a worse verdict than its
-    # own model alone (5 of 12 right against 10 of 12); now it answers from the KB as one call
-    # would, and the members' answers are weighed against its answer by the claim check
+async def test_the_supported_answer_most_give_stands_over_the_judges_alone() -> None:
+    # measured in the eval sitting: the judge's supported answer stood against samples that
+    # agreed on another (self-consistency answered 25 of 25 paraphrases, the default 17); the
+    # judge still answers from the KB as one call would, unshown the members' answers, and its
+    # answer is one vote among the answers the KB supports
     judge = ScriptedBackend("judge", "ABS handles heat to around 95-100 °C [KB#mem_abs].")
     member = "PLA softens near 55-60 °C, so parts sag in hot cars [KB#mem_pla]."
     out = await ask(judge, member=member, k=2)
@@ -224,10 +233,21 @@ async def test_members_who_agree_cannot_displace_the_judges_supported_answer() -
     assert len(judge.calls) == 1 and "specialist-1" not in prompt
     # the judge's prompt opens as the members' do: rules, KB, then the question
     assert prompt.index("## Knowledge base") < prompt.index(f"Question: {QUESTION}")
-    assert out["answer"] == "ABS handles heat to around 95-100 °C [KB#mem_abs]."
+    assert direct(out) == member
     check = out["claim_check"]
-    assert check["selected"] == "judge"
-    assert check["agreement"] == {"pla": ["specialist-1", "specialist-2"], "abs": ["judge"]}
+    assert check["selected"] == "specialist-1"
+    assert list(check["agreement"].values()) == [["specialist-1", "specialist-2"], ["judge"]]
+
+
+async def test_an_even_split_says_so_and_shows_both_sides_with_their_support() -> None:
+    judge = ScriptedBackend("judge", "ABS handles heat to around 95-100 °C [KB#mem_abs].")
+    member = "PLA softens near 55-60 °C, so parts sag in hot cars [KB#mem_pla]."
+    out = await ask(judge, member=member, k=1)
+    first, *sides = out["answer"].splitlines()
+    assert first.startswith("The answers split evenly")
+    assert sides == ["- ABS handles heat to around 95-100 °C [KB#mem_abs].", f"- {member}"]
+    assert out["claim_check"]["selected"] == "split"
+    assert {c["id"] for c in out["citations"]} == {"mem_abs", "mem_pla"}
 
 
 async def test_a_fix_call_that_does_not_fit_leaves_the_draft_standing() -> None:

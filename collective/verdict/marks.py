@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from collective.kb.support import plain
+from collective.verdict.support import plain
 
 __all__ = ["MARKED", "line_statuses", "verdict_lines"]
 

@@ -19,7 +19,7 @@ chunk only by what was kept), and against every other chunk shown:
 - **Negation** that differs between the claim and its supporting sentence, or numbers that hold
   in other words, cannot be settled by numbers and names: it goes to `entail`, the judge's own
   model asked whether the passage supports the claim (yes/no log-odds,
-  `collective.kb.entailment`); without one (the default) the claim fails.
+  `collective.verdict.entailment`); without one (the default) the claim fails.
 
 A cited claim its chunk does not support but another shown chunk does is *retagged* to that
 chunk; an uncited claim a shown chunk supports gets its tag; what nothing supports is
@@ -28,23 +28,26 @@ chunk; an uncited claim a shown chunk supports gets its tag; what nothing suppor
 
 from __future__ import annotations
 
-import functools
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Literal
 
 from collective.kb.chunking import MAX_CHUNK_CHARS
 from collective.kb.citations import (
     SHOWN_SCORE,
+    format_chunk,
     neutralise,
     normalise,
     split_citations,
     tag,
     without_tags,
 )
-from collective.kb.quantities import Quantity, kind_words, quantities, same_quantity
+from collective.kb.quantities import Quantity, convert, kind_words, quantities, same_quantity
 from collective.kb.store import Chunk
+from collective.kb.vocabulary import Vocabulary
+from collective.kb.words import STOPWORDS, stem
 
 __all__ = [
     "Claim",
@@ -53,6 +56,7 @@ __all__ = [
     "Similar",
     "Status",
     "answer_entities",
+    "as_shown",
     "check_claims",
     "mark_fixed",
     "plain",
@@ -86,20 +90,17 @@ _NEGATIONS = frozenset(
     "not no never none cannot without neither nor nothing n't don't doesn't didn't isn't aren't "
     "wasn't weren't won't can't shouldn't couldn't mustn't".split()
 )
-_STOP = frozenset(
-    """a about above after again against all also am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for from
-    further had has have having he her here hers him his how i if in into is it its itself just
-    me more most my no nor not now of off on once only or other our out over own same she should
-    so some such than that the their them then there these they this those through to too under
-    until up very was we were what when where which while who whom why will with would you your
-    yes one two three use used uses using usual usually good better best choose choice chosen
-    option options pick recommend recommended suitable suit suits answer question part parts
-    thing things well make makes made need needs needed may might must often typical typically
-    around near roughly approximately like unlike instead whereas however therefore so thus
-    because since per many much less more get gets getting give gives window wide range span
-    difference""".split()
+_COMPARING = frozenset("more most".split())
+"""Function words that state a comparison ("more than", "the most"): the check reads them."""
+_STOP = (STOPWORDS - _COMPARING) | frozenset(
+    """also now yes one two three use used uses using usual usually choose choice chosen option
+    options pick recommend recommended suitable suit suits answer question part parts thing
+    things make makes made need needs needed may might must often typical typically around near
+    roughly approximately like unlike instead whereas however therefore thus since per many
+    much get gets getting give gives window wide range span difference""".split()
 )
+"""Words a claim may use that its chunk need not: the project's function words
+(`collective.kb.words`), less those that compare, and the words an answer frames a fact with."""
 _DECISION = re.compile(r"\s*Decision:", re.IGNORECASE)
 _MIN_WORD_SHARE = 0.5
 """Of a claim's content words, the share its chunk must hold."""
@@ -194,19 +195,20 @@ def shown_chunks(
     return out
 
 
+def as_shown(chunk: Chunk, rendered: str) -> Shown:
+    """`chunk` as a prompt showed it, from its rendering there (`format_chunk`, maybe cut).
+
+    The rendering's opening (tag, score, heading) is known, so it is taken off as made; a cut
+    rendering keeps only what was shown of the body.
+    """
+    whole = format_chunk(chunk)
+    body = neutralise(chunk.text)
+    opening = whole[: len(whole) - len(body)] if whole.endswith(body) else ""
+    text = rendered[len(opening) :] if opening and rendered.startswith(opening) else rendered
+    return Shown(chunk.id, chunk.heading, text.strip(), chunk.source)
+
+
 # -- reading ------------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=16384)
-def _stem(word: str) -> str:
-    return str(_stemmer().stemWord(word.lower().replace("’", "'")))
-
-
-@functools.cache
-def _stemmer() -> Any:
-    import snowballstemmer
-
-    return snowballstemmer.stemmer("english")
 
 
 def _key(phrase: str) -> str:
@@ -215,12 +217,18 @@ def _key(phrase: str) -> str:
 
 @dataclass
 class _Vocabulary:
-    """The entities the chunks are about, by key (`petg`, `pa6nylon`, `nylon`)."""
+    """The entities the chunks are about, by key (`petg`, `pa6nylon`, `nylon`).
+
+    With the KB's `Vocabulary` (`kb`) the entities are its things, by `Thing.key`, named by any
+    name the KB knows for them; a name two things share is one entity of both keys (`a|b`).
+    Without one, the entities are read off the chunks' headings.
+    """
 
     keys: set[str] = field(default_factory=set)
     longest: int = 1
     aliases: dict[str, str] = field(default_factory=dict)
     """Another name of an entity, and its own key (`polylacticacid`: `pla`)."""
+    kb: Vocabulary | None = None
 
     def add(self, phrase: str) -> None:
         words = phrase.split()
@@ -240,6 +248,8 @@ class _Vocabulary:
 
     def spans(self, text: str) -> list[tuple[str, int, int]]:
         """The entities `text` names: (key, start, end), longest phrase first."""
+        if self.kb is not None:
+            return _kb_spans(self.kb, text)
         tokens = list(re.finditer(r"\w[\w.-]*\w|\w", text))
         out: list[tuple[str, int, int]] = []
         i = 0
@@ -257,9 +267,23 @@ class _Vocabulary:
         return out
 
 
-def _vocabulary(headings: Iterable[str]) -> _Vocabulary:
+def _kb_spans(kb: Vocabulary, text: str) -> list[tuple[str, int, int]]:
+    """The things the KB's vocabulary finds in `text`, one entity per span (`a|b`: shared)."""
+    by_span: dict[tuple[int, int], list[str]] = {}
+    for named in kb.named_in(text):
+        span = (named.start, named.start + len(named.written))
+        by_span.setdefault(span, []).append(named.thing.key)
+    return [("|".join(sorted(set(keys))), a, b) for (a, b), keys in sorted(by_span.items())]
+
+
+def _alternatives(key: str) -> set[str]:
+    """The things an entity key stands for (a name two things share is either)."""
+    return set(key.split("|"))
+
+
+def _vocabulary(headings: Iterable[str], kb: Vocabulary | None = None) -> _Vocabulary:
     """The entities named by the first part of `headings` (`ABS and ASA > Printing` names two)."""
-    vocab = _Vocabulary()
+    vocab = _Vocabulary(kb=kb)
     for heading in headings:
         for phrase in re.split(r",|/|&|\band\b|\bor\b|\bvs\.?\b", heading.split(">")[0]):
             vocab.add(phrase)
@@ -300,8 +324,21 @@ def _blank(text: str, spans: Iterable[tuple[int, int]]) -> str:
     return "".join(chars)
 
 
+_GLUED_DEGREES = re.compile(r"(?<![\w.,])(\d+(?:\.\d+)?)\s?([CF])(?![\w°'’-])")
+"""A temperature written without its degree sign (`400C`, `260 C`): read as `400 °C`."""
+
+_LABEL = re.compile(r"^\s*([^:.!?\n]{2,80}?):\s+(?=\S)")
+"""A label before a statement (`Outdoor durability of balsa: not durable.`, `Decision: ...`)."""
+
+
+def _label_end(text: str) -> int:
+    """Where the statement of `text` starts after its label (0: it has none)."""
+    m = _LABEL.match(text)
+    return m.end() if m and len(m.group(1).split()) <= 8 else 0
+
+
 def _read(text: str, vocab: _Vocabulary) -> _Read:
-    text = plain(text)
+    text = _GLUED_DEGREES.sub(r"\1 °\2", plain(text))
     phrases = vocab.spans(text)
     found = quantities(_blank(text, [(a, b) for _, a, b in phrases]))
     rest = _blank(text, [(a, b) for _, a, b in phrases] + [(q.start, q.end) for q in found])
@@ -313,7 +350,7 @@ def _read(text: str, vocab: _Vocabulary) -> _Read:
     entities = tuple((k, a, b, bool(_CONTRAST.search(text[:a]))) for k, a, b in names)
     rest = _blank(rest, [(a, b) for _, a, b in names])
     words = tuple(
-        (_stem(m.group(0)), m.start(), m.end())
+        (stem(m.group(0)), m.start(), m.end())
         for m in _WORDS.finditer(rest.lower())
         if len(m.group(0)) >= 3 and m.group(0) not in _STOP and m.group(0) not in _NEGATIONS
     )
@@ -325,10 +362,15 @@ def _negated(text: str) -> bool:
     return bool(words & _NEGATIONS) or any(w.endswith("n't") for w in words)
 
 
+_INNER_TAG = re.compile(r"(?<=\])(?=[,;]?\s+(?!\[)\w)")
+"""After a tag that ends a clause inside a sentence: its clauses cite chunks of their own."""
+
+
 def _sentences(text: str) -> list[str]:
     out: list[str] = []
     for line in text.splitlines():
-        for piece in _SENTENCE.split(line):
+        pieces = [p for s in _SENTENCE.split(line) for p in _INNER_TAG.split(s)]
+        for piece in pieces:
             if out and piece.strip() and not _BRACKETS.sub("", piece).strip(" .,;"):
                 out[-1] += f" {piece}"  # tags after the full stop belong to the sentence
             elif piece.strip():
@@ -384,18 +426,43 @@ def _ties(read: _Read) -> list[tuple[str, Quantity]]:
     return out
 
 
-def _judge(claim: _Read, chunk: Shown, sentences: Sequence[_Read], heading: _Read) -> _Finding:
-    """What `chunk` (read as `sentences`) says of `claim`: quantities, entities, words, negation."""
+def _judge(
+    claim: _Read, chunk: Shown, sentences: Sequence[_Read], heading: _Read, vocab: _Vocabulary
+) -> _Finding:
+    """What `chunk` (read as `sentences`) says of `claim`: quantities, entities, words, negation.
+
+    Every content word of the claim must be the chunk's (a word that only names a stated
+    quantity's kind aside): an antonym ("weldable" of "unweldable", "strong" of "weak"), a
+    comparative turned round ("more" of "less"), an item added to a list are words the chunk
+    does not hold. `unX` and `not X` are one word, negated, wherever the other text says X.
+    """
+    sentences = [_read(t, vocab) if (t := _unprefixed(s.text, claim.text)) != s.text else s
+                 for s in sentences]  # fmt: skip
+    held = heading.stems.union(*(s.stems for s in sentences))
+    chunk_text = " ".join([heading.text, *(s.text for s in sentences)])
+    if (text := _unprefixed(claim.text, chunk_text)) != claim.text:
+        claim = _read(text, vocab)
     anchors, missing = _quantities_stated(claim, sentences)
     words = [w for w, _, _ in claim.words]
-    held = heading.stems.union(*(s.stems for s in sentences))
-    numbers_hold = bool(claim.quantities) and not missing
-    if numbers_hold:  # a word that only names a stated quantity's kind says no more than it
-        held |= {_stem(w) for q in claim.quantities for w in kind_words(q)}
+    if claim.quantities and not missing:  # a word that only names a stated quantity's kind
+        held |= {stem(w) for q in claim.quantities for w in kind_words(q)}
     share = sum(w in held for w in words) / len(words) if words else 1.0
-    if share < _MIN_WORD_SHARE and not numbers_hold:
-        absent = [w for w in dict.fromkeys(words) if w not in held]
-        missing.append("words: " + ", ".join(absent[:6]))
+    novel = [w for w in dict.fromkeys(words) if w not in held]
+    if (label := _label_end(claim.text)) and claim.text[:label].strip().lower() != "decision:":
+        # "Gap filling with X: fills gaps": what it states after its label, the chunk must state
+        # after its own ("none; needs flat mating surfaces"), not in its heading-like label
+        stated = set().union(*(_statement_stems(s) for s in sentences))
+        novel += [w for w, start, _ in claim.words
+                  if start >= label and w not in stated and w not in novel]  # fmt: skip
+    numbers_hold = bool(claim.quantities) and not missing
+    if novel and not numbers_hold:
+        missing.append("words: " + ", ".join(novel[:6]))
+    elif novel and not claim.named(in_passing=False):
+        # it names no thing, and words the chunk lacks: a name the KB has no document for
+        # ("Hickory has a density of about 0.67 g/cm3" of white ash's sentence) is no subject
+        # of another document's sentence, whatever entailment would make of it
+        written = [claim.text[a:b] for w, a, b in claim.words if w in novel]
+        missing.append("names no thing of the chunk: " + ", ".join(dict.fromkeys(written)))
     if not anchors and words:
         overlap = [len(set(words) & s.stems) for s in sentences]
         if max(overlap, default=0) > 0:
@@ -403,11 +470,34 @@ def _judge(claim: _Read, chunk: Shown, sentences: Sequence[_Read], heading: _Rea
     missing += _entities_unstated(claim, chunk, sentences, heading, anchors, set(missing))
     if missing:
         return _Finding("no", tuple(dict.fromkeys(missing)), share=share)
-    if share < _MIN_WORD_SHARE:  # its numbers hold, but the words are not the chunk's
-        return _Finding("unsure", why="its numbers are the chunk's, its words are not", share=share)
+    if novel:  # only entailment (the judge's model) may read other words as the chunk's
+        why = f"its numbers are the chunk's, not its words ({', '.join(novel[:6])})"
+        return _Finding("unsure", why=why, share=share)
     if _negation_differs(claim, sentences):
         return _Finding("unsure", why="negation differs from the chunk's", share=share)
     return _Finding("yes", share=share)
+
+
+_PREFIXED = re.compile(r"\b(un|non-?)([a-z]{5,})\b", re.IGNORECASE)
+"""A word negated by its prefix (`unweldable`, `non-toxic`)."""
+
+
+def _unprefixed(text: str, other: str) -> str:
+    """`text` with `unX` written `not X` where the `other` text says X (as a word or stem)."""
+    said = {w.lower() for w in re.findall(r"[A-Za-z]+", other)}
+    stems = {stem(w) for w in said}
+
+    def sub(m: re.Match[str]) -> str:
+        word = m.group(2).lower()
+        return f"not {m.group(2)}" if word in said or stem(word) in stems else m.group(0)
+
+    return _PREFIXED.sub(sub, text)
+
+
+def _statement_stems(read: _Read) -> set[str]:
+    """The content words of `read` after its label, if it has one."""
+    label = _label_end(read.text)
+    return {w for w, start, _ in read.words if start >= label}
 
 
 def _quantities_stated(claim: _Read, sentences: Sequence[_Read]) -> tuple[set[int], list[str]]:
@@ -426,12 +516,12 @@ def _quantities_stated(claim: _Read, sentences: Sequence[_Read]) -> tuple[set[in
         found = False
         for n, sentence in enumerate(sentences):
             for given in sentence.quantities:
-                if not same_quantity(q, given):
+                if not _states(given, q, claim):
                     continue
                 kind = [(word, t) for word, t in ties if t.unit == given.unit]
                 elsewhere = any(
-                    any(w == word and not same_quantity(q, t) for word, t in kind)
-                    and not any(w == word and same_quantity(q, t) for word, t in kind)
+                    any(w == word and not _states(t, q, claim) for word, t in kind)
+                    and not any(w == word and _states(t, q, claim) for word, t in kind)
                     for w in near
                 )
                 if not elsewhere:
@@ -440,6 +530,65 @@ def _quantities_stated(claim: _Read, sentences: Sequence[_Read]) -> tuple[set[in
         if not found:
             missing.append(claim.text[q.start : q.end])
     return anchors, missing
+
+
+def _states(given: Quantity, q: Quantity, claim: _Read) -> bool:
+    """Whether a chunk's quantity `given` states the claim's `q` (of `claim`).
+
+    As `same_quantity`, and a figure rounded as written (`about 2.2 g/cm3` of 2.17, converted
+    or not); a range's width is stated only beside the range itself (`190-220 °C, a 30 °C
+    window`), never as a point value of its own (`prints at 30 °C`).
+    """
+    if not same_quantity(q, given):
+        return _rounds_to(given, q, claim.text[q.start : q.end])
+    width = (
+        q.low == q.high
+        and given.high > given.low
+        and (not q.unit or q.unit == given.unit)
+        and not given.low - 1e-9 <= q.low <= given.high + 1e-9
+    )
+    if not width:
+        return True
+    return any(o is not q and o.high > o.low and same_quantity(o, given) for o in claim.quantities)
+
+
+_WRITTEN_NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?!\d)|\d+(?:\.\d+)?")
+
+
+def _rounds_to(given: Quantity, q: Quantity, written: str) -> bool:
+    """Whether `given`, in the claim's unit, rounds to `q` as the claim writes it (2 digits+)."""
+    if q.unit and not given.unit:
+        return False
+    numbers = _WRITTEN_NUMBER.findall(written)[: 1 if q.low == q.high else 2]
+    ends = [(given.low, q.low, numbers[0])] if numbers else []
+    if q.low != q.high and len(numbers) == 2:
+        ends = [(given.low, q.low, numbers[0]), (given.high, q.high, numbers[1])]
+    elif given.low != given.high:
+        return False  # a point is stated by a range only within it (`same_quantity`)
+    if not ends:
+        return False
+    for stated, claimed, number in ends:
+        value = stated
+        if q.unit and given.unit != q.unit:
+            converted = convert(stated, given.unit, q.unit)
+            if converted is None:
+                return False
+            value = converted
+        digits = number.replace(",", "").replace(".", "").strip("0")
+        if len(digits) < 2:
+            return False  # "about 2" of 2.17 says too little to hold
+        places = len(number.partition(".")[2])
+        step = 10.0**-places if places else 10.0 ** (len(number) - len(number.rstrip("0")))
+        rounded = math.floor(abs(value) / step + 0.5 + 1e-9) * step  # half up, as people round
+        if not math.isclose(rounded, abs(claimed), rel_tol=1e-9, abs_tol=1e-9):
+            return False
+    return True
+
+
+def _same_thing(key: str, keys: Iterable[str]) -> bool:
+    """Whether the entity `key` is one of `keys` (a name two things share is either)."""
+    mine = _alternatives(key)
+    return any(mine & _alternatives(k) for k in keys)
 
 
 def _entities_unstated(
@@ -454,12 +603,15 @@ def _entities_unstated(
 
     Every entity the claim is about must be stated, and be what its supporting sentences are
     about, or, where they name nothing, the chunk's subject (its heading). One it names in
-    passing ("unlike PLA") need not be.
+    passing ("unlike PLA", "similar to ABS") must be named by the chunk too.
     """
     stated = heading.named().union(*(s.named() for s in sentences))
     required = claim.named(in_passing=False)
-    unstated = [k for k in sorted(required) if k not in stated]
-    out = [claim.said(k) for k in unstated]
+    unstated = [k for k in sorted(claim.named()) if not _same_thing(k, stated)]
+    out = [
+        claim.said(k) if k in required else f"{claim.said(k)} (the chunk does not name it)"
+        for k in unstated
+    ]
     if not claim.words and not claim.quantities:  # it only names things: "Use ABS or ASA."
         return out
     parts = chunk.heading.split(">")
@@ -474,33 +626,41 @@ def _entities_unstated(
         for k in sentences[n].named(in_passing=False)
     }
     for key in sorted(required - set(unstated) - missing):
-        if about and key not in about:
+        if about and not _same_thing(key, about):
             others = ", ".join(sorted(set(about.values()), key=str.lower))
             out.append(f"{claim.said(key)} (the chunk says it of {others})")
-        elif not about and key not in subject:
+        elif not about and not _same_thing(key, subject):
             out.append(f"{claim.said(key)} (the chunk names it only in passing)")
     return out
 
 
 def _negation_differs(claim: _Read, sentences: Sequence[_Read]) -> bool:
-    """Whether a clause of the claim is negated where the chunk's most like it are not.
+    """Whether a word of the claim is negated where the chunk's never is, or the other way round.
 
-    Or the other way round.
+    A word is negated where a negation comes before it in its clause ("they are not dishwasher
+    safe": `dishwasher`, `safe`; "Outdoor durability of balsa: not durable": `durable`). A
+    label's clauses (`Outdoor durability of balsa:`) state nothing and are left out on both
+    sides; a word the chunk states nowhere outside its labels says nothing either way.
     """
-    theirs = [
-        ({w for w, start, _ in s.words if a <= start < b}, _negated(s.text[a:b]))
-        for s in sentences
-        for a, b in _clauses(s.text)
-    ]
-    for a, b in _clauses(claim.text):
-        clause = {w for w, start, _ in claim.words if a <= start < b}
-        overlap = [len(clause & words) for words, _ in theirs]
-        if not clause or max(overlap, default=0) == 0:
+    theirs: dict[str, set[bool]] = {}
+    for sentence in sentences:
+        for word, negated in _polarities(sentence):
+            theirs.setdefault(word, set()).add(negated)
+    return any(
+        word in theirs and negated not in theirs[word] for word, negated in _polarities(claim)
+    )
+
+
+def _polarities(read: _Read) -> list[tuple[str, bool]]:
+    """Each content word of `read` outside its label, and whether it is negated in its clause."""
+    label = _label_end(read.text)
+    out = []
+    for word, start, _ in read.words:
+        if start < label:
             continue
-        alike = {neg for (_, neg), n in zip(theirs, overlap, strict=True) if n == max(overlap)}
-        if _negated(claim.text[a:b]) not in alike:
-            return True
-    return False
+        a, _ = _clause_of(read.text, start)
+        out.append((word, _negated(read.text[max(a, label) : start])))
+    return out
 
 
 def heading_part(part: str, heading: _Read) -> set[str]:
@@ -528,6 +688,7 @@ def check_claims(
     entail: Entail | None = None,
     names: Iterable[str] = (),
     similar: Similar | None = None,
+    vocabulary: Vocabulary | None = None,
 ) -> list[Claim]:
     """The claims of `answer`, each checked against the chunks `shown` (see the module doc).
 
@@ -540,8 +701,11 @@ def check_claims(
             are about are entities in a claim too, though no shown chunk is about them.
         similar: The KB's embedding model: of several chunks that state a claim, it is
             retagged to the one nearest in meaning and words; None: nearest in words.
+        vocabulary: The KB's names: the things a claim and a chunk name are its things, by
+            any name it knows; None: the things the headings (`names` too) are about.
     """
-    pending = _findings(answer, shown, _vocabulary([*(c.heading for c in shown.values()), *names]))
+    vocab = _vocabulary([*(c.heading for c in shown.values()), *names], vocabulary)
+    pending = _findings(answer, shown, vocab)
     unsure = [(s, i) for s, _, found in pending for i, f in found.items() if f.verdict == "unsure"]
     settled: dict[tuple[str, str], bool] = {}
     if unsure and entail is not None:
@@ -575,13 +739,12 @@ def _findings(answer: str, shown: Mapping[str, Shown], vocab: _Vocabulary) -> li
     }
     pending = []
     for sentence in _sentences(answer):
-        if _DECISION.match(sentence):
-            continue  # the choice the answer made, restated for the memory
         cited = tuple(split_citations(sentence, list(shown))[0])
-        read = _read(sentence, vocab)
-        if cited or read.quantities or read.entities:
+        # a decision is checked as any claim (the memory pins it): its label says nothing
+        read = _read(_DECISION.sub("", sentence, count=1), vocab)
+        if cited or read.quantities or read.entities or _DECISION.match(sentence):
             pending.append(
-                (sentence, cited, {i: _judge(read, shown[i], *chunks[i]) for i in shown})
+                (sentence, cited, {i: _judge(read, shown[i], *chunks[i], vocab) for i in shown})
             )
     return pending
 
@@ -616,8 +779,8 @@ def _verdict(
             _missing(cited, found),
             written=sentence,
         )
-    if cited or quantities(plain(sentence)):
-        why = _missing(cited, found) if cited else ("no shown chunk states its numbers",)
+    if cited or quantities(plain(sentence)) or _DECISION.match(sentence):
+        why = _missing(cited, found) if cited else ("no shown chunk states it",)
         unsure = {found[i].why for i in cited if found[i].verdict == "unsure"}
         reason = "; ".join([*why, *sorted(unsure)]) or "no shown chunk supports it"
         if unsure and not entailed:
@@ -639,10 +802,13 @@ def _missing(cited: Sequence[str], findings: Mapping[str, _Finding]) -> tuple[st
 
 
 def answer_entities(
-    sentence: str, shown: Mapping[str, Shown], names: Iterable[str] = ()
+    sentence: str,
+    shown: Mapping[str, Shown],
+    names: Iterable[str] = (),
+    vocabulary: Vocabulary | None = None,
 ) -> dict[str, str]:
     """The entities `sentence` names, not in passing: what it answers (key: as written)."""
-    read = _read(sentence, _vocabulary([*(c.heading for c in shown.values()), *names]))
+    read = _read(sentence, _vocabulary([*(c.heading for c in shown.values()), *names], vocabulary))
     return {k: read.text[a:b] for k, a, b, passing in read.entities if not passing}
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from collective.kb.rerank import RERANK_MODEL, LlmReranker
-from collective.kb.support import Entail
+from collective.verdict.support import Entail
 
 __all__ = ["embedded_entailment", "entailment_for"]
 

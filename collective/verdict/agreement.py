@@ -1,0 +1,388 @@
+"""The answer decided by agreement on what answers the question.
+
+A small judge aggregates badly (SLM-MUX, arXiv 2510.05077; DeliberationBench, arXiv
+2601.08835: picking one answer beat every deliberation protocol), and the answer most samples
+give is right more often than any one of them (self-consistency; CISC, arXiv 2502.06233,
+weights the vote by the model's confidence). So each answer (the judge's own, the samples', the
+members') is checked against the chunks its prompt showed, then *reduced* to its answer to the
+question: the thing its direct answer names, and the figure it states of the property the
+question asks about (both read through the KB's `Vocabulary`). Among the reduced answers the KB
+supports and that answer the question asked, the one most of them give (weighted by each
+answer's confidence, where its backend reports one) stands. An even split says so and shows
+both. A supported answer to another question (about a thing the question does not ask about,
+or with a figure of another property where the KB holds one of the property asked) never wins.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from collective.kb.quantities import Quantity, quantities, same_quantity
+from collective.kb.vocabulary import Figure, Vocabulary
+from collective.kb.words import STOPWORDS, content_words
+from collective.verdict.comparison import property_asked
+from collective.verdict.support import (
+    Claim,
+    Entail,
+    Shown,
+    answer_entities,
+    check_claims,
+    plain,
+    revise,
+)
+
+__all__ = [
+    "NO_ANSWER",
+    "OFF_QUESTION",
+    "Asked",
+    "Checked",
+    "Decision",
+    "Reduced",
+    "check_answer",
+    "decide",
+    "not_held",
+    "reduce",
+]
+
+NO_ANSWER = "The knowledge base does not answer this question: no chunk shown to the council \
+supports the claims it made."
+OFF_QUESTION = "The knowledge base does not answer this question: what it supports of the \
+answers given is about something else."
+
+
+def not_held(names: Sequence[str]) -> str:
+    """The verdict where the question asks about things no chunk shown is about."""
+    said = " or ".join(f'"{n}"' for n in names)
+    return (
+        f"The knowledge base does not answer this question: it holds nothing on {said}, so no "
+        "figure or fact about it can be given from it."
+    )
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One answer after the claim check."""
+
+    who: str
+    text: str
+    """The answer with its claims retagged or dropped as the check found."""
+    claims: tuple[Claim, ...]
+    answer: Mapping[str, str]
+    """The entities its first sentence names (key: as written): what it answers."""
+    confidence: float | None = None
+    """The model's confidence in it (0-1, from its log-probabilities), where reported."""
+    written: str = ""
+    """The answer as the model wrote it (before the check)."""
+
+    @property
+    def supported(self) -> int:
+        """How many of its claims a chunk supports."""
+        return sum(c.supported for c in self.claims)
+
+    @property
+    def standing(self) -> int:
+        """How many of its claims stand (all but the dropped)."""
+        return sum(c.status != "dropped" for c in self.claims)
+
+
+def check_answer(
+    who: str,
+    text: str,
+    shown: Mapping[str, Shown],
+    entail: Entail | None = None,
+    names: Iterable[str] = (),
+    claims: Sequence[Claim] | None = None,
+    vocabulary: Vocabulary | None = None,
+    confidence: float | None = None,
+) -> Checked:
+    """`text` checked against the chunks `shown`, its claims retagged and dropped as found.
+
+    Its `claims` are checked by `check_claims` unless given.
+    """
+    names = list(names)
+    if claims is None:
+        claims = check_claims(text, shown, entail, names, vocabulary=vocabulary)
+    revised = revise(text, claims)
+    first = next((line for line in revised.splitlines() if line.strip(" -*•")), "")
+    entities = answer_entities(first, shown, names, vocabulary)
+    return Checked(who, revised, tuple(claims), entities, confidence, text)
+
+
+# -- what the question asks ------------------------------------------------------------------
+
+_NAME_LIKE = re.compile(r"(?<!^)(?<![.?!]\s)\b[A-Z][\w-]*|\b[A-Za-z]+\d[\w-]*|\b\d+[A-Za-z][\w-]*")
+"""A word written as a name: capitalised inside a sentence, or letters and digits mixed."""
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a question asks: the things it names, the property, and names the KB lacks."""
+
+    question: str
+    things: tuple[str, ...] = ()
+    """The `Thing.key`s it names, in order."""
+    property: str | None = None
+    """The property it asks about (`Vocabulary.property_asked`)."""
+    unknown: tuple[str, ...] = ()
+    """What it asks about that no chunk shown and no name of the KB holds (`Inconel 718`)."""
+
+    @classmethod
+    def read(
+        cls, question: str, vocabulary: Vocabulary | None, shown: Iterable[Shown] = ()
+    ) -> Asked:
+        """The question read through the KB's vocabulary and the chunks shown for it.
+
+        A thing the KB has no document for cannot be found by name, so it is read off what the
+        question says that nothing shown holds: a word written as a name (capitalised inside
+        the sentence, letters and digits mixed), or, where the question asks for a property of
+        no thing the KB names, a word of its own no chunk shown uses ("the Janka hardness of
+        hickory").
+        """
+        if vocabulary is None:
+            return cls(question)
+        named = vocabulary.named_in(question)
+        things = tuple(dict.fromkeys(n.thing.key for n in named))
+        prop = property_asked(question, vocabulary)
+        spans = [(n.start, n.start + len(n.written)) for n in named]
+        text = "\n".join(f"{c.source} {c.heading} {c.text}" for c in shown).lower()
+        known = set(content_words(text)) | set(content_words(prop or ""))
+        unknown: list[str] = []
+        for m in _NAME_LIKE.finditer(question):
+            if any(a <= m.start() < b for a, b in spans) or m.group(0).lower() in STOPWORDS:
+                continue
+            written = re.search(rf"(?<!\w){re.escape(m.group(0).lower())}(?!\w)", text)
+            if not written and not set(content_words(m.group(0))) <= known:
+                unknown.append(m.group(0))
+        if prop and not things and not unknown:  # "the Janka hardness of hickory?"
+            rest = _without(question, spans)
+            ends = [m[1] for m in _SUBJECT.finditer(rest) if m[1].lower() not in STOPWORDS]
+            unknown = [w for w in ends if not set(content_words(w)) <= known]
+        return cls(question, things, prop, tuple(dict.fromkeys(unknown)))
+
+
+def _without(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    chars = list(text)
+    for a, b in spans:
+        chars[a:b] = " " * (b - a)
+    return "".join(chars)
+
+
+_SUBJECT = re.compile(r"\bof\s+(?:the\s+|an?\s+)?([A-Za-z][\w-]+)(?=\s*[?.!]?\s*$)")
+"""The word a question ends on after "of": what it asks the property of."""
+
+
+# -- each answer, reduced --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reduced:
+    """One answer reduced to its answer to the question."""
+
+    who: str
+    things: frozenset[str]
+    """The things its direct answer is about (`Thing.key`s)."""
+    figure: Figure | None
+    """The KB's figure of the property asked that a supported claim of it states."""
+    on_question: bool
+    why: str
+    """Why it does not answer the question asked (empty when it does)."""
+    weight: float = 1.0
+    direct: bool = True
+    """A claim of its direct answer (its first line) is supported: what it answers, the KB
+    says. An answer whose supported claims are all reasons under an unsupported first line
+    ("PLA should be used in a hot car" over "a PLA part left in a car will sag") gives no
+    answer the KB supports."""
+    choice: bool = False
+    """The question does not name one thing to give a figure of: answers agree on the thing
+    they name (the one chosen), not on a figure."""
+
+    @property
+    def key(self) -> tuple[object, ...]:
+        """What two answers must share to agree: the figure stated, else the things named."""
+        if self.figure is not None and not self.choice:
+            return ("figure", self.figure.thing, self.figure.low, self.figure.high)
+        return ("things", self.things)
+
+
+def _figure_stated(claim: Claim, figures: Sequence[Figure]) -> Figure | None:
+    """The figure of `figures` that `claim` states from the chunk it cites."""
+    stated = quantities(plain(claim.text))
+    for figure in figures:
+        if figure.chunk_id not in claim.cited:
+            continue
+        given = Quantity(figure.low, figure.high, figure.unit, 0, 0)
+        if any(same_quantity(q, given) for q in stated):
+            return figure
+    return None
+
+
+def reduce(answer: Checked, asked: Asked, vocabulary: Vocabulary | None) -> Reduced:
+    """`answer` reduced to its answer to `asked`: the thing it names, the figure it states."""
+    weight = 1.0 if answer.confidence is None else max(0.0, answer.confidence)
+    opening = plain(_first_sentence(answer.written or answer.text))
+    said = [c for c in answer.claims if _in(c.written or c.text, opening)]
+    direct = [c for c in said if c.supported] if all(c.status != "dropped" for c in said) else []
+    if vocabulary is None:
+        return Reduced(answer.who, frozenset(answer.answer), None, True, "", weight, bool(direct))
+    keys = {k for key in answer.answer for k in key.split("|")}
+    known = {t.key for t in vocabulary.things()}
+    things = keys & known
+    if not things:  # "It prints at ...": what its direct answer's claims cite, it is about
+        things = {t.key for c in direct for i in c.cited if (t := vocabulary.thing_of(i))}
+    figure = None
+    if asked.property:
+        every = vocabulary.figures(asked.property)
+        figure = next((f for c in direct if (f := _figure_stated(c, every))), None)
+        if figure is not None:
+            things = things | {figure.thing}
+    why = ""
+    if asked.unknown:
+        why = f"the question asks about {', '.join(asked.unknown)}, which the KB holds nothing on"
+    elif len(asked.things) == 1 and not things & set(asked.things):
+        why = "it answers about another thing than the question names"
+    elif figure is not None and asked.things and figure.thing not in asked.things:
+        why = f"its {asked.property} figure is of another thing than the question names"
+    choice = len(asked.things) != 1  # a figure question names its one thing
+    return Reduced(answer.who, frozenset(things), figure, not why, why, weight, bool(direct),
+                   choice)  # fmt: skip
+
+
+# -- the decision ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Which answer stands, or the split, and why."""
+
+    stands: Checked | None
+    """The answer that stands (None where the answers split evenly)."""
+    split: tuple[Checked, ...] = ()
+    """The answers split evenly between, one per side, where they did."""
+    why: str = ""
+    votes: dict[str, list[str]] = field(default_factory=dict)
+    """Per reduced answer (as a reader reads it), who gave it."""
+    off_question: list[str] = field(default_factory=list)
+    """Who gave a supported answer to another question, and why it did not count."""
+
+    @property
+    def text(self) -> str:
+        """The verdict's text as decided (before its lines are chosen)."""
+        if self.stands is not None:
+            return self.stands.text
+        sides = "\n".join(f"- {_first(a.text)}" for a in self.split)
+        return f"The answers split evenly; each side as the knowledge base supports it:\n{sides}"
+
+
+def _first(text: str) -> str:
+    return next((line.strip(" -*•") for line in text.splitlines() if line.strip(" -*•")), "")
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\[])")
+
+
+def _first_sentence(text: str) -> str:
+    """The answer's first sentence as written (its tags after the full stop with it)."""
+    pieces = _SENTENCE_END.split(_first(text))
+    out = pieces[0] if pieces else ""
+    for piece in pieces[1:]:
+        if piece.startswith("["):
+            out += f" {piece}"
+        else:
+            break
+    return out
+
+
+def _in(claim: str, opening: str) -> bool:
+    """Whether a claim's sentence is (in) the answer's opening sentence, or holds it."""
+    said = plain(claim).strip(" -*•")
+    return bool(said) and (said in opening or opening in said)
+
+
+def _label(reduced: Reduced, vocabulary: Vocabulary | None) -> str:
+    titles = {t.key: t.title for t in vocabulary.things()} if vocabulary else {}
+    if reduced.figure is not None:
+        f = reduced.figure
+        value = f"{f.low:g}" if f.low == f.high else f"{f.low:g}-{f.high:g}"
+        return f"{titles.get(f.thing, f.thing)}: {f.property} {value} {f.unit}"
+    return ", ".join(sorted(titles.get(k, k) for k in reduced.things)) or "(names nothing)"
+
+
+def decide(
+    asked: Asked,
+    answers: Sequence[Checked],
+    vocabulary: Vocabulary | None,
+    ranks: Mapping[str, float] | None = None,
+) -> Decision:
+    """The answer most of `answers` give among those the KB supports, on the question asked.
+
+    Args:
+        asked: The question, read (`Asked.read`).
+        answers: The judge's own answer first, then the samples' and members'.
+        vocabulary: The KB's names and figures (None: answers agree by the entities named).
+        ranks: The peer review's mean rank per member (lower is better): a tie-break within
+            the side that stands, never between sides.
+    """
+    ranks = ranks or {}
+    judge = answers[0]
+    reduced = [reduce(a, asked, vocabulary) for a in answers]
+    off = [f"{r.who}: {r.why}" for a, r in zip(answers, reduced, strict=True)
+           if a.supported and not r.on_question]  # fmt: skip
+    unsupported = [r.who for a, r in zip(answers, reduced, strict=True)
+                   if a.supported and not r.direct]  # fmt: skip
+    counted = [(a, r) for a, r in zip(answers, reduced, strict=True)
+               if a.supported and r.direct and r.on_question]  # fmt: skip
+    if len(asked.things) == 1 and any(r.figure is not None for _, r in counted):
+        # asked for a figure of one thing: answers that give it outvote those that do not
+        off += [f"{r.who}: it states no {asked.property} figure" for _, r in counted
+                if r.figure is None]  # fmt: skip
+        counted = [(a, r) for a, r in counted if r.figure is not None]
+    sides: dict[tuple[object, ...], list[tuple[Checked, Reduced]]] = {}
+    for answer, r in counted:
+        sides.setdefault(r.key, []).append((answer, r))
+    votes = {
+        _label(side[0][1], vocabulary): [a.who for a, _ in side]
+        for side in sorted(sides.values(), key=lambda s: -sum(r.weight for _, r in s))
+    }
+    if not sides:
+        return _none_supported(judge, reduced[0], asked, votes, off)
+    off += [f"{who}: no claim of its direct answer is supported" for who in unsupported]
+
+    def best(side: list[tuple[Checked, Reduced]]) -> Checked:
+        if any(a is judge for a, _ in side):
+            return judge
+        return max((a for a, _ in side), key=lambda a: (a.supported, -ranks.get(a.who, 0.0)))
+
+    weights = {key: sum(r.weight for _, r in side) for key, side in sides.items()}
+    top = max(weights.values())
+    leaders = [key for key, w in weights.items() if abs(w - top) < 1e-9]
+    if len(leaders) > 1:
+        split = tuple(best(sides[key]) for key in leaders)
+        why = f"the answers split evenly between {len(leaders)}: " + "; ".join(
+            f"{label} ({', '.join(who)})" for label, who in votes.items()
+        )
+        return Decision(None, split, why, votes, off)
+    stands = best(sides[leaders[0]])
+    n, total = len(sides[leaders[0]]), sum(len(s) for s in sides.values())
+    why = "" if stands is judge and n == total else (
+        f"{stands.who}'s answer stands: {n} of {total} supported answers give it"
+    )  # fmt: skip
+    return Decision(stands, (), why, votes, off)
+
+
+def _none_supported(
+    judge: Checked, own: Reduced, asked: Asked, votes: dict[str, list[str]], off: list[str]
+) -> Decision:
+    """No supported answer answers the question: the judge's uncited one, or none."""
+    if asked.unknown:
+        why = f"the question asks about {', '.join(asked.unknown)}: no chunk shown is about it"
+        return Decision(Checked(judge.who, not_held(asked.unknown), judge.claims, {}), (), why,
+                        votes, off)  # fmt: skip
+    if not off and judge.text.strip() and (judge.standing or not judge.claims):
+        return Decision(judge, (), "", votes, off)  # uncited claims, no false ones
+    why = "no answer had a supported claim that answers the question"
+    if off:
+        why += f" ({'; '.join(off)})"
+    said = OFF_QUESTION if off else NO_ANSWER
+    return Decision(Checked(judge.who, said, judge.claims, {}), (), why, votes, off)

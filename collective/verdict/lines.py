@@ -1,0 +1,170 @@
+"""The verdict in the KB's own words: the direct answer, then sentences of the chunks, tagged.
+
+Model-written text is the direct answer only (its first line or two, checked). The supporting
+lines are sentences of the chunks as the judge was shown them, quoted with their tags, so a
+line cannot misstate its chunk. They are chosen for bearing on the question: the relevance
+retrieval already scored (lexical, dense, the reranker: `Chunk.score`), the chunks the standing
+answer's supported claims cite, and the chunks that hold a figure of the property asked. The
+chunk retrieval ranked first by a wide margin is never passed over for a neighbour. A line reads
+as a sentence: never the prompt's heading path ("white oak > Typical uses: ...") nor a tag the
+memory neutralised (`[KB-ref ...]`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from collective.kb.chunking import HEADING_SEPARATOR
+from collective.kb.citations import tag
+from collective.kb.vocabulary import Vocabulary
+from collective.kb.words import content_words
+from collective.verdict.agreement import Asked
+from collective.verdict.support import Shown, plain
+
+__all__ = ["WIDE_MARGIN", "direct_answer", "readable", "supporting_lines"]
+
+WIDE_MARGIN = 0.2
+"""How far ahead of the next the first chunk's retrieval score must be to be kept in any case
+(measured in the eval: 0.88 against 0.57, 0.87 against 0.35 were passed over; on the demo KB,
+"Parts in a hot car" 0.70 against 0.46)."""
+RELEVANT_SHARE = 0.6
+"""Of the first chunk's retrieval score, the share a chunk no answer cites must reach to be
+quoted (on the demo KB, "Heat creep" at 0.41 of 0.70 is about hotends, not the hot car asked)."""
+CITED_BONUS = 0.2
+"""How much a chunk the standing answer cites, or one with a figure asked, ranks above its
+retrieval score: a tie-break among the relevant, not a pass for the irrelevant."""
+
+_MIN_SHARED = 2
+"""Of a line no answer cites and that states no figure asked, the question's telling words (those
+at most half the chunks shown use) it must share: one is a thing's name as often as an answer."""
+_LEADING_PRONOUN = re.compile(r"(?:It|They|This|These|That|Those|Its|Their)\b")
+"""A sentence that opens on a pronoun reads only after the one before it."""
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\[])")
+_HEADING_PATH = re.compile(rf"^[^:\n\[]{{1,80}}{re.escape(HEADING_SEPARATOR)}[^:\n\[]{{1,80}}:\s*")
+_KB_REF = re.compile(r"\s*\[KB-ref\b[^\]]*\]", re.IGNORECASE)
+_BULLET = re.compile(r"^\s*[-*•]\s*")
+
+
+def readable(line: str) -> str:
+    """`line` as a reader reads it: no heading path before it, no neutralised tag in it."""
+    body = _BULLET.sub("", line)
+    bullet = line[: len(line) - len(body)]
+    body = _KB_REF.sub("", _HEADING_PATH.sub("", body)).lstrip()
+    return f"{bullet}{body}".rstrip()
+
+
+def direct_answer(text: str, most: int = 2) -> str:
+    """The first `most` sentences of an answer's first line: what the model answers."""
+    first = next((readable(x) for x in text.splitlines() if x.strip(" -*•")), "")
+    pieces = [p for p in _SENTENCE_END.split(first.strip(" -*•")) if p.strip()]
+    return " ".join(pieces[:most])
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+
+
+def supporting_lines(
+    asked: Asked,
+    shown: Mapping[str, Shown],
+    scores: Mapping[str, float],
+    cited: Sequence[str] = (),
+    vocabulary: Vocabulary | None = None,
+    said: str = "",
+    most: int = 3,
+) -> list[str]:
+    """The chunks' own sentences that bear on the question, best first, each with its tag.
+
+    Args:
+        asked: The question, read.
+        shown: The chunks as the judge was shown them.
+        scores: Each chunk's retrieval score (higher is more relevant).
+        cited: The chunks the standing answer's supported claims cite.
+        vocabulary: The KB's names and figures (the question's property, each chunk's thing).
+        said: What the verdict already says (a sentence it holds is not quoted again).
+        most: The most lines.
+    """
+    figures = (
+        {f.chunk_id: f for f in vocabulary.figures(asked.property)}
+        if vocabulary is not None and asked.property
+        else {}
+    )
+    ids = list(shown)
+    if asked.things and vocabulary is not None:  # on the things the question names, if any
+        about = {i: t.key for i in ids if (t := vocabulary.thing_of(i)) is not None}
+        ids = [i for i in ids if about.get(i) in asked.things or i not in about or i in cited]
+    if not ids:
+        return []
+    ranked = sorted(ids, key=lambda i: -scores.get(i, 0.0))
+    wide = (
+        len(ranked) == 1 or scores.get(ranked[0], 0.0) - scores.get(ranked[1], 0.0) >= WIDE_MARGIN
+    )
+
+    def weight(i: str) -> float:
+        bonus = CITED_BONUS * ((i in cited) + (i in figures))
+        return scores.get(i, 0.0) + bonus
+
+    order = sorted(ids, key=lambda i: -weight(i))
+    if wide and ranked[0] in order:
+        order.remove(ranked[0])
+        order.insert(0, ranked[0])
+    question = set(content_words(asked.question))
+    # a word most chunks shown use ("filament" in a KB of filaments) tells none of them apart
+    words = {i: set(content_words(f"{shown[i].heading} {shown[i].text}")) for i in shown}
+    telling = {w for w in question if sum(w in ws for ws in words.values()) <= len(shown) / 2}
+    already = plain(said).lower()
+    out: list[str] = []
+    for i in order:
+        sentence = _best_sentence(shown[i], question, figures.get(i))
+        if not sentence or plain(sentence).lower().rstrip(".") in already:
+            continue
+        if _said_already(sentence, said):
+            continue  # its figures are the direct answer's: said once
+        bears = i in cited or i in figures or (wide and i == ranked[0])
+        relevant = scores.get(i, 0.0) >= RELEVANT_SHARE * scores.get(ranked[0], 0.0)
+        shares = len(telling & set(content_words(sentence))) >= _MIN_SHARED
+        if not bears and not (relevant and shares):
+            continue  # retrieved beside the others, but says nothing the question asks
+        out.append(f"{_named(sentence, shown[i], vocabulary)} {tag(i)}")
+        if len(out) >= most:
+            break
+    return out
+
+
+def _said_already(sentence: str, said: str) -> bool:
+    """Whether every figure of `sentence` is in `said` (and it states one)."""
+    figures = re.findall(r"\d[\d.,]*(?:\s?[-–]\s?\d[\d.,]*)?", sentence)
+    return bool(figures) and all(f in said for f in figures)
+
+
+def _best_sentence(chunk: Shown, question: set[str], figure: object | None) -> str:
+    """The sentence of `chunk` that states the figure asked, else shares most with the question."""
+    sentences = _sentences(readable(chunk.text))
+    if not sentences:
+        return ""
+    text = getattr(figure, "text", "")
+    at = next((n for n, s in enumerate(sentences) if text and text.strip().rstrip(".") in s), None)
+    if at is None:
+        at = max(
+            range(len(sentences)), key=lambda n: len(question & set(content_words(sentences[n])))
+        )
+    if at > 0 and _LEADING_PRONOUN.match(sentences[at]):
+        return f"{sentences[at - 1]} {sentences[at]}"  # "It needs ...": what "it" is, first
+    return sentences[at].rstrip()
+
+
+def _named(sentence: str, chunk: Shown, vocabulary: Vocabulary | None) -> str:
+    """`sentence`, its subject named first where it names none (a bare "dry at 45-50 °C")."""
+    title = chunk.heading.split(HEADING_SEPARATOR)[0].strip()
+    names: tuple[str, ...] = (title,)
+    if vocabulary is not None and (thing := vocabulary.thing_of(chunk.id)) is not None:
+        title, names = thing.title, (thing.title, *thing.names)
+        if vocabulary.named_in(sentence):
+            return sentence
+    low = sentence.lower()
+    if not title or any(n.lower() in low for n in names if n):
+        return sentence
+    if set(content_words(title)) & set(content_words(sentence)):
+        return sentence  # "ABS is tough" under "ABS and ASA": it names its subject
+    return f"{title}: {sentence}"

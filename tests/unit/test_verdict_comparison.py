@@ -1,0 +1,122 @@
+"""A "which is highest" question is ranked on the property it asks, from the KB's own figures.
+
+On the bundled eval KB (`tests/data/eval_kb`), read by `chunk_vocabulary`: each example the
+issue on verdicts read in `kb/extremes.py` (ranked by the words before a number) is here.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+
+from collective.kb.chunking import split_text
+from collective.kb.names import chunk_vocabulary
+from collective.kb.store import Chunk, chunk_id
+from collective.verdict.comparison import asked, negated, rank
+
+EVAL_KB = Path(__file__).resolve().parents[1] / "data" / "eval_kb"
+
+
+@functools.cache
+def eval_chunks() -> tuple[Chunk, ...]:
+    out = []
+    for path in sorted(EVAL_KB.rglob("*.md")):
+        source = str(path.relative_to(EVAL_KB.parent))
+        for piece in split_text(path.read_text()):
+            cid = chunk_id(piece.text, source, piece.heading)
+            out.append(Chunk(cid, piece.text, source, heading=piece.heading))
+    return tuple(out)
+
+
+@functools.cache
+def vocabulary():
+    return chunk_vocabulary(eval_chunks())
+
+
+def lead(question: str) -> tuple[str, str, str] | None:
+    ranked = rank(question, vocabulary())
+    if ranked is None:
+        return None
+    return ranked.measure, ranked.direction, ranked.titles[ranked.lead.thing]
+
+
+@pytest.mark.parametrize(
+    ("question", "direction"),
+    [
+        ("Which of these metals has the highest density: A, B or C?", "highest"),
+        ("Which is denser, 316 stainless steel or 1018 mild steel?", "highest"),
+        ("What's the lightest plastic you stock?", "lowest"),
+        ("Is PLA cheaper than PETG?", "lowest"),
+        ("Which filament prints at the lowest nozzle temperature?", "lowest"),
+        ("What is the density of 6061-T6 aluminium?", None),  # no comparison
+        ("How hot can PLA get before it softens?", None),  # no choice among things
+        ("Which filament is more flexible?", None),  # "more" says no direction of a figure
+        ("Which is higher, or lower?", None),
+    ],
+)
+def test_asked_reads_the_direction_a_question_asks_for(question: str, direction: str | None):
+    assert asked(question) == direction
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        # the issue's: "cheapest" led with aluminium's density, "lowest friction" with HDPE's
+        # service temperature, "strongest glue" with silicone's temperature range
+        "Which metal is the cheapest: 1018 mild steel, 6061-T6 aluminium or Ti-6Al-4V titanium?",
+        "Which plastic has the lowest friction: PTFE, HDPE or acetal?",
+        "Which is the strongest glue: two-part epoxy, hot melt glue or silicone sealant?",
+        # and others with no figure of the property asked
+        "Which wood is the most rot resistant: teak, red oak or white ash?",
+        "Which is the easiest to machine: C360 brass, 304 stainless steel or O1 tool steel?",
+        "Which glue cures the fastest: cyanoacrylate, PVA wood glue or polyurethane glue?",
+    ],
+)
+def test_no_ranked_lead_without_a_figure_of_the_property_asked(question: str) -> None:
+    assert lead(question) is None
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        # the issue's: "lightest" ranked by melting range (brass), "harder" by density
+        ("Which is the lightest: Ti-6Al-4V, C360 brass or 316?",
+         ("density", "lowest", "Ti-6Al-4V titanium")),
+        ("Which is harder, white oak or maple?", ("janka hardness", "highest", "hard maple")),
+        ("Which is the densest: PTFE, HDPE or acetal?", ("density", "highest", "PTFE")),
+        # a chunk with two figures of one unit ("190-220 °C nozzle ... bed at 50-60 °C")
+        ("Which needs the coolest bed: PLA, PETG or ABS?", ("bed temperature", "lowest", "PLA")),
+        ("Which prints at the highest nozzle temperature: PLA, PETG or ABS?",
+         ("nozzle temperature", "highest", "ABS")),
+        ("Which melts at the lowest temperature: 6061-T6, C360 brass or 1018 mild steel?",
+         ("melting range", "lowest", "6061-T6 aluminium")),
+        ("Which is softer, teak or western red cedar?",
+         ("janka hardness", "lowest", "western red cedar")),
+        ("Which is denser, 316 stainless steel or C110 copper?",
+         ("density", "highest", "C110 copper")),
+    ],
+)  # fmt: skip
+def test_the_property_asked_of_the_things_named_ranks(question: str, expected) -> None:
+    assert lead(question) == expected
+
+
+def test_negation_is_read_and_every_figure_is_the_chunks_own_words() -> None:
+    question = "Which of these is not the densest: PTFE, HDPE or acetal?"
+    assert negated(question) and not negated("Which is the densest: PTFE, HDPE or acetal?")
+    ranked = rank(question, vocabulary())
+    assert ranked is not None and ranked.negated
+    line = ranked.line()
+    assert line.startswith("Not the highest density: acetal, HDPE.")
+    texts = {c.id: c.text for c in eval_chunks()}
+    for figure in ranked.order:
+        assert figure.text.rstrip(".") in texts[figure.chunk_id]
+        assert f"[KB#{figure.chunk_id}]" in "\n".join([line, *ranked.others()])
+
+
+def test_a_thing_named_with_no_figure_of_the_property_is_said_so() -> None:
+    # balsa's chunk gives a density but no Janka hardness
+    ranked = rank("Which is hardest: balsa, teak or white ash?", vocabulary())
+    assert ranked is not None and ranked.titles[ranked.lead.thing] == "white ash"
+    assert ranked.unranked == ("balsa",) and "no janka hardness figure for balsa" in ranked.line()

@@ -1,0 +1,349 @@
+"""The examples of the issue on verdicts, each through the code that failed on it.
+
+The chunks are the bundled eval KB's (`tests/data/eval_kb`), as `kb add` splits them; the judge
+and members are scripted with what the issue read them write (a model that writes a given
+wrong answer on demand cannot be had for real); the council's nodes and checks run as in a run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from collective.graph import build_graph
+from collective.kb.names import chunk_vocabulary
+from collective.kb.store import Chunk
+from collective.memory.conversation import remember_turn
+from collective.verdict.support import check_claims, shown_chunks
+from tests.fakes import ListStore, ScriptedBackend
+from tests.unit.test_graph_council import context
+from tests.unit.test_verdict_comparison import eval_chunks
+from tests.verdicts import direct, quoted
+
+
+def chunk(title: str, section: str, score: float = 0.5) -> Chunk:
+    """The eval KB's chunk of `title` whose section starts with `section`, scored."""
+    (found,) = [
+        c
+        for c in eval_chunks()
+        if c.heading.lower().startswith(f"{title.lower()} > {section.lower()}")
+    ]
+    return dataclasses.replace(found, score=score)
+
+
+def cite(c: Chunk) -> str:
+    return f"[KB#{c.id}]"
+
+
+async def council(question: str, judge: str, members: list[str], chunks: list[Chunk]) -> dict:
+    ctx = context(
+        judge=ScriptedBackend("judge", judge),
+        specialists=[ScriptedBackend(f"spec{n}", m) for n, m in enumerate(members)],
+        k=len(members),
+        knowledge=ListStore(chunks),
+        judge_tools=False,
+        planner=None,
+    )
+    return await build_graph().ainvoke({"question": question}, context=ctx)
+
+
+# -- answers that do not answer -----------------------------------------------------------
+
+
+async def test_a_supported_answer_to_another_question_never_wins() -> None:
+    # eval sitting: "At roughly what temperature does C360 brass turn liquid?" got hot melt
+    # glue's temperature range and brass's welding line; the samples had the melting range
+    melt = chunk("C360 brass", "Density", 0.9)
+    weld = chunk("C360 brass", "Welding", 0.6)
+    glue = chunk("hot melt glue", "Temperature", 0.5)
+    judge = (
+        f"Temperature range of hot melt glue: softens again around 60-80 °C {cite(glue)}.\n"
+        f"- Welding C360 brass: poorly suited to welding {cite(weld)}"
+    )
+    sample = f"C360 brass melts over 885-900 °C {cite(melt)}."
+    question = "At roughly what temperature does C360 brass turn liquid?"
+    out = await council(question, judge, [sample, sample], [melt, weld, glue])
+    assert direct(out) == sample
+    assert "hot melt glue" not in out["answer"].lower()
+    assert out["claim_check"]["selected"] == "specialist-1"
+    assert any("judge: it answers about another thing" in n for n in out["notes"])
+
+
+async def test_with_no_answer_giving_the_figure_asked_the_chunks_figure_is_quoted() -> None:
+    # the same question, every answer off it: the chunk shown that states it answers
+    melt = chunk("C360 brass", "Density", 0.9)
+    glue = chunk("hot melt glue", "Temperature", 0.5)
+    judge = f"Temperature range of hot melt glue: softens again around 60-80 °C {cite(glue)}."
+    question = "What is the melting range of C360 brass?"
+    out = await council(question, judge, [judge], [melt, glue])
+    assert out["answer"] == f"{melt.text} {cite(melt)}"
+    # where the KB has no figure of what is asked ("turn liquid" names no property), it says so
+    question = "At roughly what temperature does C360 brass turn liquid?"
+    out = await council(question, judge, [judge], [melt, glue])
+    assert out["answer"].startswith("The knowledge base does not answer this question")
+    assert "60-80" not in out["answer"]
+
+
+# -- a fabricated answer marked as supported ----------------------------------------------
+
+
+async def test_a_wood_the_kb_does_not_hold_is_never_the_subject_of_another_woods_sentence() -> None:
+    ash = chunk("white ash", "Density", 0.8)
+    fabricated = (
+        f"Hickory has a density of about 0.67 g/cm3; Janka hardness about 1320 lbf {cite(ash)}."
+    )
+    (claim,) = check_claims(fabricated, shown_chunks({ash.id: ash}))
+    assert claim.status == "dropped" and "Hickory" in claim.reason
+    out = await council("What is the Janka hardness of hickory?", fabricated, [fabricated], [ash])
+    assert out["answer"].startswith("The knowledge base does not answer this question")
+    assert "0.67" not in out["answer"] and "1320" not in out["answer"]
+
+
+async def test_a_metal_the_kb_does_not_hold_gets_no_figure_from_another() -> None:
+    # the verdict gave 5052-H32's melting range and "This information is directly stated"
+    al = chunk("5052-H32 aluminium", "Density", 0.7)
+    said = (
+        f"5052-H32 aluminium melts over 607-650 °C {cite(al)}.\n"
+        "This information is directly stated in the knowledge base."
+    )
+    out = await council("What is the melting point of Inconel 718?", said, [said], [al])
+    assert out["answer"].startswith("The knowledge base does not answer this question")
+    assert "Inconel" in out["answer"] and "607" not in out["answer"]
+    assert out["citations"] == []
+
+
+# -- faithful lines that answer something else -----------------------------------------------
+
+
+async def test_the_chunk_ranked_first_by_a_wide_margin_is_not_passed_over() -> None:
+    # asked which alloy cannot be fusion-welded, the verdict gave another alloy's "welds
+    # easily" line though recall ranked 7075-T6's welding chunk first, 0.88 against 0.57
+    top = chunk("7075-T6 aluminium", "Welding", 0.88)
+    other = chunk("5052-H32 aluminium", "Welding", 0.57)
+    judge = f"5052-H32 aluminium welds easily and bends tightly without cracking {cite(other)}."
+    out = await council("Which aluminium alloy cannot be fusion welded?", judge, [judge],
+                        [top, other])  # fmt: skip
+    lines = quoted(out, [top, other])
+    assert lines and cite(top) in lines[0] and "unweldable by fusion" in lines[0]
+
+
+async def test_drying_asked_the_drying_chunk_is_quoted_not_the_heat_deflection() -> None:
+    dry = chunk("ABS", "Drying", 0.87)
+    heat = chunk("ABS", "Heat", 0.35)
+    judge = f"ABS: heat deflection about 95-100 °C {cite(heat)}."
+    out = await council("How long should I dry ABS filament?", judge, [judge], [dry, heat])
+    assert cite(dry) in out["answer"] and "4 hours" in out["answer"]
+
+
+async def test_no_heading_path_and_no_neutralised_tag_in_the_verdict() -> None:
+    # "white oak > Typical uses: ..." copied from the prompt; "[KB-ref mem_...]" from memory
+    uses = chunk("white oak", "Typical", 0.8)
+    judge = (
+        f"white oak > Typical uses: White oak is used for furniture, flooring, barrels and boat "
+        f"building {cite(uses)}. ASA: UV stable [KB-ref mem_7671abc]"
+    )
+    out = await council("What is white oak used for?", judge, [judge], [uses])
+    assert " > " not in out["answer"] and "KB-ref" not in out["answer"]
+    assert direct(out).startswith("White oak is used for furniture")
+
+
+# -- comparison leads that invent the answer (through the judge node) ------------------------
+
+
+async def test_cheapest_has_no_ranked_lead_and_lightest_ranks_densities() -> None:
+    metals = [chunk(t, "Cost", 0.6) for t in ("1018 mild steel", "6061-T6 aluminium")]
+    dens = [chunk(t, "Density", 0.7) for t in ("1018 mild steel", "6061-T6 aluminium")]
+    judge = f"1018 mild steel is cheap and widely available {cite(metals[0])}."
+    question = "Which metal is the cheapest: 1018 mild steel or 6061-T6 aluminium?"
+    out = await council(question, judge, [judge], [*metals, *dens])
+    assert "extreme" not in out["claim_check"] and direct(out) == judge
+    question = "Which is the lightest: 1018 mild steel or 6061-T6 aluminium?"
+    out = await council(question, judge, [judge], [*metals, *dens])
+    assert out["answer"].startswith("Lowest density of 2 compared: 6061-T6 aluminium has a density")
+
+
+# -- false claims kept as supported, true ones dropped -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("claim", "title", "section"),
+    [
+        ("7075-T6 is easily weldable by fusion", "7075-T6 aluminium", "Welding"),
+        ("Red oak is rot resistant", "red oak", "Outdoor"),
+        ("Outdoor durability of balsa: durable", "balsa", "Outdoor"),
+        ("ASA warps more than ABS", "ASA", "Warping"),
+        ("PTFE has the highest friction", "PTFE", "Friction"),
+        ("PETG prints at 230-250 °C, hotter than ABS", "PETG", "Print"),
+        ("PVA glue bonds wood, paper and metal", "PVA wood glue", "What it bonds"),
+        ("PTFE is rated for continuous service up to 400C", "PTFE", "Service"),
+        ("PEEK rod is rated for continuous service up to 330C", "PEEK rod", "Service"),
+        ("PLA prints at 30 °C", "PLA", "Print"),
+        ("Dry PLA for 2 hours", "PLA", "Drying"),
+        ("Decision: PLA, it holds up at 100 °C", "PLA", "Heat"),
+    ],
+)
+def test_the_issues_false_claims_are_dropped(claim: str, title: str, section: str) -> None:
+    cited = chunk(title, section)
+    shown = shown_chunks({c.id: c for c in eval_chunks() if c.heading.startswith(f"{title} >")})
+    claims = check_claims(f"{claim} {cite(cited)}.", shown, vocabulary=VOCABULARY)
+    assert [c.status for c in claims] == ["dropped"], claims
+
+
+@pytest.mark.parametrize(
+    ("claim", "title", "section"),
+    [
+        ("PTFE is rated for continuous service up to 260 C", "PTFE", "Service"),
+        ("PTFE has a density of about 2.2 g/cm3", "PTFE", "Density"),
+        ("6061-T6 has a density of about 2.70 g/cm3", "6061-T6 aluminium", "Density"),
+        ("Copper has a density of about 8.96 g/cm3", "C110 copper", "Density"),
+        ("316 has a density of about 8.00 g/cm3", "316 stainless steel", "Density"),
+        ("Cyanoacrylate fails above about 80 °C", "cyanoacrylate (super glue)", "Temperature"),
+    ],
+)
+def test_the_issues_true_claims_stand(claim: str, title: str, section: str) -> None:
+    cited = chunk(title, section)
+    shown = shown_chunks({c.id: c for c in eval_chunks() if c.heading.startswith(f"{title} >")})
+    (checked,) = check_claims(f"{claim} {cite(cited)}.", shown, vocabulary=VOCABULARY)
+    assert checked.status == "supported", checked.reason
+
+
+def test_a_sentence_whose_clauses_cite_two_chunks_is_checked_clause_by_clause() -> None:
+    service, tensile = chunk("PTFE", "Service"), chunk("PTFE", "Tensile")
+    shown = shown_chunks({service.id: service, tensile.id: tensile})
+    answer = (
+        f"PTFE is rated for continuous service up to 260 °C {cite(service)}, and its tensile "
+        f"strength is about 24 MPa {cite(tensile)}."
+    )
+    claims = check_claims(answer, shown, vocabulary=VOCABULARY)
+    assert [(c.status, c.cited) for c in claims] == [
+        ("supported", (service.id,)),
+        ("supported", (tensile.id,)),
+    ]
+
+
+VOCABULARY = chunk_vocabulary(eval_chunks())
+
+
+@pytest.fixture(scope="module")
+def store_vocabulary(tmp_path_factory):
+    """The SQLite KB of a copy of the eval KB whose files give trade names in front matter."""
+    import shutil
+
+    from collective.kb.sqlite_store import SqliteKnowledgeStore
+    from collective.verdict.shown import ShownVocabulary
+    from tests.unit.test_verdict_comparison import EVAL_KB
+
+    root = tmp_path_factory.mktemp("names")
+    shutil.copytree(EVAL_KB, root / "eval_kb")
+    for name, names in {"plastic/ptfe.md": "Teflon", "plastic/acetal.md": "POM"}.items():
+        file = root / "eval_kb" / name
+        file.write_text(f"---\nnames: {names}\n---\n{file.read_text()}")
+    store = SqliteKnowledgeStore(root / "kb.sqlite", embedder=None)
+    store.add_paths([root / "eval_kb"], base=root, embed=False)
+    return ShownVocabulary(store.vocabulary(), [c.id for c in eval_chunks()])
+
+
+@pytest.mark.parametrize(
+    ("claim", "title", "section", "status"),
+    [
+        ("Teflon is rated for continuous service up to 260 °C", "PTFE", "Service", "supported"),
+        ("POM is rated for continuous service up to 105 °C", "acetal", "Service", "supported"),
+        ("Teflon is rated for continuous service up to 105 °C", "acetal", "Service", "dropped"),
+    ],
+)
+def test_a_name_a_user_gave_the_kb_is_read_by_the_claim_check(
+    store_vocabulary, claim: str, title: str, section: str, status: str
+) -> None:
+    cited = chunk(title, section)
+    shown = shown_chunks({cited.id: cited})
+    (checked,) = check_claims(f"{claim} {cite(cited)}.", shown, vocabulary=store_vocabulary)
+    assert checked.status == status, checked.reason
+
+
+async def test_an_unchecked_decision_is_never_pinned_into_memory() -> None:
+    # a `Decision:` line was never checked and went into L1 memory as it stood
+    heat = chunk("PLA", "Heat", 0.8)
+    judge = (
+        f"PLA softens near its glass transition of about 60 °C {cite(heat)}.\n"
+        f"Decision: PLA, it holds up at 100 °C in a hot car {cite(heat)}"
+    )
+    out = await council("Will a PLA part hold up in a hot car?", judge, [judge], [heat])
+    assert "Decision" not in out["answer"] and "100 °C" not in out["answer"]
+    dropped = [c for c in out["claims"] if c["text"].startswith("Decision")]
+    assert [c["status"] for c in dropped] == ["dropped"]
+    memory = remember_turn(None, None, run_id="r1", question="PLA?", answer=out["answer"])
+    assert memory.decisions == []
+
+
+async def test_an_answer_whose_first_line_no_chunk_supports_does_not_vote() -> None:
+    # read in `collective ask` on the demo KB: two samples answered "PLA should be used for a
+    # part that sits in a hot car." over a supported line that PLA parts sag in hot cars, and
+    # outvoted the judge; their answer is no answer the KB supports
+    pla, asa = chunk("PLA", "Heat", 0.8), chunk("ASA", "Heat", 0.7)
+    judge = f"ASA: heat deflection about 95 °C {cite(asa)}."
+    sample = (
+        "PLA should be used for a part that sits in a hot car.\n"
+        f"- PLA softens near its glass transition of about 60 °C, so parts sag in hot cars "
+        f"{cite(pla)}."
+    )
+    # and, read in the run after: the same, its reason on the same line as a sentence after it
+    inline = (
+        "PLA should be used for a part that sits in a hot car because it softens near 60 °C. "
+        f"PLA softens near its glass transition of about 60 °C, so parts sag in hot cars "
+        f"{cite(pla)}."
+    )
+    for said in (sample, inline):
+        out = await council("Which filament for a part in a hot car?", judge, [said, said],
+                            [pla, asa])  # fmt: skip
+        assert direct(out) == judge and out["claim_check"]["selected"] == "judge"
+        assert any("no claim of its direct answer is supported" in n for n in out["notes"])
+
+
+async def test_a_line_on_a_hot_enclosure_is_not_quoted_for_a_hot_car() -> None:
+    # make demo's verdict carried "PLA ... prone to heat creep in hot metal hotends", not about
+    # a hot car, and left out the chunk retrieval ranked first (scores as `collective ask` read
+    # them on the demo KB)
+    car = Chunk(
+        "mem_car",
+        "A car interior in summer sun commonly reaches 60-80 °C and dashboard surfaces can exceed "
+        "90 °C. ASA or ABS (about 95-100 °C) are the usual choices, with ASA preferred where the "
+        "part sees sunlight through glass.",
+        "demo/applications.md",
+        score=0.70,
+        heading="Choosing a material > Parts in a hot car",
+    )
+    creep = Chunk(
+        "mem_creep",
+        "Because PLA softens at low temperature, it is prone to heat creep in all-metal "
+        "hotends inside a hot enclosure: filament softens above the melt zone and jams.",
+        "demo/pla_printing.md",
+        score=0.41,
+        heading="PLA printing > Heat creep",
+    )
+    pla, asa = chunk("PLA", "Heat", 0.36), chunk("ASA", "Heat", 0.31)
+    judge = f"ASA: heat deflection about 95 °C {cite(asa)}."
+    out = await council("Which filament for a part in a hot car?", judge, [judge],
+                        [car, creep, pla, asa])  # fmt: skip
+    lines = quoted(out, [car, creep, pla, asa])
+    assert lines and cite(car) in lines[0]
+    assert "heat creep" not in out["answer"]
+
+
+def test_the_chunks_as_shown_are_handed_over_by_the_fit_not_read_back_from_the_prompt() -> None:
+    from collective.budget.counting import tiktoken_counter
+    from collective.budget.trimming import select_chunks
+    from collective.nodes.chunks import scored_chunks
+    from collective.verdict.support import as_shown
+
+    counter = tiktoken_counter("cl100k_base")
+    long = dataclasses.replace(chunk("PLA", "Print", 0.9), text="PLA prints at 190-220 °C. " * 80)
+    other = chunk("ABS", "Print", 0.5)
+    fitted = select_chunks(counter, scored_chunks([long, other]), 120)
+    assert fitted.kept == (long.id,) and fitted.trimmed
+    ((key, text),) = fitted.shown
+    shown = as_shown(long, text)
+    assert key == long.id and shown.text.startswith("PLA prints at 190-220 °C.")
+    assert "trimmed" not in shown.text and len(shown.text) < len(long.text)
+    whole = select_chunks(counter, scored_chunks([other]), 500)
+    assert as_shown(other, dict(whole.shown)[other.id]).text == other.text

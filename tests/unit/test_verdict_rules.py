@@ -1,0 +1,273 @@
+"""Each rule of the verdict checked on inputs of its own, away from the KB the issue read.
+
+A kitchen-gear KB of my own (knives, pans, boards), read by `chunk_vocabulary` as any KB is:
+at least ten inputs per rule that decides what a user reads, the true beside the false.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from collective.kb.names import chunk_vocabulary
+from collective.kb.store import Chunk
+from collective.verdict.agreement import Asked, check_answer, decide, not_held
+from collective.verdict.lines import direct_answer, readable
+from collective.verdict.support import check_claims, shown_chunks
+
+CHUNKS = [
+    Chunk(f"mem_{key}", text, f"kitchen/{heading.split(' > ')[0]}.md", heading=heading)
+    for key, heading, text in [
+        ("cs_care", "carbon steel knife > Care",
+         "Carbon steel knives rust quickly unless dried and oiled; they are not dishwasher safe."),
+        ("cs_edge", "carbon steel knife > Sharpening",
+         "A carbon steel knife takes a keen edge and sharpens easily at 15-20 degrees."),
+        ("ceramic", "ceramic knife > Properties",
+         "A ceramic knife stays sharp longer than steel but chips easily when dropped; it is "
+         "unsuitable for prying."),
+        ("ci_heat", "cast iron pan > Heat",
+         "A cast iron pan heats slowly and unevenly but holds heat well; its seasoning smokes "
+         "above about 230 °C."),
+        ("ci_weight", "cast iron pan > Weight", "A 26 cm cast iron pan weighs about 2.5-3.2 kg."),
+        ("ci_uses", "cast iron pan > Uses",
+         "A cast iron pan suits searing, baking cornbread and frying."),
+        ("ci_store", "cast iron pan > Storage",
+         "Outdoor storage of cast iron pans: poor: it rusts if left damp."),
+        ("ss_clean", "stainless pan > Cleaning",
+         "A stainless pan is dishwasher safe and does not react with acidic sauces."),
+        ("ns_limits", "nonstick pan > Limits",
+         "A nonstick pan's coating degrades above 260 °C and scratches under metal utensils."),
+        ("cu_heat", "copper pan > Conductivity",
+         "A copper pan conducts heat far better than a stainless pan; it reacts with acids "
+         "unless lined with tin."),
+        ("bamboo", "bamboo board > Care",
+         "A bamboo board resists knife scarring better than maple but dulls blades faster."),
+        ("mat", "silicone mat > Limits", "A silicone mat is rated to 250 °C, density 1.15 g/cm3."),
+        ("enamel", "enamel pot > Durability", "Durability of enamel pots: not chip resistant."),
+        ("timer", "egg timer > Settings",
+         "Soft-boiled eggs take 6-7 minutes; hard-boiled eggs take 9-12 minutes."),
+    ]
+]  # fmt: skip
+BY_ID = {c.id: c for c in CHUNKS}
+SHOWN = shown_chunks(BY_ID)
+
+
+@functools.cache
+def vocabulary():
+    return chunk_vocabulary(CHUNKS)
+
+
+def status(claim: str, cited: str) -> str:
+    claims = check_claims(f"{claim} [KB#mem_{cited}].", SHOWN, vocabulary=vocabulary())
+    return "dropped" if any(c.status == "dropped" for c in claims) else claims[0].status
+
+
+FALSE = [
+    # a word the chunk does not hold: an antonym, an opposite, an item added
+    ("Carbon steel knives resist rust", "cs_care"),
+    ("A carbon steel knife sharpens with difficulty", "cs_edge"),
+    ("A ceramic knife is tough when dropped", "ceramic"),
+    ("A cast iron pan heats quickly and evenly", "ci_heat"),
+    ("A cast iron pan suits searing, frying and boiling pasta", "ci_uses"),
+    ("A nonstick pan's coating resists metal utensils", "ns_limits"),
+    ("A bamboo board keeps blades sharp", "bamboo"),
+    ("A stainless pan reacts with acidic sauces and tomatoes", "ss_clean"),
+    # negation: "un-"/"not" read either way, and a label's words are no statement
+    ("A ceramic knife is suitable for prying", "ceramic"),
+    ("Carbon steel knives are dishwasher safe", "cs_care"),
+    ("Durability of enamel pots: chip resistant", "enamel"),
+    ("Enamel pots are chip resistant", "enamel"),
+    ("Outdoor storage of cast iron pans: good", "ci_store"),
+    # comparatives and superlatives turned round; the thing after "than"/"like" changed
+    ("A ceramic knife stays sharp shorter than steel", "ceramic"),
+    ("A copper pan conducts heat worse than a stainless pan", "cu_heat"),
+    ("A bamboo board resists knife scarring worse than maple", "bamboo"),
+    ("A bamboo board resists knife scarring better than glass", "bamboo"),
+    ("A copper pan conducts heat far better than a cast iron pan", "cu_heat"),
+    ("A ceramic knife stays sharp longest of all knives", "ceramic"),
+    # numbers: glued units, a range's width, rounding
+    ("A nonstick pan's coating degrades above 200C", "ns_limits"),
+    ("A silicone mat is rated to 300C", "mat"),
+    ("Hard-boiled eggs take 3 minutes", "timer"),  # the width of 9-12
+    ("A cast iron pan weighs about 0.7 kg", "ci_weight"),  # the width of 2.5-3.2
+    ("A silicone mat has a density of about 1.3 g/cm3", "mat"),
+    ("A silicone mat has a density of about 1300 kg/m3", "mat"),
+    # a thing with no document of its own, as another's subject
+    ("A wok heats slowly and unevenly but holds heat well", "ci_heat"),
+    ("Santoku knives rust quickly unless dried and oiled", "cs_care"),
+    ("Teflon coatings degrade above 260 °C", "ns_limits"),
+    ("A granite pan weighs about 2.5-3.2 kg", "ci_weight"),
+    # a decision is checked like any line
+    ("Decision: a nonstick pan, it handles 300 °C", "ns_limits"),
+    ("Decision: the ceramic knife, it is good for prying", "ceramic"),
+]
+
+TRUE = [
+    ("Carbon steel knives rust quickly unless dried and oiled", "cs_care"),
+    ("Carbon steel knives are not dishwasher safe", "cs_care"),
+    ("A ceramic knife is not suitable for prying", "ceramic"),
+    ("Enamel pots are not chip resistant", "enamel"),
+    ("A ceramic knife stays sharp longer than steel", "ceramic"),
+    ("A copper pan conducts heat far better than a stainless pan", "cu_heat"),
+    ("A bamboo board resists knife scarring better than maple", "bamboo"),
+    ("A cast iron pan suits searing and frying", "ci_uses"),
+    ("A nonstick pan's coating degrades above 260C", "ns_limits"),
+    ("A nonstick pan's coating degrades above 500 °F", "ns_limits"),
+    ("A silicone mat is rated to 250 C", "mat"),
+    ("A silicone mat has a density of about 1.2 g/cm3", "mat"),
+    ("A silicone mat has a density of about 1150 kg/m3", "mat"),
+    ("Hard-boiled eggs take 10 minutes", "timer"),
+    ("A cast iron pan weighs about 3 kg", "ci_weight"),
+    ("Decision: a cast iron pan, it suits searing", "ci_uses"),
+    ("It takes a keen edge and sharpens easily at 15-20 degrees", "cs_edge"),
+]
+
+
+@pytest.mark.parametrize(("claim", "cited"), FALSE)
+def test_false_claims_are_dropped(claim: str, cited: str) -> None:
+    assert status(claim, cited) == "dropped"
+
+
+@pytest.mark.parametrize(("claim", "cited"), TRUE)
+def test_true_claims_stand(claim: str, cited: str) -> None:
+    assert status(claim, cited) == "supported"
+
+
+@pytest.mark.parametrize(
+    ("question", "unknown"),
+    [
+        ("What is the smoke point of Crisco shortening?", ("Crisco",)),
+        ("How heavy is a Staub Dutch oven?", ("Staub", "Dutch")),
+        ("Does the Le Creuset pot chip?", ("Le", "Creuset")),
+        ("What is the density of a wok?", ("wok",)),
+        ("What temperature is a silicone mat rated to?", ()),
+        ("How heavy is a cast iron pan?", ()),
+        ("Which knife stays sharp longest?", ()),
+        ("Is a carbon steel knife dishwasher safe?", ()),
+        ("How long do I boil an egg for a soft yolk?", ()),
+        ("What is the density of a silicone mat?", ()),
+        ("Which pan for searing a steak?", ()),
+        ("What does a KitchenAid mixer weigh?", ("KitchenAid",)),
+    ],
+)
+def test_a_question_on_a_thing_no_chunk_is_about_is_read_as_such(question, unknown) -> None:
+    assert Asked.read(question, vocabulary(), SHOWN.values()).unknown == unknown
+
+
+def answer(who: str, text: str, confidence: float | None = None):
+    return check_answer(who, text, SHOWN, vocabulary=vocabulary(), confidence=confidence)
+
+
+CI_USES = "A cast iron pan suits searing, baking cornbread and frying [KB#mem_ci_uses]."
+SS = "A stainless pan is dishwasher safe [KB#mem_ss_clean]."
+CU = "A copper pan conducts heat far better than a stainless pan [KB#mem_cu_heat]."
+WRONG = "A cast iron pan suits boiling pasta [KB#mem_ci_uses]."
+
+
+@pytest.mark.parametrize(
+    ("answers", "stands"),
+    [
+        ([CI_USES, SS, CI_USES], "judge"),  # the judge with the majority
+        ([SS, CI_USES, CI_USES], "s1"),  # two samples outvote the judge
+        ([WRONG, SS, SS], "s1"),  # the judge's claim dropped: no vote
+        ([CI_USES, CU, CU], "s1"),
+        ([CI_USES, WRONG, WRONG, SS], None),  # one against one: a split
+        ([CU, SS], None),
+        ([CI_USES, CI_USES, SS, SS], None),
+        ([WRONG, WRONG], "none"),  # nothing supported
+        ([CI_USES], "judge"),
+        ([SS, CI_USES, CU, CI_USES], "s1"),
+    ],
+)
+def test_the_answer_most_give_among_the_supported_stands(answers, stands) -> None:
+    checked = [answer("judge" if n == 0 else f"s{n}", a) for n, a in enumerate(answers)]
+    decision = decide(Asked("Which pan should I buy?"), checked, vocabulary())
+    if stands is None:
+        assert decision.stands is None and len(decision.split) == 2
+        assert decision.text.startswith("The answers split evenly")
+    elif stands == "none":
+        assert decision.stands is not None
+        assert decision.stands.text.startswith("The knowledge base does not answer")
+    else:
+        assert decision.stands is not None and decision.stands.who == stands
+
+
+def test_confidence_weighs_the_vote() -> None:
+    sure, unsure = answer("judge", SS, 0.9), answer("s1", CI_USES, 0.3)
+    also = answer("s2", CI_USES, 0.4)
+    decision = decide(Asked("Which pan should I buy?"), [sure, unsure, also], vocabulary())
+    assert decision.stands is not None and decision.stands.who == "judge"  # 0.9 against 0.7
+    even = decide(Asked("Which pan should I buy?"), [sure, unsure, answer("s2", CI_USES, 0.6)],
+                  vocabulary())  # fmt: skip
+    assert even.stands is None  # 0.9 against 0.9: a split
+
+
+def test_an_answer_about_another_thing_than_the_one_asked_never_wins() -> None:
+    asked = Asked.read("How heavy is a cast iron pan?", vocabulary(), SHOWN.values())
+    off = answer("judge", "A silicone mat is rated to 250 °C [KB#mem_mat].")
+    on = answer("s1", "A 26 cm cast iron pan weighs about 2.5-3.2 kg [KB#mem_ci_weight].")
+    decision = decide(asked, [off, off, on], vocabulary())
+    assert decision.stands is not None and decision.stands.who == "s1"
+    assert len(decision.off_question) == 2
+    unknown = Asked.read("How heavy is a Staub Dutch oven?", vocabulary(), SHOWN.values())
+    decision = decide(unknown, [on, on], vocabulary())
+    assert decision.stands is not None
+    assert decision.stands.text == not_held(["Staub", "Dutch"])
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("cast iron pan > Uses: A cast iron pan suits searing [KB#mem_ci_uses]",
+         "A cast iron pan suits searing [KB#mem_ci_uses]"),
+        ("- cast iron pan > Heat: It holds heat well [KB#mem_ci_heat]",
+         "- It holds heat well [KB#mem_ci_heat]"),
+        ("Nonstick: degrades above 260 °C [KB-ref mem_ns_limits]",
+         "Nonstick: degrades above 260 °C"),
+        ("A stainless pan is dishwasher safe [KB-ref mem_x] [KB#mem_ss_clean]",
+         "A stainless pan is dishwasher safe [KB#mem_ss_clean]"),
+        ("Copper > Conductivity > Detail: conducts well", "conducts well"),
+        ("A plain line.", "A plain line."),
+        ("Decision: cast iron [KB#mem_ci_uses]", "Decision: cast iron [KB#mem_ci_uses]"),
+        ("Use it at 230 °C > 200 °C", "Use it at 230 °C > 200 °C"),
+        ("- [kb-ref mem_a] ASA is UV stable", "- ASA is UV stable"),
+        ("Soft-boiled eggs take 6-7 minutes.", "Soft-boiled eggs take 6-7 minutes."),
+    ],
+)  # fmt: skip
+def test_a_line_reads_as_a_sentence(line: str, expected: str) -> None:
+    assert readable(line) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("ABS. It handles heat.\n- reason", "ABS. It handles heat."),
+        ("ABS. It handles heat. It is tough.", "ABS. It handles heat."),
+        ("\n- ASA [KB#mem_a].\n- more", "ASA [KB#mem_a]."),
+        ("x > y: PLA sags [KB#mem_p].", "PLA sags [KB#mem_p]."),
+        ("", ""),
+    ],
+)
+def test_the_direct_answer_is_the_first_line_s_first_sentences(text: str, expected: str):
+    assert direct_answer(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("reported", "weight"),
+    [
+        (0.7, 0.7),
+        (1, 1.0),
+        ({"mean": -0.105, "lowest": -0.9, "tokens": 40, "window": 12}, 0.9003),
+        ({"mean": 0.0}, 1.0),
+        ({"mean": 0.0001}, 1.0),  # rounding of a sure token: no weight above 1
+        ({"mean": None}, None),
+        (None, None),
+        ("high", None),
+    ],
+)
+def test_a_members_reported_confidence_becomes_its_votes_weight(reported, weight) -> None:
+    from collective.nodes.judge import _confidence
+
+    got = _confidence(reported)
+    assert got == weight if weight is None else abs(got - weight) < 1e-3
