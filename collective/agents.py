@@ -56,7 +56,8 @@ class Mode(StrEnum):
     """Ways to answer one question (`collective.modes` runs them, `ask --mode` names them).
 
     `council` is the configured specialists, then the judge; `council-review` adds the peer
-    review round and `council-split` splits the evidence. The others sample the judge's model.
+    review round and `council-split` splits the evidence. The others sample the judge's model;
+    `adaptive` only where its own answer is unsure (`collective.models.confidence`).
     """
 
     single = "single"
@@ -65,6 +66,7 @@ class Mode(StrEnum):
     council = "council"
     council_review = "council-review"
     council_split = "council-split"
+    adaptive = "adaptive"
 
 
 MODES: tuple[Mode, ...] = tuple(Mode)

@@ -9,7 +9,10 @@
 * `council`: the judge's answer weighed against the configured specialists' (across models);
 * `council-review`: the council with the anonymous peer-review round before the judge;
 * `council-split`: the council with split evidence (each member reads the shared head and its
-  own slice of the candidates, `collective.kb.evidence`).
+  own slice of the candidates, `collective.kb.evidence`);
+* `adaptive`: the judge's own answer first; where its model was sure of it
+  (`collective.models.confidence.is_confident` at `confident_at`) it is the answer, one call;
+  else `self-moa`'s samples are drawn after it and the judge weighs them (docs/adaptive.md).
 
 The council modes read the chunks as `ctx.evidence` says (`council-split` always splits); the
 modes that sample the best model give every sample the same chunks (shared evidence).
@@ -40,6 +43,7 @@ from collective.graph.state import Proposal
 from collective.kb.citations import split_citations
 from collective.kb.evidence import council_evidence
 from collective.kb.support import check_claims, shown_chunks, support_share
+from collective.models.confidence import DEFAULT_CONFIDENT_AT, confidence_fields, is_confident
 from collective.prompts import specialist
 from collective.prompts.judge import clean
 
@@ -68,6 +72,13 @@ class ModeResult:
     prompt_tokens: int
     output_tokens: int
     wall_s: float
+    confidence: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """How sure the model was of the answer given (`confidence_fields`): the judge's own answer
+    where it rules, the chosen sample's in `self-consistency`."""
+    stages: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Wall seconds of each stage the mode read (`retrieval`, `own`, `members`, `verdict`)."""
+    escalated: bool | None = None
+    """`adaptive`: whether the samples were drawn (None in the other modes)."""
 
 
 def _overlap(a: str, b: str) -> float:
@@ -100,6 +111,8 @@ def mode_context(ctx: CouncilContext, mode: Mode) -> tuple[CouncilContext, int, 
     if mode == Mode.single:
         return base, 0, True
     best = dataclasses.replace(base, specialists=(ctx.judges[0],))
+    if mode == Mode.adaptive:  # `self-moa`'s samples, only where they are drawn
+        return best, ctx.k - 1, True
     if mode in _COUNCILS:
         return base, ctx.k, True
     return best, ctx.k - 1, mode != Mode.self_consistency  # the judge's answer is the first
@@ -168,7 +181,7 @@ async def run_arms(question: str, modes: Sequence[Mode], ctx: CouncilContext) ->
     plans = {mode: mode_context(ctx, mode) for mode in ordered}
     readings: dict[tuple[bool, str], tuple[CouncilContext, int]] = {}
     for mode, (settings, count, _) in plans.items():
-        if count:
+        if count and mode != Mode.adaptive:  # adaptive's wait for the own answer
             readings.setdefault((mode in _COUNCILS, settings.evidence), (settings, count))
     alone = build_answer_graph(0, judge=True, retrieved=True, quorum=False)
     own, *sets = await asyncio.gather(
@@ -180,32 +193,57 @@ async def run_arms(question: str, modes: Sequence[Mode], ctx: CouncilContext) ->
     )
     members = dict(zip(readings, sets, strict=True))
     state["own"] = own.out["own"]
-    judged = [m for m, (_, count, judges) in plans.items() if count and judges]
+    threshold = DEFAULT_CONFIDENT_AT if ctx.confident_at is None else ctx.confident_at
+    escalate = Mode.adaptive in plans and not is_confident(own.out, threshold)
+    late: list[_Stage] = []  # adaptive's samples, drawn after the own answer
+    if escalate:
+        settings, count, _ = plans[Mode.adaptive]
+        if (False, settings.evidence) not in members:
+            samples = build_answer_graph(count, judge=False, retrieved=True)
+            late.append(await _stage(samples, state, settings))
+            members[(False, settings.evidence)] = late[0]
+    judged = [
+        m
+        for m, (_, count, judges) in plans.items()
+        if count and judges and (m != Mode.adaptive or escalate)
+    ]
     judge = build_answer_graph(0, judge=True, retrieved=True)
 
     def proposals(mode: Mode) -> list[Proposal]:
         key = (mode in _COUNCILS, plans[mode][0].evidence)
         return _member_order(members[key].out["proposals"])
 
-    ruled = [_stage(judge, {**state, "proposals": proposals(m)}, plans[m][0]) for m in judged]
-    verdicts = dict(zip(judged, await asyncio.gather(*ruled), strict=True))
+    # adaptive's verdict is self-moa's (the same samples and judge) where both run
+    ruling = [m for m in judged if not (m == Mode.adaptive and Mode.self_moa in judged)]
+    ruled = [_stage(judge, {**state, "proposals": proposals(m)}, plans[m][0]) for m in ruling]
+    verdicts = dict(zip(ruling, await asyncio.gather(*ruled), strict=True))
+    if Mode.adaptive in judged and Mode.adaptive not in verdicts:
+        verdicts[Mode.adaptive] = verdicts[Mode.self_moa]
     results: dict[str, ModeResult] = {}
     for mode, (settings, count, _) in plans.items():
         calls, wall = list(own.budgets), retrieval.wall_s + own.wall_s
-        if not count:
-            results[mode] = _result(mode, own.out, settings, True, calls, wall)
+        stages = {"retrieval": retrieval.wall_s, "own": own.wall_s}
+        if not count or (mode == Mode.adaptive and not escalate):
+            results[mode] = _result(mode, own.out, settings, True, calls, wall, stages)
             continue
         stage = members[(mode in _COUNCILS, settings.evidence)]
         calls += stage.budgets
-        wall = retrieval.wall_s + max(own.wall_s, stage.wall_s)
+        stages["members"] = stage.wall_s
+        # adaptive draws its samples after the own answer: their times add up
+        both = own.wall_s + stage.wall_s if mode == Mode.adaptive else None
+        wall = retrieval.wall_s + (both or max(own.wall_s, stage.wall_s))
         if mode in verdicts:
             calls += verdicts[mode].budgets
             wall += verdicts[mode].wall_s
+            stages["verdict"] = verdicts[mode].wall_s
             out = verdicts[mode].out
         else:  # the judge's answer is the first of the candidates
             out = {**stage.out, "proposals": [_own_proposal(own.out), *proposals(mode)]}
-        results[mode] = _result(mode, out, settings, mode in verdicts, calls, wall)
-    made = [b for stage in (retrieval, own, *sets, *verdicts.values()) for b in stage.budgets]
+        results[mode] = _result(mode, out, settings, mode in verdicts, calls, wall, stages)
+    if Mode.adaptive in results:
+        results[Mode.adaptive].escalated = escalate
+    ruled_once = list({id(v): v for v in verdicts.values()}.values())
+    made = [b for stage in (retrieval, own, *sets, *late, *ruled_once) for b in stage.budgets]
     return ArmsRun(
         results=results,
         calls=len(made),
@@ -225,6 +263,7 @@ def _own_proposal(out: dict[str, Any]) -> Proposal:
         unknown_citations=[],
         error=None,
         evidence={"seen": list(out["own"]["shown"])},
+        **out["own"].get("confidence", {}),
     )
 
 
@@ -235,6 +274,7 @@ def _result(
     judged: bool,
     calls: list[dict[str, Any]],
     wall_s: float,
+    stages: dict[str, float],
 ) -> ModeResult:
     """A mode's result from its stages' output, with the calls it made alone."""
     proposals: list[Proposal] = out["proposals"]
@@ -242,6 +282,9 @@ def _result(
         answer, unknown = out["answer"], list(out["unknown_citations"])
         cited = [c["id"] for c in out["citations"]]
         support, evidence = out["citation_support"], out["evidence"]
+        confidence = confidence_fields(None, out.get("confidence_note"))
+        if out.get("confidence"):
+            confidence = {"confidence": out["confidence"]}
     else:
         chosen = most_consistent(proposals)
         store = open_knowledge(settings)
@@ -253,6 +296,7 @@ def _result(
         cited, unknown = split_citations(answer, list(supplied))
         support = support_share(check_claims(answer, shown_chunks(supplied)))
         evidence = council_evidence(settings.evidence, proposals)
+        confidence = {k: chosen[k] for k in ("confidence", "confidence_note") if k in chosen}  # type: ignore[literal-required]
     sources = {c["id"]: c.get("source", "") for c in out["retrieval"]["chunks"]}
     return ModeResult(
         mode=mode,
@@ -268,6 +312,8 @@ def _result(
         prompt_tokens=sum(b["prompt_tokens"] for b in calls),
         output_tokens=sum(b.get("output_tokens") or 0 for b in calls),
         wall_s=wall_s,
+        confidence=confidence,
+        stages={name: round(seconds, 2) for name, seconds in stages.items()},
     )
 
 

@@ -443,6 +443,7 @@ async def answer_in_mode(config: CollectiveConfig, question: str, mode: str) -> 
             "proposals": result.proposals,
             "evidence": result.evidence,
             "citation_support": result.citation_support,
+            **result.confidence,
             "timings": {"total_ms": result.wall_s * 1000},
             "notes": [f"mode {mode}: {result.calls} model calls, no council graph"],
         }

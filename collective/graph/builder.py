@@ -2,6 +2,10 @@
 
 retrieve -> plan -> specialist x K (Send) -> quorum -> [review x K (Send)] -> judge -> remember
 
+With adaptive answering on (`CouncilContext.confident_at`), the judge's own answer (`draft`)
+comes first, alone: where its model was sure of it, the judge rules on it with no member asked
+(no further model call); else the K members answer after it, and the run goes on as above.
+
 `build_answer_graph` compiles the same nodes without planner and memory for the answer modes
 (`collective.modes`): retrieve -> N specialists [-> quorum -> [review] -> judge].
 
@@ -32,6 +36,7 @@ from collective.graph.state import (
     SpecialistTask,
     specialist_task,
 )
+from collective.models.confidence import is_confident
 from collective.nodes.judge import draft, judge
 from collective.nodes.plan import plan
 from collective.nodes.quorum import quorum, route_review
@@ -46,6 +51,7 @@ __all__ = [
     "build_graph",
     "council_node",
     "member_sends",
+    "route_after_draft",
     "route_specialists",
 ]
 
@@ -116,8 +122,25 @@ def route_specialists(state: CouncilState, runtime: Runtime[CouncilContext]) -> 
     """Fan out to K specialists and the judge's own answer (`draft`), which needs none of theirs.
 
     Each specialist gets the chunks, the plan and the conversation; the draft the whole state.
+    With adaptive answering (`confident_at`) the draft goes alone: `route_after_draft` decides.
     """
+    if runtime.context.confident_at is not None:
+        return [Send(agents.DRAFT, state)]
     return [*member_sends(state, runtime.context, runtime.context.k), Send(agents.DRAFT, state)]
+
+
+def route_after_draft(state: CouncilState, runtime: Runtime[CouncilContext]) -> Any:
+    """After the judge's own answer: the quorum (members ran beside it), or adaptively.
+
+    With `confident_at`: a draft its model was sure of goes straight to the judge, which rules
+    on it alone; an unsure one (or none: the draft failed) sends the K members now.
+    """
+    ctx = runtime.context
+    if ctx.confident_at is None:
+        return agents.QUORUM
+    if is_confident((state.get("own") or {}).get("confidence"), ctx.confident_at):
+        return agents.JUDGE
+    return member_sends(state, ctx, ctx.k)
 
 
 def member_sends(state: CouncilState, ctx: CouncilContext, members: int) -> list[Send]:
@@ -158,7 +181,11 @@ def build_graph(checkpointer: Any = None, store: Any = None, *, name: str = "col
     builder.add_conditional_edges(
         agents.PLAN, wrap(route_specialists), [agents.SPECIALIST, agents.DRAFT]
     )
-    builder.add_edge(agents.DRAFT, agents.QUORUM)
+    builder.add_conditional_edges(
+        agents.DRAFT,
+        wrap(route_after_draft),
+        [agents.QUORUM, agents.JUDGE, agents.SPECIALIST],
+    )
     _verdict_edges(builder, then=agents.REMEMBER)
     builder.add_edge(agents.REMEMBER, END)
     return builder.compile(checkpointer=checkpointer, store=store, name=name)

@@ -48,6 +48,10 @@ class Proposal(TypedDict):
     """True when the member ran out of time: `text` is what it had written by then."""
     finish_reason: NotRequired[str | None]
     """Why its answer ended (`length`: at its output cap, its unfinished sentence left out)."""
+    confidence: NotRequired[dict[str, Any] | None]
+    """How sure its model was of its tokens (`collective.models.confidence`); None where the
+    backend cannot say, and then `confidence_note` says why."""
+    confidence_note: NotRequired[str]
     evidence: NotRequired[dict[str, Any]]
     """What the member read (`collective.kb.evidence`): `mode` (shared or split), the shared
     `head` and its `own` slice (split), the chunks its prompt kept (`seen`) and the `reason`."""
@@ -96,6 +100,11 @@ class CouncilOutput(TypedDict, total=False):
     """The check of the verdict's claims: `claims`, the draft's support share
     (`draft_support`), whether the judge's fix was used (`revised`), the claims `dropped`, how
     many were `retagged`, and whose answer was `selected`."""
+    confidence: dict[str, Any] | None
+    """How sure the judge's model was of its own answer, the verdict's start
+    (`collective.models.confidence`: `mean`, `lowest`, `tokens`, `window`); None where its
+    backend cannot say, and then `confidence_note` says why."""
+    confidence_note: str
     notes: list[str]
 
 

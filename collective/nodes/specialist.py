@@ -17,6 +17,7 @@ from collective.graph.state import Proposal, SpecialistTask
 from collective.kb.citations import split_citations
 from collective.kb.evidence import MemberEvidence
 from collective.models.base import ChatResult
+from collective.models.confidence import confidence_fields
 from collective.models.refs import resolve_backend
 from collective.nodes.chunks import chunks_from_state, scored_chunks
 from collective.nodes.model_call import ModelCall, NodeProgress, call_model
@@ -127,6 +128,7 @@ def _answered(
         error=None,
         evidence=kb.summary(shown),
         finish_reason=result.finish_reason,
+        **confidence_fields(result.confidence, result.confidence_note),  # type: ignore[typeddict-item]
     )
     return {"proposals": [proposal], "timings": progress.done(call)}
 
