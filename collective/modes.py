@@ -296,7 +296,9 @@ def _result(
         cited, unknown = split_citations(answer, list(supplied))
         support = support_share(check_claims(answer, shown_chunks(supplied)))
         evidence = council_evidence(settings.evidence, proposals)
-        confidence = {k: chosen[k] for k in ("confidence", "confidence_note") if k in chosen}  # type: ignore[literal-required]
+        confidence = confidence_fields(None, chosen.get("confidence_note"))
+        if chosen.get("confidence"):
+            confidence = {"confidence": chosen.get("confidence")}
     sources = {c["id"]: c.get("source", "") for c in out["retrieval"]["chunks"]}
     return ModeResult(
         mode=mode,

@@ -89,7 +89,7 @@ def is_confident(fields: Mapping[str, Any] | None, threshold: float) -> bool:
     run, as without adaptive answering.
     """
     confidence = (fields or {}).get("confidence")
-    return bool(confidence) and float(confidence["lowest"]) >= threshold
+    return confidence is not None and float(confidence["lowest"]) >= threshold
 
 
 def confidence_fields(confidence: Confidence | None, note: str | None) -> dict[str, Any]:

@@ -328,3 +328,40 @@ async def test_a_member_is_told_to_follow_the_plan_only_when_there_is_one():
         own = member.calls[0][-1]["content"].rpartition("## Your part")[2]
         assert ("council's plan" in own) is told
         assert "Answer the whole question." in own or "answer the whole question." in own
+
+
+async def test_adaptive_a_confident_first_answer_makes_no_further_model_call():
+    spec = ScriptedBackend("spec", cite_first)
+    planner = ScriptedBackend("planner", "Specialist 1: heat.")
+    judge = ScriptedBackend(
+        "judge", "ASA keeps its shape to about 95 C [KB#mem_asa].", logprobs=-0.05
+    )
+    ctx = context(specialists=[spec], judge=judge, planner=planner, confident_at=-0.5)
+    out = await build_graph().ainvoke({"question": "Which filament for a hot car?"}, context=ctx)
+    assert len(judge.calls) == 1 and spec.calls == []  # the draft was the verdict
+    assert out["proposals"] == []
+    assert out["answer"].startswith("ASA keeps its shape")
+    assert out["confidence"]["lowest"] == pytest.approx(-0.05)
+    assert [b["node"] for b in out["budgets"]] == ["plan", "judge"]
+
+
+async def test_adaptive_an_unsure_first_answer_asks_the_members_after_it():
+    spec = ScriptedBackend("spec", cite_first)
+    judge = ScriptedBackend(
+        "judge", "ASA keeps its shape to about 95 C [KB#mem_asa].", logprobs=-2.0
+    )
+    ctx = context(specialists=[spec], judge=judge, confident_at=-0.5)
+    order = []
+    async for chunk in build_graph().astream({"question": "q"}, context=ctx, stream_mode="updates"):
+        order += [node for node in chunk if node in ("draft", "specialist", "judge")]
+    assert order == ["draft", "specialist", "specialist", "specialist", "judge"], order
+    assert len(spec.calls) == 3 and len(judge.calls) == 1  # the verdict weighs the draft
+
+
+async def test_adaptive_a_backend_without_confidence_always_asks_the_members():
+    spec = ScriptedBackend("spec", cite_first)
+    judge = ScriptedBackend("judge", "ASA [KB#mem_asa].")  # reports no log-probabilities
+    ctx = context(specialists=[spec], judge=judge, confident_at=-100.0)
+    out = await build_graph().ainvoke({"question": "q"}, context=ctx)
+    assert len(spec.calls) == 3 and len(out["proposals"]) == 3
+    assert out["confidence"] is None and "no log-probabilities" in out["confidence_note"]
