@@ -5,6 +5,9 @@ retrieve -> plan -> specialist x K (Send) -> quorum -> [review x K (Send)] -> ju
 With adaptive answering on (`CouncilContext.confident_at`), the judge's own answer (`draft`)
 comes first, alone: where its model was sure of it, the judge rules on it with no member asked
 (no further model call); else the K members answer after it, and the run goes on as above.
+With early stop (`agree_early`) the members race the judge's own answer instead, and those still
+writing are cancelled once enough answers agree or the own answer is confident
+(`collective.nodes.early_stop`).
 
 `build_answer_graph` compiles the same nodes without planner and memory for the answer modes
 (`collective.modes`): retrieve -> N specialists [-> quorum -> [review] -> judge].
@@ -37,7 +40,8 @@ from collective.graph.state import (
     specialist_task,
 )
 from collective.models.confidence import is_confident
-from collective.nodes.judge import draft, judge
+from collective.nodes.early_stop import new_race, raced_draft
+from collective.nodes.judge import judge
 from collective.nodes.plan import plan
 from collective.nodes.quorum import quorum, route_review
 from collective.nodes.remember import remember
@@ -124,9 +128,13 @@ def route_specialists(state: CouncilState, runtime: Runtime[CouncilContext]) -> 
     Each specialist gets the chunks, the plan and the conversation; the draft the whole state.
     With adaptive answering (`confident_at`) the draft goes alone: `route_after_draft` decides.
     """
-    if runtime.context.confident_at is not None:
+    ctx = runtime.context
+    if ctx.agree_early is not None:  # they race: each member a call of its own, cancellable
+        raced: CouncilState = {**state, "race": new_race(ctx.agree_early)}
+        return [*member_sends(raced, ctx, ctx.k), Send(agents.DRAFT, raced)]
+    if ctx.confident_at is not None:
         return [Send(agents.DRAFT, state)]
-    return [*member_sends(state, runtime.context, runtime.context.k), Send(agents.DRAFT, state)]
+    return [*member_sends(state, ctx, ctx.k), Send(agents.DRAFT, state)]
 
 
 def route_after_draft(state: CouncilState, runtime: Runtime[CouncilContext]) -> Any:
@@ -136,7 +144,7 @@ def route_after_draft(state: CouncilState, runtime: Runtime[CouncilContext]) -> 
     on it alone; an unsure one (or none: the draft failed) sends the K members now.
     """
     ctx = runtime.context
-    if ctx.confident_at is None:
+    if ctx.confident_at is None or ctx.agree_early is not None:  # the members ran beside it
         return agents.QUORUM
     if is_confident((state.get("own") or {}).get("confidence"), ctx.confident_at):
         return agents.JUDGE
@@ -147,13 +155,15 @@ def member_sends(state: CouncilState, ctx: CouncilContext, members: int) -> list
     """A `Send` per member, or one per run of members that sample one prompt alike.
 
     Members sample alike without a plan (it names each member's angle) where
-    `CouncilContext.samples_alike` says so: one request answers those.
+    `CouncilContext.samples_alike` says so: one request answers those, unless they race (early
+    stop cancels members one by one).
     """
     sends: list[Send] = []
     first = 0
+    alike = not state.get("plan") and not state.get("race")
     while first < members:
         n = 1
-        while not state.get("plan") and first + n < members and ctx.samples_alike(first, first + n):
+        while alike and first + n < members and ctx.samples_alike(first, first + n):
             n += 1
         sends.append(Send(agents.SPECIALIST, specialist_task(state, first, samples=n)))
         first += n
@@ -268,7 +278,7 @@ _NODES: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
         specialist,
         {"input_schema": SpecialistTask, "retry_policy": TRANSIENT_RETRY},
     ),
-    agents.DRAFT: (draft, {}),
+    agents.DRAFT: (raced_draft, {}),
     agents.QUORUM: (quorum, {}),
     agents.REVIEW: (review, {"input_schema": ReviewTask, "retry_policy": TRANSIENT_RETRY}),
     agents.JUDGE: (judge, {"retry_policy": TRANSIENT_RETRY}),

@@ -269,6 +269,11 @@ class CouncilContext:
     the verdict and no member is asked; below it (or where the backend cannot say), the members
     answer and the judge weighs them. None: off, the members answer beside the judge's own
     answer as always. The `adaptive` mode uses `DEFAULT_CONFIDENT_AT` where this is None."""
+    agree_early: Annotated[int | None, Field(ge=2)] = None
+    """Early stop (`collective.nodes.early_stop`): the members answer beside the judge's own
+    answer, each in a call of its own, and once this many answers (the judge's counted) answer
+    with the same thing, or the judge's own answer is confident (`confident_at`), the members
+    still writing are cancelled and their slots freed. None: every member finishes."""
     judge_tools: bool = False
     """Let the judge verify claims with `kb_search` / `kb_get` where its backend has tools (off
     by default: the KB section already holds what the forced round fetched, it took a third of

@@ -44,6 +44,8 @@ class Proposal(TypedDict):
     """Cited ids that were not among the chunks the member was shown."""
     error: str | None
     """Why the member produced nothing (failure or timeout); None when it answered."""
+    stopped: NotRequired[bool]
+    """True when early stop cancelled the member: the run had enough answers without it."""
     partial: NotRequired[bool]
     """True when the member ran out of time: `text` is what it had written by then."""
     finish_reason: NotRequired[str | None]
@@ -127,6 +129,8 @@ class CouncilState(CouncilOutput, total=False):
     memory: dict[str, Any]
     """The tiered memory (`TieredMemory.to_dict()`), carried between turns of a thread."""
     started_at: float
+    race: str
+    """The key of the run's early stop (`collective.nodes.early_stop`), with `agree_early`."""
 
 
 class SpecialistTask(TypedDict):
@@ -142,6 +146,8 @@ class SpecialistTask(TypedDict):
     samples: int
     """Members from `index` on that sample this one prompt alike: one request answers them all
     (`CouncilContext.samples_alike`)."""
+    race: NotRequired[str]
+    """The run's early stop (`collective.nodes.early_stop`): its members may be cancelled."""
 
 
 class ReviewTask(TypedDict):
@@ -170,7 +176,7 @@ def specialist_task(state: Mapping[str, Any], index: int, samples: int = 1) -> S
 
     `samples`: how many members from `index` on one request answers.
     """
-    return SpecialistTask(
+    task = SpecialistTask(
         samples=samples,
         member=agents.member(index),
         index=index,
@@ -180,6 +186,9 @@ def specialist_task(state: Mapping[str, Any], index: int, samples: int = 1) -> S
         chunks=state.get("chunks", []),
         retrieval_profile=applied_profile(state),
     )
+    if race := state.get("race"):
+        task["race"] = race
+    return task
 
 
 def review_task(state: Mapping[str, Any], member: str, answered: list[Proposal]) -> ReviewTask:
