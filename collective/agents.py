@@ -57,7 +57,8 @@ class Mode(StrEnum):
 
     `council` is the configured specialists, then the judge; `council-review` adds the peer
     review round and `council-split` splits the evidence. The others sample the judge's model;
-    `adaptive` only where its own answer is unsure (`collective.models.confidence`).
+    `adaptive` only where its own answer is unsure (`collective.models.confidence`); `vote`
+    weighs self-consistency's candidates by their model's confidence.
     """
 
     single = "single"
@@ -67,6 +68,7 @@ class Mode(StrEnum):
     council_review = "council-review"
     council_split = "council-split"
     adaptive = "adaptive"
+    vote = "vote"
 
 
 MODES: tuple[Mode, ...] = tuple(Mode)

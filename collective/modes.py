@@ -12,7 +12,9 @@
   own slice of the candidates, `collective.kb.evidence`);
 * `adaptive`: the judge's own answer first; where its model was sure of it
   (`collective.models.confidence.is_confident` at `confident_at`) it is the answer, one call;
-  else `self-moa`'s samples are drawn after it and the judge weighs them (docs/adaptive.md).
+  else `self-moa`'s samples are drawn after it and the judge weighs them (docs/adaptive.md);
+* `vote`: `self-consistency`'s K answers, voted on in their reduced form (the thing each first
+  line answers with), each vote weighed by its model's confidence (CISC, arXiv 2502.06233).
 
 The council modes read the chunks as `ctx.evidence` says (`council-split` always splits); the
 modes that sample the best model give every sample the same chunks (shared evidence).
@@ -30,9 +32,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from collective import agents
@@ -44,10 +47,11 @@ from collective.kb.citations import split_citations
 from collective.kb.evidence import council_evidence
 from collective.kb.support import check_claims, shown_chunks, support_share
 from collective.models.confidence import DEFAULT_CONFIDENT_AT, confidence_fields, is_confident
+from collective.nodes.early_stop import reduced_answer
 from collective.prompts import specialist
 from collective.prompts.judge import clean
 
-__all__ = ["MODES", "ArmsRun", "Mode", "ModeResult", "run_arms", "run_mode"]
+__all__ = ["MODES", "ArmsRun", "Mode", "ModeResult", "confident_vote", "run_arms", "run_mode"]
 
 
 @dataclasses.dataclass
@@ -95,6 +99,34 @@ def most_consistent(proposals: list[Proposal]) -> Proposal:
     )
 
 
+def confident_vote(proposals: list[Proposal], things: Mapping[str, str | None]) -> Proposal:
+    """The answer of the thing the confidence-weighted vote elects (CISC), first on ties.
+
+    Each answer votes for the thing it answers with (`things`: member -> its reduced form; None
+    votes for itself alone) with weight e^mean, its tokens' geometric mean probability; where
+    any answer has no confidence, every weight is 1 (a plain vote). Of the elected thing's
+    answers, the surest stands.
+
+    Args:
+        proposals: The candidates, in order.
+        things: Each candidate's reduced answer by member.
+    """
+    answered = [p for p in proposals if p["text"]] or proposals
+    means = [(p.get("confidence") or {}).get("mean") for p in answered]
+    weights = [math.exp(m) if None not in means else 1.0 for m in means]  # type: ignore[arg-type]
+    totals: dict[str, float] = {}
+    for p, weight in zip(answered, weights, strict=True):
+        key = things.get(p["member"]) or f"\0{p['member']}"
+        totals[key] = totals.get(key, 0.0) + weight
+    elected = max(totals, key=lambda key: totals[key])  # first elected on ties
+    backers = [
+        (weight, -i, p)
+        for i, (p, weight) in enumerate(zip(answered, weights, strict=True))
+        if (things.get(p["member"]) or f"\0{p['member']}") == elected
+    ]
+    return max(backers, key=lambda b: (b[0], b[1]))[2]
+
+
 def mode_context(ctx: CouncilContext, mode: Mode) -> tuple[CouncilContext, int, bool]:
     """The settings a mode's members run under, how many answer, and whether a judge rules.
 
@@ -113,6 +145,8 @@ def mode_context(ctx: CouncilContext, mode: Mode) -> tuple[CouncilContext, int, 
     best = dataclasses.replace(base, specialists=(ctx.judges[0],))
     if mode == Mode.adaptive:  # `self-moa`'s samples, only where they are drawn
         return best, ctx.k - 1, True
+    if mode == Mode.vote:  # `self-consistency`'s candidates, counted otherwise
+        return best, ctx.k - 1, False
     if mode in _COUNCILS:
         return base, ctx.k, True
     return best, ctx.k - 1, mode != Mode.self_consistency  # the judge's answer is the first
@@ -286,8 +320,8 @@ def _result(
         if out.get("confidence"):
             confidence = {"confidence": out["confidence"]}
     else:
-        chosen = most_consistent(proposals)
         store = open_knowledge(settings)
+        chosen = most_consistent(proposals) if mode != Mode.vote else _vote(proposals, store)
         seen_by = (chosen.get("evidence") or {}).get("seen", [])
         supplied = {i: c for i in seen_by if (c := store.get(i)) is not None}
         answer = clean(
@@ -317,6 +351,16 @@ def _result(
         confidence=confidence,
         stages={name: round(seconds, 2) for name, seconds in stages.items()},
     )
+
+
+def _vote(proposals: list[Proposal], store: Any) -> Proposal:
+    """`confident_vote` with each candidate read against the chunks its prompt showed."""
+    things = {}
+    for p in proposals:
+        seen = (p.get("evidence") or {}).get("seen", [])
+        chunks = {i: c for i in seen if (c := store.get(i)) is not None}
+        things[p["member"]] = reduced_answer(p["text"], chunks)
+    return confident_vote(proposals, things)
 
 
 def _seen(proposals: list[Proposal]) -> list[str]:

@@ -236,3 +236,14 @@ async def test_adaptive_beside_self_moa_shares_its_samples_and_verdict():
     shared = await run_arms(question, ["single", "self-moa", "adaptive"], sure)
     assert shared.results["adaptive"].answer == shared.results["single"].answer
     assert shared.results["adaptive"].calls == 1
+
+
+async def test_vote_shares_self_consistencys_candidates_and_weighs_them():
+    ctx, best = _adaptive_context(-0.2)
+    question = "What nozzle temperature does PLA print at?"
+    run_ = await run_arms(question, ["self-consistency", "vote"], ctx)
+    assert run_.calls == 3 == len(best.calls)  # the own answer and two samples, once
+    vote = run_.results["vote"]
+    assert vote.calls == 3 and [p["member"] for p in vote.proposals][0] == "judge"
+    assert vote.answer in {p["text"] for p in vote.proposals}
+    assert vote.confidence["confidence"]["mean"] == pytest.approx(-0.2)
