@@ -111,3 +111,18 @@ def test_a_stream_gathers_each_completions_logprobs() -> None:
     assert first.confidence.tokens == 2 and math.isclose(first.confidence.mean, -0.2)
     assert other.text == "B" and other.confidence is not None
     assert other.confidence.mean == pytest.approx(-2.0)
+
+
+def test_logprobs_are_asked_except_beside_tools() -> None:
+    from collective.models.llama_server import LlamaServerBackend
+
+    backend = LlamaServerBackend("http://127.0.0.1:9")  # nothing is sent
+    messages = [{"role": "user", "content": "hi"}]
+    options = {"max_tokens": 4, "temperature": 0.0, "stop": None, "json_schema": None,
+               "tool_choice": None}  # fmt: skip
+    plain = backend._chat_request(messages, None, **options)  # type: ignore[arg-type]
+    assert plain["logprobs"] is True and plain["top_logprobs"] == 1
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    # llama-server refuses logprobs with tools in a stream ("not supported with tools + stream")
+    with_tools = backend._chat_request(messages, [tool], **options)  # type: ignore[arg-type]
+    assert "logprobs" not in with_tools and "top_logprobs" not in with_tools
