@@ -58,7 +58,8 @@ class Mode(StrEnum):
     `council` is the configured specialists, then the judge; `council-review` adds the peer
     review round and `council-split` splits the evidence. The others sample the judge's model;
     `adaptive` only where its own answer is unsure (`collective.models.confidence`); `vote`
-    weighs self-consistency's candidates by their model's confidence.
+    weighs self-consistency's candidates by their model's confidence; `select` has the model pick
+    the most consistent of them.
     """
 
     single = "single"
@@ -69,6 +70,7 @@ class Mode(StrEnum):
     council_split = "council-split"
     adaptive = "adaptive"
     vote = "vote"
+    select = "select"
 
 
 MODES: tuple[Mode, ...] = tuple(Mode)

@@ -14,7 +14,9 @@
   (`collective.models.confidence.is_confident` at `confident_at`) it is the answer, one call;
   else `self-moa`'s samples are drawn after it and the judge weighs them (docs/adaptive.md);
 * `vote`: `self-consistency`'s K answers, voted on in their reduced form (the thing each first
-  line answers with), each vote weighed by its model's confidence (CISC, arXiv 2502.06233).
+  line answers with), each vote weighed by its model's confidence (CISC, arXiv 2502.06233);
+* `select`: `self-consistency`'s K answers shown to the best model, which names the one the
+  others agree with most (universal self-consistency), checked by the claim check like any.
 
 The council modes read the chunks as `ctx.evidence` says (`council-split` always splits); the
 modes that sample the best model give every sample the same chunks (shared evidence).
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import math
 import re
 import time
@@ -40,14 +43,20 @@ from typing import Any
 
 from collective import agents
 from collective.agents import MODES, Mode
+from collective.budget.assembly import labelled_section, text_section
+from collective.budgeted_call import budgeted_call
+from collective.errors import BackendError, BudgetError
 from collective.graph.builder import build_answer_graph
 from collective.graph.context import CouncilContext, open_knowledge
 from collective.graph.state import Proposal
-from collective.kb.citations import split_citations
+from collective.kb.citations import neutralise, split_citations
 from collective.kb.evidence import council_evidence
 from collective.kb.support import check_claims, shown_chunks, support_share
 from collective.models.confidence import DEFAULT_CONFIDENT_AT, confidence_fields, is_confident
+from collective.models.refs import resolve_backend
 from collective.nodes.early_stop import reduced_answer
+from collective.prompts import review as review_prompt
+from collective.prompts import select as select_prompt
 from collective.prompts import specialist
 from collective.prompts.judge import clean
 
@@ -145,7 +154,7 @@ def mode_context(ctx: CouncilContext, mode: Mode) -> tuple[CouncilContext, int, 
     best = dataclasses.replace(base, specialists=(ctx.judges[0],))
     if mode == Mode.adaptive:  # `self-moa`'s samples, only where they are drawn
         return best, ctx.k - 1, True
-    if mode == Mode.vote:  # `self-consistency`'s candidates, counted otherwise
+    if mode in (Mode.vote, Mode.select):  # `self-consistency`'s candidates, chosen otherwise
         return best, ctx.k - 1, False
     if mode in _COUNCILS:
         return base, ctx.k, True
@@ -250,7 +259,13 @@ async def run_arms(question: str, modes: Sequence[Mode], ctx: CouncilContext) ->
     # adaptive's verdict is self-moa's (the same samples and judge) where both run
     ruling = [m for m in judged if not (m == Mode.adaptive and Mode.self_moa in judged)]
     ruled = [_stage(judge, {**state, "proposals": proposals(m)}, plans[m][0]) for m in ruling]
-    verdicts = dict(zip(ruling, await asyncio.gather(*ruled), strict=True))
+    picking = []
+    if Mode.select in plans:
+        candidates = [_own_proposal(own.out), *proposals(Mode.select)]
+        picking.append(_pick(question, candidates, plans[Mode.select][0]))
+    decided: list[Any] = list(await asyncio.gather(*ruled, *picking))
+    verdicts = dict(zip(ruling, decided[: len(ruling)], strict=True))
+    picked = decided[len(ruling) :]
     if Mode.adaptive in judged and Mode.adaptive not in verdicts:
         verdicts[Mode.adaptive] = verdicts[Mode.self_moa]
     results: dict[str, ModeResult] = {}
@@ -273,11 +288,18 @@ async def run_arms(question: str, modes: Sequence[Mode], ctx: CouncilContext) ->
             out = verdicts[mode].out
         else:  # the judge's answer is the first of the candidates
             out = {**stage.out, "proposals": [_own_proposal(own.out), *proposals(mode)]}
-        results[mode] = _result(mode, out, settings, mode in verdicts, calls, wall, stages)
+        chosen = None
+        if mode == Mode.select:
+            chosen, pick = picked[0]
+            calls += pick.budgets
+            wall += pick.wall_s
+            stages["select"] = pick.wall_s
+        results[mode] = _result(mode, out, settings, mode in verdicts, calls, wall, stages, chosen)
     if Mode.adaptive in results:
         results[Mode.adaptive].escalated = escalate
     ruled_once = list({id(v): v for v in verdicts.values()}.values())
-    made = [b for stage in (retrieval, own, *sets, *late, *ruled_once) for b in stage.budgets]
+    stages_made = (retrieval, own, *sets, *late, *ruled_once, *(p for _, p in picked))
+    made = [b for stage in stages_made for b in stage.budgets]
     return ArmsRun(
         results=results,
         calls=len(made),
@@ -309,8 +331,13 @@ def _result(
     calls: list[dict[str, Any]],
     wall_s: float,
     stages: dict[str, float],
+    chosen: Proposal | None = None,
 ) -> ModeResult:
-    """A mode's result from its stages' output, with the calls it made alone."""
+    """A mode's result from its stages' output, with the calls it made alone.
+
+    `chosen`: the candidate that stands where the mode has no judge (`select`'s pick); else
+    the most consistent (`vote`: the confidence-weighted vote's).
+    """
     proposals: list[Proposal] = out["proposals"]
     if judged:
         answer, unknown = out["answer"], list(out["unknown_citations"])
@@ -321,7 +348,8 @@ def _result(
             confidence = {"confidence": out["confidence"]}
     else:
         store = open_knowledge(settings)
-        chosen = most_consistent(proposals) if mode != Mode.vote else _vote(proposals, store)
+        if chosen is None:
+            chosen = most_consistent(proposals) if mode != Mode.vote else _vote(proposals, store)
         seen_by = (chosen.get("evidence") or {}).get("seen", [])
         supplied = {i: c for i in seen_by if (c := store.get(i)) is not None}
         answer = clean(
@@ -351,6 +379,44 @@ def _result(
         confidence=confidence,
         stages={name: round(seconds, 2) for name, seconds in stages.items()},
     )
+
+
+async def _pick(
+    question: str, candidates: list[Proposal], settings: CouncilContext
+) -> tuple[Proposal, _Stage]:
+    """The candidate the best model names as the most consistent (universal self-consistency).
+
+    One call of the judge's model (the reviewer's budget plan) shown the candidates,
+    anonymised; where it fails or names none, the most consistent by word overlap stands.
+    """
+    answered = [p for p in candidates if p["text"]] or candidates
+    shown = dict(zip(review_prompt.labels(len(answered)), answered, strict=True))
+    started = time.perf_counter()
+    budgets: list[dict[str, Any]] = []
+    try:
+        call = await budgeted_call(
+            settings,
+            role="reviewer",
+            agent="select",
+            backend=resolve_backend(settings.judges[0]),
+            contents=[
+                text_section("system", select_prompt.SYSTEM),
+                text_section("task", select_prompt.task_text(question)),
+                labelled_section(
+                    "proposals", [(label, neutralise(p["text"])) for label, p in shown.items()]
+                ),
+            ],
+            compose=select_prompt.compose,
+            question=question,
+            json_schema=select_prompt.schema(list(shown)),
+            output_cap=select_prompt.OUTPUT_CAP,
+        )
+        budgets.append(call.report_dict)
+        chosen = shown[json.loads(call.result.text)["most_consistent"]]
+    except (BackendError, BudgetError, ValueError, KeyError, TypeError):
+        chosen = most_consistent(answered)
+    out = {"proposals": candidates}
+    return chosen, _Stage(out, budgets, time.perf_counter() - started)
 
 
 def _vote(proposals: list[Proposal], store: Any) -> Proposal:

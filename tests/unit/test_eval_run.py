@@ -247,3 +247,37 @@ async def test_vote_shares_self_consistencys_candidates_and_weighs_them():
     assert vote.calls == 3 and [p["member"] for p in vote.proposals][0] == "judge"
     assert vote.answer in {p["text"] for p in vote.proposals}
     assert vote.confidence["confidence"]["mean"] == pytest.approx(-0.2)
+
+
+async def test_select_asks_the_best_model_which_candidate_the_others_agree_with():
+    def reply(messages):
+        if "most consistent" in messages[-1]["content"]:
+            return '{"most_consistent": "Response B"}'
+        return f"PLA prints at 190-220 °C [KB#mem_a] ({_member(messages)})."
+
+    best = ScriptedBackend("best", reply)
+    ctx = CouncilContext(k=3, specialists=[best], judge=best, knowledge=ListStore(CHUNKS),
+                         retrieval="lean", usage_log=None)  # fmt: skip
+    question = "What nozzle temperature does PLA print at?"
+    run_ = await run_arms(question, ["self-consistency", "select"], ctx)
+    got = run_.results["select"]
+    # the own answer, two samples (shared with self-consistency), then the one pick
+    assert run_.calls == 4 == len(best.calls) and got.calls == 4
+    picked = best.calls[-1][-1]["content"]
+    assert "Response A" in picked and "Response C" in picked  # the three, anonymised
+    assert "(specialist A)" in got.answer  # Response B: the first sample
+    assert set(got.stages) == {"retrieval", "own", "members", "select"}
+
+
+async def test_select_falls_back_to_word_overlap_when_the_pick_is_not_a_label():
+    def reply(messages):
+        if "most consistent" in messages[-1]["content"]:
+            return '{"most_consistent": "Response Z"}'
+        return f"PLA prints at 190-220 °C [KB#mem_a] ({_member(messages)})."
+
+    best = ScriptedBackend("best", reply)
+    ctx = CouncilContext(k=3, specialists=[best], judge=best, knowledge=ListStore(CHUNKS),
+                         retrieval="lean", usage_log=None)  # fmt: skip
+    run_ = await run_arms("What nozzle temperature does PLA print at?", ["select"], ctx)
+    assert run_.results["select"].answer  # the most consistent candidate stands
+    assert run_.calls == 4
