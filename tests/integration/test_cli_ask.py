@@ -232,3 +232,17 @@ def test_ask_mode_adaptive_draws_samples_only_when_unsure(workdir):
     unsure = ask_json(QUESTION, "--mode", "adaptive", "--config", "unsure.toml")
     assert [p["member"] for p in unsure["proposals"]] == ["specialist-1"]  # K-1 samples
     assert any("samples were weighed" in note for note in unsure["notes"])
+
+
+def test_ask_modes_vote_and_select_on_the_real_model(workdir):
+    (workdir / "two.toml").write_text(
+        (workdir / "collective.toml").read_text().replace("k = 1", "k = 2")
+    )
+    for mode in ("vote", "select"):
+        out = ask_json(QUESTION, "--mode", mode, "--config", "two.toml")
+        assert [p["member"] for p in out["proposals"]] == ["judge", "specialist-1"]
+        # the answer given is one of the candidates: its confidence is that candidate's
+        assert out["confidence"] in [p["confidence"] for p in out["proposals"]]
+        calls = int(out["notes"][0].split(": ")[1].split()[0])
+        # the own answer (and its fix where a claim failed), one sample; select's pick
+        assert calls >= (3 if mode == "select" else 2)
