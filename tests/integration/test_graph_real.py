@@ -140,3 +140,38 @@ async def test_early_stop_ends_the_members_calls_on_the_engine(tmp_path, gguf_pa
     assert all("the judge's own answer was confident" in p["error"] for p in stopped)
     members = {b["node"] for b in out["budgets"]} - {"judge"}
     assert not members & {p["member"] for p in stopped}  # a stopped call reports no budget
+
+
+async def test_early_stop_frees_the_members_slot_on_llama_server(tmp_path, llama_server):
+    import httpx
+
+    from collective.models.llama_server import LlamaServerBackend
+
+    server = LlamaServerBackend(llama_server.url, load_wait=30)
+    ctx = CouncilContext(
+        k=1,  # the member and the judge's own answer: the server's two slots
+        specialists=[server],
+        judge=server,
+        kb=str(tmp_path / "kb.sqlite"),
+        output_caps={"specialist": 384, "judge": 8},
+        usage_log=None,
+        temperature=0.0,
+        agree_early=2,
+        confident_at=-100.0,  # any confidence the server reports is enough
+    )
+    try:
+        out = await build_graph().ainvoke({"question": QUESTION}, context=ctx)
+    finally:
+        await server.aclose()
+    assert out["confidence"]["tokens"] > 0  # read from the server's logprobs
+    [member] = out["proposals"]
+    assert member.get("stopped"), member
+    async with httpx.AsyncClient(base_url=llama_server.url, timeout=30) as client:
+        # the closed stream ends the slot's task at its next token (that a closed stream frees
+        # the slot mid-answer is test_streaming_real's; here: the stopped member's is closed)
+        for _ in range(300):
+            slots = (await client.get("/slots")).json()
+            if not any(s["is_processing"] for s in slots):
+                break
+            await asyncio.sleep(0.1)
+    assert not any(s["is_processing"] for s in slots)
