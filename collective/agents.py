@@ -57,7 +57,10 @@ class Mode(StrEnum):
     """Ways to answer one question (`collective.modes` runs them, `ask --mode` names them).
 
     `council` is the configured specialists, then the judge; `council-review` adds the peer
-    review round and `council-split` splits the evidence. The others sample the judge's model.
+    review round and `council-split` splits the evidence. The others sample the judge's model;
+    `adaptive` only where its own answer is unsure (`collective.models.confidence`); `vote`
+    weighs self-consistency's candidates by their model's confidence; `select` has the model pick
+    the most consistent of them.
     """
 
     single = "single"
@@ -66,6 +69,9 @@ class Mode(StrEnum):
     council = "council"
     council_review = "council-review"
     council_split = "council-split"
+    adaptive = "adaptive"
+    vote = "vote"
+    select = "select"
 
 
 MODES: tuple[Mode, ...] = tuple(Mode)

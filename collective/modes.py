@@ -9,7 +9,14 @@
 * `council`: the judge's answer weighed against the configured specialists' (across models);
 * `council-review`: the council with the anonymous peer-review round before the judge;
 * `council-split`: the council with split evidence (each member reads the shared head and its
-  own slice of the candidates, `collective.kb.evidence`).
+  own slice of the candidates, `collective.kb.evidence`);
+* `adaptive`: the judge's own answer first; where its model was sure of it
+  (`collective.models.confidence.is_confident` at `confident_at`) it is the answer, one call;
+  else `self-moa`'s samples are drawn after it and the judge weighs them (docs/adaptive.md);
+* `vote`: `self-consistency`'s K answers, voted on in their reduced form (the thing each first
+  line answers with), each vote weighed by its model's confidence (CISC, arXiv 2502.06233);
+* `select`: `self-consistency`'s K answers shown to the best model, which names the one the
+  others agree with most (universal self-consistency), checked by the claim check like any.
 
 The council modes read the chunks as `ctx.evidence` says (`council-split` always splits); the
 modes that sample the best model give every sample the same chunks (shared evidence).
@@ -27,23 +34,33 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from collective import agents
 from collective.agents import MODES, Mode
+from collective.budget.assembly import labelled_section, text_section
+from collective.budgeted_call import budgeted_call
+from collective.errors import BackendError, BudgetError
 from collective.graph.builder import build_answer_graph
 from collective.graph.context import CouncilContext, open_knowledge
 from collective.graph.state import Proposal
-from collective.kb.citations import split_citations
+from collective.kb.citations import neutralise, split_citations
 from collective.kb.evidence import council_evidence
+from collective.models.confidence import DEFAULT_CONFIDENT_AT, confidence_fields, is_confident
+from collective.models.refs import resolve_backend
+from collective.nodes.early_stop import reduced_answer
+from collective.prompts import review as review_prompt
+from collective.prompts import select as select_prompt
 from collective.prompts import specialist
 from collective.prompts.judge import clean
 from collective.verdict.support import check_claims, shown_chunks, support_share
 
-__all__ = ["MODES", "ArmsRun", "Mode", "ModeResult", "run_arms", "run_mode"]
+__all__ = ["MODES", "ArmsRun", "Mode", "ModeResult", "confident_vote", "run_arms", "run_mode"]
 
 
 @dataclasses.dataclass
@@ -68,6 +85,13 @@ class ModeResult:
     prompt_tokens: int
     output_tokens: int
     wall_s: float
+    confidence: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """How sure the model was of the answer given (`confidence_fields`): the judge's own answer
+    where it rules, the chosen sample's in `self-consistency`."""
+    stages: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Wall seconds of each stage the mode read (`retrieval`, `own`, `members`, `verdict`)."""
+    escalated: bool | None = None
+    """`adaptive`: whether the samples were drawn (None in the other modes)."""
 
 
 def _overlap(a: str, b: str) -> float:
@@ -82,6 +106,34 @@ def most_consistent(proposals: list[Proposal]) -> Proposal:
         answered,
         key=lambda p: sum(_overlap(p["text"], q["text"]) for q in answered if q is not p),
     )
+
+
+def confident_vote(proposals: list[Proposal], things: Mapping[str, str | None]) -> Proposal:
+    """The answer of the thing the confidence-weighted vote elects (CISC), first on ties.
+
+    Each answer votes for the thing it answers with (`things`: member -> its reduced form; None
+    votes for itself alone) with weight e^mean, its tokens' geometric mean probability; where
+    any answer has no confidence, every weight is 1 (a plain vote). Of the elected thing's
+    answers, the surest stands.
+
+    Args:
+        proposals: The candidates, in order.
+        things: Each candidate's reduced answer by member.
+    """
+    answered = [p for p in proposals if p["text"]] or proposals
+    means = [(p.get("confidence") or {}).get("mean") for p in answered]
+    weights = [math.exp(m) if None not in means else 1.0 for m in means]  # type: ignore[arg-type]
+    totals: dict[str, float] = {}
+    for p, weight in zip(answered, weights, strict=True):
+        key = things.get(p["member"]) or f"\0{p['member']}"
+        totals[key] = totals.get(key, 0.0) + weight
+    elected = max(totals, key=lambda key: totals[key])  # first elected on ties
+    backers = [
+        (weight, -i, p)
+        for i, (p, weight) in enumerate(zip(answered, weights, strict=True))
+        if (things.get(p["member"]) or f"\0{p['member']}") == elected
+    ]
+    return max(backers, key=lambda b: (b[0], b[1]))[2]
 
 
 def mode_context(ctx: CouncilContext, mode: Mode) -> tuple[CouncilContext, int, bool]:
@@ -100,6 +152,10 @@ def mode_context(ctx: CouncilContext, mode: Mode) -> tuple[CouncilContext, int, 
     if mode == Mode.single:
         return base, 0, True
     best = dataclasses.replace(base, specialists=(ctx.judges[0],))
+    if mode == Mode.adaptive:  # `self-moa`'s samples, only where they are drawn
+        return best, ctx.k - 1, True
+    if mode in (Mode.vote, Mode.select):  # `self-consistency`'s candidates, chosen otherwise
+        return best, ctx.k - 1, False
     if mode in _COUNCILS:
         return base, ctx.k, True
     return best, ctx.k - 1, mode != Mode.self_consistency  # the judge's answer is the first
@@ -168,7 +224,7 @@ async def run_arms(question: str, modes: Sequence[Mode], ctx: CouncilContext) ->
     plans = {mode: mode_context(ctx, mode) for mode in ordered}
     readings: dict[tuple[bool, str], tuple[CouncilContext, int]] = {}
     for mode, (settings, count, _) in plans.items():
-        if count:
+        if count and mode != Mode.adaptive:  # adaptive's wait for the own answer
             readings.setdefault((mode in _COUNCILS, settings.evidence), (settings, count))
     alone = build_answer_graph(0, judge=True, retrieved=True, quorum=False)
     own, *sets = await asyncio.gather(
@@ -180,32 +236,70 @@ async def run_arms(question: str, modes: Sequence[Mode], ctx: CouncilContext) ->
     )
     members = dict(zip(readings, sets, strict=True))
     state["own"] = own.out["own"]
-    judged = [m for m, (_, count, judges) in plans.items() if count and judges]
+    threshold = DEFAULT_CONFIDENT_AT if ctx.confident_at is None else ctx.confident_at
+    escalate = Mode.adaptive in plans and not is_confident(own.out, threshold)
+    late: list[_Stage] = []  # adaptive's samples, drawn after the own answer
+    if escalate:
+        settings, count, _ = plans[Mode.adaptive]
+        if (False, settings.evidence) not in members:
+            samples = build_answer_graph(count, judge=False, retrieved=True)
+            late.append(await _stage(samples, state, settings))
+            members[(False, settings.evidence)] = late[0]
+    judged = [
+        m
+        for m, (_, count, judges) in plans.items()
+        if count and judges and (m != Mode.adaptive or escalate)
+    ]
     judge = build_answer_graph(0, judge=True, retrieved=True)
 
     def proposals(mode: Mode) -> list[Proposal]:
         key = (mode in _COUNCILS, plans[mode][0].evidence)
         return _member_order(members[key].out["proposals"])
 
-    ruled = [_stage(judge, {**state, "proposals": proposals(m)}, plans[m][0]) for m in judged]
-    verdicts = dict(zip(judged, await asyncio.gather(*ruled), strict=True))
+    # adaptive's verdict is self-moa's (the same samples and judge) where both run
+    ruling = [m for m in judged if not (m == Mode.adaptive and Mode.self_moa in judged)]
+    ruled = [_stage(judge, {**state, "proposals": proposals(m)}, plans[m][0]) for m in ruling]
+    picking = []
+    if Mode.select in plans:
+        candidates = [_own_proposal(own.out), *proposals(Mode.select)]
+        picking.append(_pick(question, candidates, plans[Mode.select][0]))
+    decided: list[Any] = list(await asyncio.gather(*ruled, *picking))
+    verdicts = dict(zip(ruling, decided[: len(ruling)], strict=True))
+    picked = decided[len(ruling) :]
+    if Mode.adaptive in judged and Mode.adaptive not in verdicts:
+        verdicts[Mode.adaptive] = verdicts[Mode.self_moa]
     results: dict[str, ModeResult] = {}
     for mode, (settings, count, _) in plans.items():
         calls, wall = list(own.budgets), retrieval.wall_s + own.wall_s
-        if not count:
-            results[mode] = _result(mode, own.out, settings, True, calls, wall)
+        stages = {"retrieval": retrieval.wall_s, "own": own.wall_s}
+        if not count or (mode == Mode.adaptive and not escalate):
+            results[mode] = _result(mode, own.out, settings, True, calls, wall, stages)
             continue
         stage = members[(mode in _COUNCILS, settings.evidence)]
         calls += stage.budgets
-        wall = retrieval.wall_s + max(own.wall_s, stage.wall_s)
+        stages["members"] = stage.wall_s
+        # adaptive draws its samples after the own answer: their times add up
+        both = own.wall_s + stage.wall_s if mode == Mode.adaptive else None
+        wall = retrieval.wall_s + (both or max(own.wall_s, stage.wall_s))
         if mode in verdicts:
             calls += verdicts[mode].budgets
             wall += verdicts[mode].wall_s
+            stages["verdict"] = verdicts[mode].wall_s
             out = verdicts[mode].out
         else:  # the judge's answer is the first of the candidates
             out = {**stage.out, "proposals": [_own_proposal(own.out), *proposals(mode)]}
-        results[mode] = _result(mode, out, settings, mode in verdicts, calls, wall)
-    made = [b for stage in (retrieval, own, *sets, *verdicts.values()) for b in stage.budgets]
+        chosen = None
+        if mode == Mode.select:
+            chosen, pick = picked[0]
+            calls += pick.budgets
+            wall += pick.wall_s
+            stages["select"] = pick.wall_s
+        results[mode] = _result(mode, out, settings, mode in verdicts, calls, wall, stages, chosen)
+    if Mode.adaptive in results:
+        results[Mode.adaptive].escalated = escalate
+    ruled_once = list({id(v): v for v in verdicts.values()}.values())
+    stages_made = (retrieval, own, *sets, *late, *ruled_once, *(p for _, p in picked))
+    made = [b for stage in stages_made for b in stage.budgets]
     return ArmsRun(
         results=results,
         calls=len(made),
@@ -225,6 +319,7 @@ def _own_proposal(out: dict[str, Any]) -> Proposal:
         unknown_citations=[],
         error=None,
         evidence={"seen": list(out["own"]["shown"])},
+        **out["own"].get("confidence", {}),
     )
 
 
@@ -235,16 +330,26 @@ def _result(
     judged: bool,
     calls: list[dict[str, Any]],
     wall_s: float,
+    stages: dict[str, float],
+    chosen: Proposal | None = None,
 ) -> ModeResult:
-    """A mode's result from its stages' output, with the calls it made alone."""
+    """A mode's result from its stages' output, with the calls it made alone.
+
+    `chosen`: the candidate that stands where the mode has no judge (`select`'s pick); else
+    the most consistent (`vote`: the confidence-weighted vote's).
+    """
     proposals: list[Proposal] = out["proposals"]
     if judged:
         answer, unknown = out["answer"], list(out["unknown_citations"])
         cited = [c["id"] for c in out["citations"]]
         support, evidence = out["citation_support"], out["evidence"]
+        confidence = confidence_fields(None, out.get("confidence_note"))
+        if out.get("confidence"):
+            confidence = {"confidence": out["confidence"]}
     else:
-        chosen = most_consistent(proposals)
         store = open_knowledge(settings)
+        if chosen is None:
+            chosen = most_consistent(proposals) if mode != Mode.vote else _vote(proposals, store)
         seen_by = (chosen.get("evidence") or {}).get("seen", [])
         supplied = {i: c for i in seen_by if (c := store.get(i)) is not None}
         answer = clean(
@@ -253,6 +358,9 @@ def _result(
         cited, unknown = split_citations(answer, list(supplied))
         support = support_share(check_claims(answer, shown_chunks(supplied)))
         evidence = council_evidence(settings.evidence, proposals)
+        confidence = confidence_fields(None, chosen.get("confidence_note"))
+        if chosen.get("confidence"):
+            confidence = {"confidence": chosen.get("confidence")}
     sources = {c["id"]: c.get("source", "") for c in out["retrieval"]["chunks"]}
     return ModeResult(
         mode=mode,
@@ -268,7 +376,57 @@ def _result(
         prompt_tokens=sum(b["prompt_tokens"] for b in calls),
         output_tokens=sum(b.get("output_tokens") or 0 for b in calls),
         wall_s=wall_s,
+        confidence=confidence,
+        stages={name: round(seconds, 2) for name, seconds in stages.items()},
     )
+
+
+async def _pick(
+    question: str, candidates: list[Proposal], settings: CouncilContext
+) -> tuple[Proposal, _Stage]:
+    """The candidate the best model names as the most consistent (universal self-consistency).
+
+    One call of the judge's model (the reviewer's budget plan) shown the candidates,
+    anonymised; where it fails or names none, the most consistent by word overlap stands.
+    """
+    answered = [p for p in candidates if p["text"]] or candidates
+    shown = dict(zip(review_prompt.labels(len(answered)), answered, strict=True))
+    started = time.perf_counter()
+    budgets: list[dict[str, Any]] = []
+    try:
+        call = await budgeted_call(
+            settings,
+            role="reviewer",
+            agent="select",
+            backend=resolve_backend(settings.judges[0]),
+            contents=[
+                text_section("system", select_prompt.SYSTEM),
+                text_section("task", select_prompt.task_text(question)),
+                labelled_section(
+                    "proposals", [(label, neutralise(p["text"])) for label, p in shown.items()]
+                ),
+            ],
+            compose=select_prompt.compose,
+            question=question,
+            json_schema=select_prompt.schema(list(shown)),
+            output_cap=select_prompt.OUTPUT_CAP,
+        )
+        budgets.append(call.report_dict)
+        chosen = shown[json.loads(call.result.text)["most_consistent"]]
+    except (BackendError, BudgetError, ValueError, KeyError, TypeError):
+        chosen = most_consistent(answered)
+    out = {"proposals": candidates}
+    return chosen, _Stage(out, budgets, time.perf_counter() - started)
+
+
+def _vote(proposals: list[Proposal], store: Any) -> Proposal:
+    """`confident_vote` with each candidate read against the chunks its prompt showed."""
+    things = {}
+    for p in proposals:
+        seen = (p.get("evidence") or {}).get("seen", [])
+        chunks = {i: c for i in seen if (c := store.get(i)) is not None}
+        things[p["member"]] = reduced_answer(p["text"], chunks)
+    return confident_vote(proposals, things)
 
 
 def _seen(proposals: list[Proposal]) -> list[str]:

@@ -454,10 +454,23 @@ def mode_output(result: ModeResult, mode: str) -> dict[str, Any]:
             "proposals": result.proposals,
             "evidence": result.evidence,
             "citation_support": result.citation_support,
+            **result.confidence,
             "timings": {"total_ms": result.wall_s * 1000},
-            "notes": [f"mode {mode}: {result.calls} model calls, no council graph"],
+            "notes": [
+                f"mode {mode}: {result.calls} model calls, no council graph",
+                *_escalation(result.escalated),
+            ],
         }
     )
+
+
+def _escalation(escalated: bool | None) -> list[str]:
+    """What `adaptive` did (docs/adaptive.md); nothing in the other modes."""
+    if escalated is None:
+        return []
+    if escalated:
+        return ["adaptive: the judge's own answer was unsure: its model's samples were weighed"]
+    return ["adaptive: the judge's own answer was confident: no sample was drawn"]
 
 
 async def preflight(config: CollectiveConfig) -> list[str]:

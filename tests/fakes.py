@@ -17,6 +17,7 @@ import numpy as np
 from collective.budget.counting import ChatMessage, TokenCounter, tiktoken_counter
 from collective.kb.store import Chunk
 from collective.models.base import Backend, ChatResult, Health, ToolCall, Usage
+from collective.models.confidence import token_confidence
 
 Reply = str | Callable[[Sequence[ChatMessage]], "str | list[ToolCall]"]
 
@@ -30,6 +31,8 @@ class ScriptedBackend(Backend):
         latency_s: Seconds each call takes.
         n_ctx: The context window it reports.
         failures: Exceptions raised by the first calls, in order (None = answer normally).
+        logprobs: The log-probability of every token of each answer (its `confidence`); None:
+            the backend reports none, as Ollama's.
     """
 
     def __init__(
@@ -42,7 +45,9 @@ class ScriptedBackend(Backend):
         failures: Sequence[BaseException | None] = (),
         counter: TokenCounter | None = None,
         supports_tools: bool = False,
+        logprobs: float | None = None,
     ) -> None:
+        self.logprobs = logprobs
         self.supports_tools = supports_tools
         self.spec = f"scripted:{model}"
         self.model = model
@@ -102,7 +107,17 @@ class ScriptedBackend(Backend):
         calls = reply if isinstance(reply, list) else []
         text = "" if calls else str(reply)
         usage = Usage(self._counter.count_messages(messages), self._counter.count(text))
-        return ChatResult(text=text, usage=usage, model=self.model, tool_calls=calls)
+        confidence = None
+        if self.logprobs is not None and usage.completion_tokens:
+            confidence = token_confidence([self.logprobs] * usage.completion_tokens)
+        return ChatResult(
+            text=text,
+            usage=usage,
+            model=self.model,
+            tool_calls=calls,
+            confidence=confidence,
+            confidence_note=None if confidence else "scripted: no log-probabilities",
+        )
 
     async def health(self) -> Health:
         return Health(True, "scripted")

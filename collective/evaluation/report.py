@@ -17,7 +17,7 @@ from typing import Any
 from collective.evaluation.questions import EvalQuestion
 from collective.evaluation.scoring import bootstrap_diff, is_parrot, score
 
-__all__ = ["baseline", "summarise", "table"]
+__all__ = ["adaptive_table", "baseline", "summarise", "table"]
 
 
 def baseline(arms: Sequence[str]) -> str:
@@ -104,6 +104,26 @@ def _interval(ci: list[float] | None) -> str:
     return "-" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
 
 
+def adaptive_table(tuned: dict[str, Any]) -> str:
+    """`adaptive` replayed from `single` and `self-moa` (`collective.evaluation.adaptive`)."""
+    threshold = tuned["threshold"]
+    chosen = "none (always the samples)" if threshold is None else f"{threshold:.3f}"
+    lines = [
+        f"adaptive, threshold on the lowest-window log-probability chosen on the tuning half: "
+        f"{chosen}",
+        "",
+        "| half | n | accuracy | escalated | calls/q | output tok/q | wall s/q |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for half in ("tuning", "test"):
+        s = tuned[half]
+        lines.append(
+            f"| {half} | {s['n']} | {s['accuracy']:.2f} | {s['escalated']} | "
+            f"{s['calls_per_q']:.1f} | {s['output_tokens_per_q']:.0f} | {s['wall_s_per_q']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
 def table(summary: dict[str, Any]) -> str:
     """The summary as Markdown tables (one per group), and what the run spent."""
     base = summary["baseline"]
@@ -124,6 +144,8 @@ def table(summary: dict[str, Any]) -> str:
                 f"{_f(s['output_tokens_per_q'], '.0f')} | {_f(s['wall_s_per_q'], '.1f')} |"
             )
         parts.append("\n".join(lines))
+    if tuned := summary.get("adaptive_threshold"):
+        parts.append(adaptive_table(tuned))
     spent = summary["spent"]
     parts.append(
         f"{summary['questions']} questions; per arm, what it costs alone. The run spent "

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collective.errors import QuorumError
+from collective.evaluation.adaptive import adaptive_report
 from collective.evaluation.questions import (
     EvalFileError,
     EvalQuestion,
@@ -63,6 +64,9 @@ def arm_row(question: EvalQuestion, result: ModeResult, gold: Sequence[str]) -> 
         "prompt_tokens": result.prompt_tokens,
         "output_tokens": result.output_tokens,
         "wall_s": round(result.wall_s, 2),
+        "stages_s": result.stages,
+        **result.confidence,
+        **({} if result.escalated is None else {"escalated": result.escalated}),
     }
 
 
@@ -203,5 +207,7 @@ async def evaluate(
     finally:
         await close_all()
     summary = summarise(questions, rows, arms)
+    if tuned := adaptive_report(questions, rows):
+        summary["adaptive_threshold"] = tuned
     return {**summary, "arms": list(arms), "rows_file": str(rows_path),
             "wall_s": round(time.perf_counter() - started, 1)}  # fmt: skip

@@ -2,6 +2,13 @@
 
 retrieve -> plan -> specialist x K (Send) -> quorum -> [review x K (Send)] -> judge -> remember
 
+With adaptive answering on (`CouncilContext.confident_at`), the judge's own answer (`draft`)
+comes first, alone: where its model was sure of it, the judge rules on it with no member asked
+(no further model call); else the K members answer after it, and the run goes on as above.
+With early stop (`agree_early`) the members race the judge's own answer instead, and those still
+writing are cancelled once enough answers agree or the own answer is confident
+(`collective.nodes.early_stop`).
+
 `build_answer_graph` compiles the same nodes without planner and memory for the answer modes
 (`collective.modes`): retrieve -> N specialists [-> quorum -> [review] -> judge].
 
@@ -32,7 +39,9 @@ from collective.graph.state import (
     SpecialistTask,
     specialist_task,
 )
-from collective.nodes.judge import draft, judge
+from collective.models.confidence import is_confident
+from collective.nodes.early_stop import new_race, raced_draft
+from collective.nodes.judge import judge
 from collective.nodes.plan import plan
 from collective.nodes.quorum import quorum, route_review
 from collective.nodes.remember import remember
@@ -46,6 +55,7 @@ __all__ = [
     "build_graph",
     "council_node",
     "member_sends",
+    "route_after_draft",
     "route_specialists",
 ]
 
@@ -116,21 +126,44 @@ def route_specialists(state: CouncilState, runtime: Runtime[CouncilContext]) -> 
     """Fan out to K specialists and the judge's own answer (`draft`), which needs none of theirs.
 
     Each specialist gets the chunks, the plan and the conversation; the draft the whole state.
+    With adaptive answering (`confident_at`) the draft goes alone: `route_after_draft` decides.
     """
-    return [*member_sends(state, runtime.context, runtime.context.k), Send(agents.DRAFT, state)]
+    ctx = runtime.context
+    if ctx.agree_early is not None:  # they race: each member a call of its own, cancellable
+        raced: CouncilState = {**state, "race": new_race(ctx.agree_early)}
+        return [*member_sends(raced, ctx, ctx.k), Send(agents.DRAFT, raced)]
+    if ctx.confident_at is not None:
+        return [Send(agents.DRAFT, state)]
+    return [*member_sends(state, ctx, ctx.k), Send(agents.DRAFT, state)]
+
+
+def route_after_draft(state: CouncilState, runtime: Runtime[CouncilContext]) -> Any:
+    """After the judge's own answer: the quorum (members ran beside it), or adaptively.
+
+    With `confident_at`: a draft its model was sure of goes straight to the judge, which rules
+    on it alone; an unsure one (or none: the draft failed) sends the K members now.
+    """
+    ctx = runtime.context
+    if ctx.confident_at is None or ctx.agree_early is not None:  # the members ran beside it
+        return agents.QUORUM
+    if is_confident((state.get("own") or {}).get("confidence"), ctx.confident_at):
+        return agents.JUDGE
+    return member_sends(state, ctx, ctx.k)
 
 
 def member_sends(state: CouncilState, ctx: CouncilContext, members: int) -> list[Send]:
     """A `Send` per member, or one per run of members that sample one prompt alike.
 
     Members sample alike without a plan (it names each member's angle) where
-    `CouncilContext.samples_alike` says so: one request answers those.
+    `CouncilContext.samples_alike` says so: one request answers those, unless they race (early
+    stop cancels members one by one).
     """
     sends: list[Send] = []
     first = 0
+    alike = not state.get("plan") and not state.get("race")
     while first < members:
         n = 1
-        while not state.get("plan") and first + n < members and ctx.samples_alike(first, first + n):
+        while alike and first + n < members and ctx.samples_alike(first, first + n):
             n += 1
         sends.append(Send(agents.SPECIALIST, specialist_task(state, first, samples=n)))
         first += n
@@ -158,7 +191,11 @@ def build_graph(checkpointer: Any = None, store: Any = None, *, name: str = "col
     builder.add_conditional_edges(
         agents.PLAN, wrap(route_specialists), [agents.SPECIALIST, agents.DRAFT]
     )
-    builder.add_edge(agents.DRAFT, agents.QUORUM)
+    builder.add_conditional_edges(
+        agents.DRAFT,
+        wrap(route_after_draft),
+        [agents.QUORUM, agents.JUDGE, agents.SPECIALIST],
+    )
     _verdict_edges(builder, then=agents.REMEMBER)
     builder.add_edge(agents.REMEMBER, END)
     return builder.compile(checkpointer=checkpointer, store=store, name=name)
@@ -241,7 +278,7 @@ _NODES: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
         specialist,
         {"input_schema": SpecialistTask, "retry_policy": TRANSIENT_RETRY},
     ),
-    agents.DRAFT: (draft, {}),
+    agents.DRAFT: (raced_draft, {}),
     agents.QUORUM: (quorum, {}),
     agents.REVIEW: (review, {"input_schema": ReviewTask, "retry_policy": TRANSIENT_RETRY}),
     agents.JUDGE: (judge, {"retry_policy": TRANSIENT_RETRY}),

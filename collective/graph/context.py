@@ -277,6 +277,17 @@ class CouncilContext:
     """Time limit of every other model call (planner, reviewers, judge, rewriter)."""
     review: bool = False
     """Run the anonymous peer-review round between specialists and judge."""
+    confident_at: Annotated[float | None, Field(le=0)] = None
+    """Adaptive answering (docs/adaptive.md): the judge's own answer comes first, and where the
+    lowest-window log-probability of its tokens (`Confidence.lowest`) is at least this, it is
+    the verdict and no member is asked; below it (or where the backend cannot say), the members
+    answer and the judge weighs them. None: off, the members answer beside the judge's own
+    answer as always. The `adaptive` mode uses `DEFAULT_CONFIDENT_AT` where this is None."""
+    agree_early: Annotated[int | None, Field(ge=2)] = None
+    """Early stop (`collective.nodes.early_stop`): the members answer beside the judge's own
+    answer, each in a call of its own, and once this many answers (the judge's counted) answer
+    with the same thing, or the judge's own answer is confident (`confident_at`), the members
+    still writing are cancelled and their slots freed. None: every member finishes."""
     judge_tools: bool = False
     """Let the judge verify claims with `kb_search` / `kb_get` where its backend has tools (off
     by default: the KB section already holds what the forced round fetched, it took a third of

@@ -44,10 +44,16 @@ class Proposal(TypedDict):
     """Cited ids that were not among the chunks the member was shown."""
     error: str | None
     """Why the member produced nothing (failure or timeout); None when it answered."""
+    stopped: NotRequired[bool]
+    """True when early stop cancelled the member: the run had enough answers without it."""
     partial: NotRequired[bool]
     """True when the member ran out of time: `text` is what it had written by then."""
     finish_reason: NotRequired[str | None]
     """Why its answer ended (`length`: at its output cap, its unfinished sentence left out)."""
+    confidence: NotRequired[dict[str, Any] | None]
+    """How sure its model was of its tokens (`collective.models.confidence`); None where the
+    backend cannot say, and then `confidence_note` says why."""
+    confidence_note: NotRequired[str]
     evidence: NotRequired[dict[str, Any]]
     """What the member read (`collective.kb.evidence`): `mode` (shared or split), the shared
     `head` and its `own` slice (split), the chunks its prompt kept (`seen`) and the `reason`."""
@@ -96,6 +102,11 @@ class CouncilOutput(TypedDict, total=False):
     """The check of the verdict's claims: `claims`, the draft's support share
     (`draft_support`), whether the judge's fix was used (`revised`), the claims `dropped`, how
     many were `retagged`, and whose answer was `selected`."""
+    confidence: dict[str, Any] | None
+    """How sure the judge's model was of its own answer, the verdict's start
+    (`collective.models.confidence`: `mean`, `lowest`, `tokens`, `window`); None where its
+    backend cannot say, and then `confidence_note` says why."""
+    confidence_note: str
     notes: list[str]
 
 
@@ -118,6 +129,8 @@ class CouncilState(CouncilOutput, total=False):
     memory: dict[str, Any]
     """The tiered memory (`TieredMemory.to_dict()`), carried between turns of a thread."""
     started_at: float
+    race: str
+    """The key of the run's early stop (`collective.nodes.early_stop`), with `agree_early`."""
 
 
 class SpecialistTask(TypedDict):
@@ -133,6 +146,8 @@ class SpecialistTask(TypedDict):
     samples: int
     """Members from `index` on that sample this one prompt alike: one request answers them all
     (`CouncilContext.samples_alike`)."""
+    race: NotRequired[str]
+    """The run's early stop (`collective.nodes.early_stop`): its members may be cancelled."""
 
 
 class ReviewTask(TypedDict):
@@ -161,7 +176,7 @@ def specialist_task(state: Mapping[str, Any], index: int, samples: int = 1) -> S
 
     `samples`: how many members from `index` on one request answers.
     """
-    return SpecialistTask(
+    task = SpecialistTask(
         samples=samples,
         member=agents.member(index),
         index=index,
@@ -171,6 +186,9 @@ def specialist_task(state: Mapping[str, Any], index: int, samples: int = 1) -> S
         chunks=state.get("chunks", []),
         retrieval_profile=applied_profile(state),
     )
+    if race := state.get("race"):
+        task["race"] = race
+    return task
 
 
 def review_task(state: Mapping[str, Any], member: str, answered: list[Proposal]) -> ReviewTask:

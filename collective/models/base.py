@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
 
 from collective.budget.counting import ChatMessage, TokenCounter
 from collective.errors import InvalidResponse
+from collective.models.confidence import Confidence
 
 if TYPE_CHECKING:
     from collective.models.admission import ServerPool
@@ -72,6 +73,11 @@ class ChatResult:
     samples: list[ChatResult] = field(default_factory=list)
     """The other completions of a request for several (`ChatOptions.n`), each with its own text,
     usage and finish; this result is the first."""
+    confidence: Confidence | None = None
+    """How sure the model was of this answer's tokens (`collective.models.confidence`); None
+    where the backend cannot say, with `confidence_note` saying why."""
+    confidence_note: str | None = None
+    """Why `confidence` is None (the backend, or the server, reports no log-probabilities)."""
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,9 @@ thread; every request is one *sequence* in that context:
   writes several tokens per step. It drafts only while its sequence is the engine's only work:
   on CPU cores a step of several rows costs nearly their sum, so drafts beside other sequences
   cost more than they save (bench/README.md, "Judge speculation").
+* **Confidence.** Each generated token's log-probability under the model (a log-softmax of the
+  raw logits at its row, before penalties, grammar and temperature, as llama-server's
+  `logprobs`) is kept (`Generation.logprobs`): what `collective.models.confidence` reads.
 * **Scores.** A request with `score` generates nothing: it reads its prompt and returns the
   log-odds of one set of next tokens over another (a reranker's yes/no) at the prompt's last
   token. Score requests on one question share its prefix like any others (`generate_all`).
@@ -198,6 +201,8 @@ class Generation:
     """Drafted tokens kept (each one a decode step saved)."""
     score: float | None = None
     """A score request's log-odds (`GenerationRequest.score`); None for a generation."""
+    logprobs: tuple[float, ...] = ()
+    """Each generated token's log-probability under the model's raw logits, in order."""
 
 
 class _Segment:
@@ -245,6 +250,8 @@ class _Job:
     next_token: int | None = None
     """Sampled, streamed, not yet in the KV."""
     out: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    """One per token of `out`."""
     cache_n: int = 0
     started: float | None = None
     logit_index: int = -1
@@ -602,7 +609,7 @@ class BatchEngine:
         job.drafted += len(draft)
         job.accepted += kept
         for i, token in enumerate(tokens):
-            self._take(job, token)
+            self._take(job, token, self._logprob(index + i, token))
             if job.done.is_set() or job.error is not None:
                 return
             if i < kept:
@@ -648,7 +655,18 @@ class BatchEngine:
 
         return logsumexp(logits[list(yes)]) - logsumexp(logits[list(no)])
 
-    def _take(self, job: _Job, token: int) -> None:
+    def _logprob(self, index: int, token: int) -> float:
+        """The log-probability of `token` under the raw logits at batch row `index`."""
+        import llama_cpp
+        import numpy as np
+
+        row = llama_cpp.llama_get_logits_ith(self._ctx.ctx, index)
+        logits = np.ctypeslib.as_array(row, shape=(self._n_vocab,))
+        top = float(logits.max())
+        total = float(np.exp(logits - top, dtype=np.float64).sum())
+        return min(0.0, float(logits[token]) - top - float(np.log(total)))
+
+    def _take(self, job: _Job, token: int, logprob: float) -> None:
         """A sampled token: end, stop or stream it, as `Llama.create_completion` would."""
         import llama_cpp
 
@@ -657,6 +675,7 @@ class BatchEngine:
                 self._finish(job, reason="stop")
             return
         job.out.append(token)
+        job.logprobs.append(logprob)
         if job.stream.push(self.model.detokenize([token])):
             with self._cond:
                 self._finish(job, reason="stop")
@@ -702,6 +721,7 @@ class BatchEngine:
                 drafted=job.drafted,
                 accepted=job.accepted,
                 score=job.score,
+                logprobs=tuple(job.logprobs),
             )
             if job.seq is not None:
                 job.seq.used = next(self._clock)

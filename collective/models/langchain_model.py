@@ -183,7 +183,12 @@ class LangChainBackend(Backend):
         prompt = int(usage.get("input_tokens") or counted)
         wall_ms = (time.perf_counter() - started) * 1000
         result = ChatResult(
-            answer, Usage(prompt, out), self.model, finish, timings={"wall_ms": wall_ms}
+            answer,
+            Usage(prompt, out),
+            self.model,
+            finish,
+            timings={"wall_ms": wall_ms},
+            confidence_note="token log-probabilities are not read from a LangChain chat model",
         )
         yield ChatDelta(result=result)
 

@@ -47,6 +47,7 @@ from collective.models.base import (
     Usage,
 )
 from collective.models.batch_engine import BatchEngine, GenerationRequest, quiet_native
+from collective.models.confidence import token_confidence
 from collective.models.registry import BackendKind, BackendSpec, refuse, register
 from collective.models.special_tokens import escape_messages, escape_tool_calls
 from collective.models.tool_calls import parse_tool_calls, tool_call_schema
@@ -647,6 +648,8 @@ class LlamaCppBackend(Backend):
             model=self.model,
             finish_reason="tool_calls" if calls else out.finish_reason,
             timings=timings,
+            confidence=token_confidence(out.logprobs),
+            confidence_note=None if out.logprobs else "no token was generated",
         )
 
     async def stream(

@@ -311,6 +311,10 @@ def _is_local(url: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1", "0.0.0.0") or host == socket.gethostname()
 
 
+NO_CONFIDENCE = "token log-probabilities are not read from Ollama (its chat API is not asked)"
+"""Why an Ollama answer has no `ChatResult.confidence`."""
+
+
 class OllamaBackend(Backend):
     """A model on an Ollama server.
 
@@ -679,6 +683,7 @@ class OllamaBackend(Backend):
             timings=timings,
             warnings=warnings,
             reasoning=message.get("thinking") or None,
+            confidence_note=NO_CONFIDENCE,
         )
 
     async def model_check(self) -> Health:

@@ -37,6 +37,7 @@ from collective.errors import (
     PoolExhausted,
 )
 from collective.models.base import Backend, ChatDelta, ChatResult, Health, ToolCall, Usage
+from collective.models.confidence import token_confidence
 from collective.models.http import HttpServer
 from collective.models.special_tokens import escape_messages
 
@@ -182,6 +183,19 @@ def _tool_calls(message: dict[str, Any], server: str, url: str) -> list[ToolCall
     return calls
 
 
+NO_LOGPROBS = "the server returned no token log-probabilities (`logprobs`)"
+WITH_TOOLS = "log-probabilities are not asked for beside tools (llama-server refuses the two)"
+
+
+def _token_logprobs(choice: Any) -> list[Any]:
+    """The `logprob` of each token of a choice's `logprobs.content` (OpenAI's shape)."""
+    logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(content, list):
+        return []
+    return [entry.get("logprob") for entry in content if isinstance(entry, dict)]
+
+
 def parse_chat_response(
     data: Any, *, url: str, wall_ms: float, server: str = _SERVER
 ) -> ChatResult:
@@ -209,6 +223,7 @@ def parse_chat_response(
         if isinstance(v, int | float) and not isinstance(v, bool)
     }
     timings["wall_ms"] = wall_ms
+    confidence = token_confidence(_token_logprobs(choice))
     return ChatResult(
         text=message.get("content") or "",
         usage=Usage(prompt_tokens, completion_tokens, cached if isinstance(cached, int) else None),
@@ -218,6 +233,8 @@ def parse_chat_response(
         timings=timings,
         # llama-server says `reasoning_content`; vLLM's reasoning parsers say `reasoning`.
         reasoning=message.get("reasoning_content") or message.get("reasoning") or None,
+        confidence=confidence,
+        confidence_note=None if confidence is not None else NO_LOGPROBS,
     )
 
 
@@ -239,6 +256,8 @@ class StreamedReply:
         self.usage: Any = None
         self.timings: Any = None
         self.model = ""
+        self.logprobs: list[Any] = []
+        """Each streamed token's `logprobs.content` entry."""
         self.others: dict[int, StreamedReply] = {}
         """The other completions by choice index."""
         self._finished: StreamedReply = self
@@ -307,6 +326,10 @@ class StreamedReply:
             function = call.get("function") or {}
             slot["name"] += function.get("name") or ""
             slot["arguments"] += function.get("arguments") or ""
+        logprobs = choice.get("logprobs")
+        content = logprobs.get("content") if isinstance(logprobs, dict) else None
+        if isinstance(content, list):
+            self.logprobs += content
         self.text.append(text)
         self.reasoning.append(reasoning)
         return text, reasoning
@@ -329,6 +352,8 @@ class StreamedReply:
             "model": self.model,
             "choices": [{"message": message, "finish_reason": self.finish_reason}],
         }
+        if self.logprobs:
+            body["choices"][0]["logprobs"] = {"content": self.logprobs}
         if self.usage is not None:
             body["usage"] = self.usage
         if self.timings is not None:
@@ -562,6 +587,8 @@ class OpenAICompatBackend(Backend):
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        if not tools:  # the chosen tokens' log-probabilities (`collective.models.confidence`)
+            body |= {"logprobs": True, "top_logprobs": 1}
         if seed is not None:
             body["seed"] = seed
         if n > 1:
@@ -631,6 +658,8 @@ class OpenAICompatBackend(Backend):
         result = parse(reply.body())
         if reply.others:
             result = dataclasses.replace(result, samples=list(map(parse, reply.sample_bodies())))
+        if tools:
+            result = dataclasses.replace(result, confidence_note=WITH_TOOLS)
         if count_ms is not None:
             result.timings["count_ms"] = count_ms
         if counted is not None and result.usage.prompt_tokens > counted:

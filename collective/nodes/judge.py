@@ -47,6 +47,7 @@ from collective.kb.store import Chunk
 from collective.kb.tools import VerificationTools
 from collective.kb.vocabulary import Vocabulary, VocabularySource
 from collective.models.base import Backend, ChatResult, ToolCall
+from collective.models.confidence import confidence_fields
 from collective.models.refs import resolve_backend
 from collective.nodes.chunks import chunks_from_state, scored_chunks
 from collective.nodes.model_call import ModelCall, NodeProgress, call_model, emit
@@ -322,6 +323,9 @@ class OwnAnswer:
     tool_calls: list[dict[str, Any]]
     call: ModelCall | None = None
     """Its last call (None once read back from the state)."""
+    confidence: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """How sure the model was of its draft (`confidence_fields`: `confidence`, or None and the
+    `confidence_note` saying why)."""
 
     def to_state(self) -> dict[str, Any]:
         """Plain data for the graph's state (`own`): everything but the call."""
@@ -443,6 +447,7 @@ class _Ruling:
             "notes": notes,
             "own": own.to_state(),
             "call": own.call if made else None,
+            **own.confidence,
         }
 
     def _lines(
@@ -577,6 +582,9 @@ class _Ruling:
             budgets=draft.budgets,
             tool_calls=draft.tool_log,
             call=call,
+            confidence=confidence_fields(
+                draft.call.result.confidence, draft.call.result.confidence_note
+            ),
         )
 
     def _clean(self, result: ChatResult, tool_output: Sequence[str]) -> str:

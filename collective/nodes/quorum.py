@@ -11,6 +11,7 @@ from collective import agents
 from collective.errors import QuorumError
 from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState, Proposal, answered, review_task
+from collective.nodes.early_stop import close_race
 
 __all__ = ["check_quorum", "quorum", "route_review"]
 
@@ -31,7 +32,16 @@ def check_quorum(proposals: list[Proposal], ctx: CouncilContext) -> list[Proposa
 
 
 async def quorum(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
-    """Stop the run with `QuorumError` when too few specialists answered."""
+    """Stop the run with `QuorumError` when too few specialists answered.
+
+    A run whose early stop cancelled members (`collective.nodes.early_stop`) had enough
+    answers: the judge rules on those that arrived, and a note says why the others did not.
+    """
+    race = close_race(state.get("race"))
+    if race is not None and race.reason is not None:
+        stopped = [p["member"] for p in state.get("proposals", []) if p.get("stopped")]
+        note = f"early stop: {race.reason}; stopped {', '.join(stopped) or 'no member'}"
+        return {"notes": [*state.get("notes", []), note]}
     check_quorum(state.get("proposals", []), runtime.context)
     return {}
 

@@ -17,8 +17,10 @@ from collective.graph.state import Proposal, SpecialistTask
 from collective.kb.citations import split_citations
 from collective.kb.evidence import MemberEvidence
 from collective.models.base import ChatResult
+from collective.models.confidence import confidence_fields
 from collective.models.refs import resolve_backend
 from collective.nodes.chunks import chunks_from_state, scored_chunks
+from collective.nodes.early_stop import StoppedEarly, race_of, reduced_answer
 from collective.nodes.model_call import ModelCall, NodeProgress, call_model
 from collective.nodes.retry import TRANSIENT_RETRY, is_transient
 from collective.prompts import council
@@ -44,23 +46,32 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
     kb = MemberEvidence(chunks, ctx.k, index, ctx.evidence)  # shared, or head + slice
     progress = [NodeProgress(name, backend.model) for name in names]
     written: list[str] = []  # what the first member has streamed, kept if it runs out of time
+    race = race_of(task.get("race"))
     try:
-        call = await asyncio.wait_for(
-            call_model(
-                ctx.for_member(index),  # members on one model sample differently
-                node=names[0],
-                backend=backend,
-                contents=member_sections(
-                    task["question"], task["plan"], task["conversation"], chunks, member, ctx.k, kb
-                ),
-                compose=prompt.compose,
-                question=task["question"],
-                retrieval_profile=task["retrieval_profile"],
-                on_token=written.append,
-                output_cap=_answer_cap(ctx),
-                samples=samples,
+        answering = call_model(
+            ctx.for_member(index),  # members on one model sample differently
+            node=names[0],
+            backend=backend,
+            contents=member_sections(
+                task["question"], task["plan"], task["conversation"], chunks, member, ctx.k, kb
             ),
+            compose=prompt.compose,
+            question=task["question"],
+            retrieval_profile=task["retrieval_profile"],
+            on_token=written.append,
+            output_cap=_answer_cap(ctx),
+            samples=samples,
+        )
+        call = await asyncio.wait_for(
+            race.run(names[0], answering) if race is not None else answering,
             timeout=ctx.specialist_timeout_s,
+        )
+    except StoppedEarly as stopped:
+        return _merge(
+            [
+                _stopped(n, backend.model, str(stopped), p)
+                for n, p in zip(names, progress, strict=True)
+            ]
         )
     except (BackendError, BudgetError, TimeoutError) as error:
         if isinstance(error, TimeoutError) and "".join(written).strip():
@@ -88,6 +99,13 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
     ]
     missing = InvalidResponse(f"{backend.spec} gave {len(results)} of {samples} completions")
     outs += _each_failed(names[len(results) :], backend.model, missing, progress[len(results) :])
+    if race is not None:
+        supplied = {c.id: c for c in chunks_from_state(task["chunks"])}
+        for out in outs:
+            for p in out["proposals"]:
+                if not p["error"]:
+                    seen = (p.get("evidence") or {}).get("seen")
+                    race.answered(p["member"], reduced_answer(p["text"], supplied, seen))
     return _merge(outs) | {"budgets": [call.report_dict]}
 
 
@@ -127,6 +145,7 @@ def _answered(
         error=None,
         evidence=kb.summary(shown),
         finish_reason=result.finish_reason,
+        **confidence_fields(result.confidence, result.confidence_note),  # type: ignore[typeddict-item]
     )
     return {"proposals": [proposal], "timings": progress.done(call)}
 
@@ -185,6 +204,21 @@ def _failed(
         member=member, model=model, text="", citations=[], unknown_citations=[], error=error
     )
     return {"proposals": [failed], "timings": timings}
+
+
+def _stopped(member: str, model: str, reason: str, progress: NodeProgress) -> dict[str, Any]:
+    """The proposal of a member early stop cancelled: no answer, and why it needs none."""
+    timings = progress.done(status="stopped", reason=reason)
+    stopped = Proposal(
+        member=member,
+        model=model,
+        text="",
+        citations=[],
+        unknown_citations=[],
+        error=f"StoppedEarly: {reason}",
+        stopped=True,
+    )
+    return {"proposals": [stopped], "timings": timings}
 
 
 def _partial(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import socket
 import subprocess
 import time
@@ -10,7 +11,7 @@ from collections.abc import AsyncIterator, Mapping
 import httpx
 import pytest
 from conftest import ServerProcess, free_port, llama_server_argv
-from test_backends_contract import BackendContract
+from test_backends_contract import SHORT, BackendContract
 
 from collective.budget.assembly import text_section
 from collective.budget.counting import ChatMessage
@@ -18,7 +19,9 @@ from collective.budget.plans import ModelBudget
 from collective.budgeted_call import ModelCall, budgeted_call
 from collective.errors import BackendTimeout, BackendUnavailable, ContextOverflow
 from collective.graph.context import CouncilContext
+from collective.models.confidence import Confidence
 from collective.models.llama_server import LlamaServerBackend
+from collective.models.openai_compat import parse_chat_response
 
 pytestmark = pytest.mark.integration
 
@@ -313,3 +316,34 @@ async def test_members_that_sample_alike_are_one_n_cmpl_request(
     (report,) = out["budgets"]
     assert report["completions"] == 2 and report["fits"] and report["n_ctx"] == SLOT
     assert report["output_tokens"] <= 2 * 24
+
+
+def _sure_of(confidence: Confidence | None, tokens: int) -> Confidence:
+    """A confidence read from the server: finite, at most 0, its lowest window at most its mean."""
+    assert confidence is not None
+    assert 0 < confidence.tokens <= tokens
+    assert math.isfinite(confidence.mean) and confidence.mean <= 0.0
+    assert confidence.lowest <= confidence.mean
+    return confidence
+
+
+async def test_confidence_is_read_from_the_streamed_logprobs(backend: LlamaServerBackend) -> None:
+    result = await backend.chat(SHORT, max_tokens=24, temperature=0.0)
+    _sure_of(result.confidence, result.usage.completion_tokens)
+    assert result.confidence_note is None
+    # several completions of one request (`n_cmpl`): each its own
+    both = await backend.chat(SHORT, max_tokens=24, temperature=0.9, n=2)
+    assert len(both.samples) == 1
+    for answer in (both, both.samples[0]):
+        _sure_of(answer.confidence, answer.usage.completion_tokens)
+
+
+async def test_confidence_is_read_from_a_whole_completion_too(llama_server: ServerProcess) -> None:
+    body = {"messages": SHORT, "max_tokens": 24, "temperature": 0.0, "logprobs": True,
+            "top_logprobs": 1}  # fmt: skip
+    async with httpx.AsyncClient(base_url=llama_server.url, timeout=120) as client:
+        response = await client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200
+    result = parse_chat_response(response.json(), url=llama_server.url, wall_ms=0.0)
+    got = _sure_of(result.confidence, result.usage.completion_tokens)
+    assert got.tokens == result.usage.completion_tokens  # a whole body lists every token

@@ -221,3 +221,10 @@ async def test_unknown_model_and_refused_connection_say_what_to_do(
         await down.context_window()
     assert url in str(info.value) and "ollama serve" in str(info.value)
     assert not (await down.health()).ok
+
+
+async def test_no_confidence_is_made_up_and_the_answer_says_why(backend: OllamaBackend) -> None:
+    result = await backend.chat([{"role": "user", "content": "Name a colour."}], max_tokens=4)
+    assert result.usage.completion_tokens > 0
+    assert result.confidence is None
+    assert result.confidence_note and "Ollama" in result.confidence_note

@@ -28,6 +28,7 @@ from collective.graph.context import CouncilContext
 from collective.kb.demo import open_default_store
 from collective.kb.tools import VerificationTools
 from collective.models.openai_api import OpenAIBackend
+from collective.models.openai_compat import NO_LOGPROBS
 from collective.models.registry import backend_from_spec, close_all, parse_spec
 
 pytestmark = pytest.mark.integration
@@ -257,3 +258,17 @@ async def test_a_model_the_server_does_not_list_fails_its_check(vllm_server: Ser
         check = await backend.model_check()
         assert not check.ok
         assert check.detail == f"/v1/models does not list no-such-model (it has: {MODEL})"
+
+
+async def test_confidence_where_the_server_returns_logprobs_and_a_note_where_not(
+    llama_server: ServerProcess, vllm_server: ServerProcess
+) -> None:
+    async for backend in _backend(f"openai:gemma@{llama_server.url}"):
+        result = await backend.chat(SHORT, max_tokens=12, temperature=0.0)
+        assert result.confidence is not None and result.confidence.tokens > 0
+        assert result.confidence.lowest <= result.confidence.mean <= 0.0
+    async for backend in _backend(f"openai:{MODEL}@{vllm_server.url}"):
+        # this protocol server ignores `logprobs`: nothing is made up
+        result = await backend.chat(SHORT, max_tokens=12, temperature=0.0)
+        assert result.usage.completion_tokens > 0
+        assert result.confidence is None and result.confidence_note == NO_LOGPROBS

@@ -202,3 +202,47 @@ def test_chat_with_scripted_input_and_resume(workdir):
     assert "resumed with" in again.stdout
     turns_line = next(line for line in again.stdout.splitlines() if "turns in L0" in line)
     assert int(turns_line.split()[0]) >= 4  # two chat turns + the council's question and verdict
+
+
+def _confident(confidence):
+    assert confidence["tokens"] > 0
+    assert confidence["lowest"] <= confidence["mean"] <= 0.0
+
+
+def test_json_carries_each_answers_confidence(workdir):
+    out = ask_json(QUESTION, "--k", "2")
+    _confident(out["confidence"])  # the judge's own answer's
+    assert "confidence_note" not in out
+    for proposal in out["proposals"]:
+        if proposal["error"] is None:
+            _confident(proposal["confidence"])
+
+
+def test_ask_mode_adaptive_draws_samples_only_when_unsure(workdir):
+    (workdir / "sure.toml").write_text(
+        (workdir / "collective.toml").read_text().replace("k = 1", "k = 2\nconfident_at = -100.0")
+    )
+    sure = ask_json(QUESTION, "--mode", "adaptive", "--config", "sure.toml")
+    _confident(sure["confidence"])
+    assert sure["proposals"] == []
+    assert any("no sample was drawn" in note for note in sure["notes"])
+    (workdir / "unsure.toml").write_text(
+        (workdir / "collective.toml").read_text().replace("k = 1", "k = 2\nconfident_at = 0.0")
+    )
+    unsure = ask_json(QUESTION, "--mode", "adaptive", "--config", "unsure.toml")
+    assert [p["member"] for p in unsure["proposals"]] == ["specialist-1"]  # K-1 samples
+    assert any("samples were weighed" in note for note in unsure["notes"])
+
+
+def test_ask_modes_vote_and_select_on_the_real_model(workdir):
+    (workdir / "two.toml").write_text(
+        (workdir / "collective.toml").read_text().replace("k = 1", "k = 2")
+    )
+    for mode in ("vote", "select"):
+        out = ask_json(QUESTION, "--mode", mode, "--config", "two.toml")
+        assert [p["member"] for p in out["proposals"]] == ["judge", "specialist-1"]
+        # the answer given is one of the candidates: its confidence is that candidate's
+        assert out["confidence"] in [p["confidence"] for p in out["proposals"]]
+        calls = int(out["notes"][0].split(": ")[1].split()[0])
+        # the own answer (and its fix where a claim failed), one sample; select's pick
+        assert calls >= (3 if mode == "select" else 2)

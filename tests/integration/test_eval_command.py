@@ -60,6 +60,10 @@ def _check(out: dict, rows: Path) -> None:
     for s in summary.values():
         assert s["n"] == 3 and 0 <= s["evidence_recall"] <= 1
         assert s["prompt_tokens_per_q"] > 0 and s["output_tokens_per_q"] > 0
+    # adaptive, replayed from single and self-moa with the own answers' confidence: the
+    # threshold chosen on the first and third questions, reported on the second
+    tuned = out["adaptive_threshold"]
+    assert tuned["tuning"]["n"] == 2 and tuned["test"]["n"] == 1
     # shared: the judge's answer serves every arm, 2 samples two arms; 2 council members twice
     assert out["spent"]["calls"] < 3 * sum(calls.values())
     assert [json.loads(x)["id"] for x in rows.read_text().splitlines()] == [

@@ -1,5 +1,7 @@
 """The council on the real embedded model (llama.cpp in process, gemma 270M) over the demo KB."""
 
+import asyncio
+
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -55,3 +57,121 @@ async def test_a_real_council_answers_with_exact_budgets(ctx, tmp_path):
     assert second["answer"].strip()
     state = await graph.aget_state(config)
     assert "hot car" in state.values["conversation"]
+
+
+@pytest.fixture
+def adaptive(tmp_path, gguf_path):
+    def make(**kw):
+        return CouncilContext(
+            k=2,
+            kb=str(tmp_path / "kb.sqlite"),
+            output_caps={"specialist": 96, "judge": 96},
+            usage_log=None,
+            temperature=0.0,
+            **kw,
+        )
+
+    return make
+
+
+QUESTION = "Which filament survives a hot car, and why?"
+
+
+async def test_adaptive_a_confident_first_answer_is_the_verdict_with_no_member_call(adaptive):
+    # -100: any confidence the model reports is enough
+    out = await build_graph().ainvoke({"question": QUESTION}, context=adaptive(confident_at=-100.0))
+    assert out["proposals"] == []
+    assert {b["node"] for b in out["budgets"]} == {"judge"}  # the draft (and its fix, if any)
+    confidence = out["confidence"]
+    assert confidence["tokens"] > 0 and confidence["lowest"] <= confidence["mean"] <= 0.0
+
+
+async def test_adaptive_an_unsure_first_answer_asks_the_members(adaptive):
+    # 0: no answer of real tokens is that sure (every token at probability 1)
+    out = await build_graph().ainvoke({"question": QUESTION}, context=adaptive(confident_at=0.0))
+    assert out["confidence"]["lowest"] < 0.0
+    assert len(out["proposals"]) == 2
+    nodes = [b["node"] for b in out["budgets"]]
+    assert nodes.index("judge") < nodes.index("specialist-1")  # the members came after it
+    for proposal in out["proposals"]:
+        if proposal["error"] is None:
+            assert proposal["confidence"]["lowest"] <= proposal["confidence"]["mean"] <= 0.0
+
+
+async def test_early_stop_ends_the_members_calls_on_the_engine(tmp_path, gguf_path, monkeypatch):
+    from collective.models.batch_engine import BatchEngine
+    from collective.models.registry import backend_from_spec, close_all
+
+    ended: list[tuple[int, str]] = []  # (max_tokens, reason) of each request the engine ended
+    finish = BatchEngine._finish
+
+    def spy(self, job, *, reason="", error=None):
+        ended.append((job.request.max_tokens, reason))
+        return finish(self, job, reason=reason, error=error)
+
+    monkeypatch.setattr(BatchEngine, "_finish", spy)
+
+    ctx = CouncilContext(
+        k=2,
+        kb=str(tmp_path / "kb.sqlite"),
+        # the own answer is short and sure (-100), the members would write far longer
+        output_caps={"specialist": 400, "judge": 8},
+        usage_log=None,
+        temperature=0.0,
+        agree_early=3,
+        confident_at=-100.0,
+    )
+    try:
+        out = await build_graph().ainvoke({"question": QUESTION}, context=ctx)
+        engine = backend_from_spec("embedded").engine  # type: ignore[attr-defined]
+        # a cancelled call's sequence ends at the engine's next step: wait for it, generously
+        for _ in range(600):
+            if not engine._active and not engine._queue:
+                break
+            await asyncio.sleep(0.1)
+        assert engine._active == [] and engine._queue == []  # every member's sequence ended
+    finally:
+        await close_all()
+    stopped = [p for p in out["proposals"] if p.get("stopped")]
+    assert stopped, out["proposals"]
+    # the stopped members' requests (all but the judge's 8 tokens) were cancelled on the
+    # engine, not finished
+    assert [r for n, r in ended if n != 8] == ["cancelled"] * len(stopped), ended
+    assert all("the judge's own answer was confident" in p["error"] for p in stopped)
+    members = {b["node"] for b in out["budgets"]} - {"judge"}
+    assert not members & {p["member"] for p in stopped}  # a stopped call reports no budget
+
+
+async def test_early_stop_frees_the_members_slot_on_llama_server(tmp_path, llama_server):
+    import httpx
+
+    from collective.models.llama_server import LlamaServerBackend
+
+    server = LlamaServerBackend(llama_server.url, load_wait=30)
+    ctx = CouncilContext(
+        k=1,  # the member and the judge's own answer: the server's two slots
+        specialists=[server],
+        judge=server,
+        kb=str(tmp_path / "kb.sqlite"),
+        output_caps={"specialist": 384, "judge": 8},
+        usage_log=None,
+        temperature=0.0,
+        agree_early=2,
+        confident_at=-100.0,  # any confidence the server reports is enough
+    )
+    try:
+        out = await build_graph().ainvoke({"question": QUESTION}, context=ctx)
+    finally:
+        await server.aclose()
+    assert out["confidence"]["tokens"] > 0  # read from the server's logprobs
+    [member] = out["proposals"]
+    assert member.get("stopped"), member
+    async with httpx.AsyncClient(base_url=llama_server.url, timeout=30) as client:
+        # the closed stream ends the slot's task at its next token (that a closed stream frees
+        # the slot mid-answer is test_streaming_real's; here: the stopped member's is closed)
+        for _ in range(300):
+            slots = (await client.get("/slots")).json()
+            if not any(s["is_processing"] for s in slots):
+                break
+            await asyncio.sleep(0.1)
+    assert not any(s["is_processing"] for s in slots)

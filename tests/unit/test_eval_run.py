@@ -190,3 +190,94 @@ def test_a_finished_rows_file_prints_the_table_without_asking_again(clean_cwd, t
     assert rows.read_text() == before
     code, out, err = run(["eval", str(questions), "--out", str(rows), "--arms", "single"])
     assert code == 0 and "| single | 2 | 1.00 |" in out and "2 calls" in out
+
+
+def _adaptive_context(logprobs: float | None):
+    def reply(messages):
+        return f"PLA prints at 190-220 °C [KB#mem_a] ({_member(messages)})."
+
+    best = ScriptedBackend("best", reply, logprobs=logprobs)
+    ctx = CouncilContext(
+        k=3, specialists=[best], judge=best, knowledge=ListStore(CHUNKS), retrieval="lean",
+        usage_log=None, confident_at=-0.5,
+    )  # fmt: skip
+    return ctx, best
+
+
+async def test_adaptive_a_sure_own_answer_is_one_call():
+    ctx, best = _adaptive_context(-0.1)
+    run_ = await run_arms("What nozzle temperature does PLA print at?", ["adaptive"], ctx)
+    got = run_.results["adaptive"]
+    assert got.escalated is False and got.calls == 1 == len(best.calls) == run_.calls
+    assert got.confidence["confidence"]["lowest"] == pytest.approx(-0.1)
+    assert set(got.stages) == {"retrieval", "own"}
+
+
+async def test_adaptive_an_unsure_own_answer_draws_the_samples_after_it():
+    ctx, best = _adaptive_context(-3.0)
+    run_ = await run_arms("What nozzle temperature does PLA print at?", ["adaptive"], ctx)
+    got = run_.results["adaptive"]
+    # the own answer, then K-1 samples, then the judge weighing them (its own answer kept)
+    assert got.escalated is True and got.calls == 3 == len(best.calls) == run_.calls
+    assert [p["member"] for p in got.proposals] == ["specialist-1", "specialist-2"]
+    assert set(got.stages) == {"retrieval", "own", "members", "verdict"}
+    assert got.wall_s >= got.stages["own"] + got.stages["members"]  # one after the other
+
+
+async def test_adaptive_beside_self_moa_shares_its_samples_and_verdict():
+    ctx, best = _adaptive_context(-3.0)
+    question = "What nozzle temperature does PLA print at?"
+    run_ = await run_arms(question, ["single", "self-moa", "adaptive"], ctx)
+    results = run_.results
+    assert run_.calls == 3 == len(best.calls)  # nothing made twice
+    assert results["adaptive"].answer == results["self-moa"].answer
+    assert results["adaptive"].calls == results["self-moa"].calls == 3
+    sure, _ = _adaptive_context(-0.1)
+    shared = await run_arms(question, ["single", "self-moa", "adaptive"], sure)
+    assert shared.results["adaptive"].answer == shared.results["single"].answer
+    assert shared.results["adaptive"].calls == 1
+
+
+async def test_vote_shares_self_consistencys_candidates_and_weighs_them():
+    ctx, best = _adaptive_context(-0.2)
+    question = "What nozzle temperature does PLA print at?"
+    run_ = await run_arms(question, ["self-consistency", "vote"], ctx)
+    assert run_.calls == 3 == len(best.calls)  # the own answer and two samples, once
+    vote = run_.results["vote"]
+    assert vote.calls == 3 and [p["member"] for p in vote.proposals][0] == "judge"
+    assert vote.answer in {p["text"] for p in vote.proposals}
+    assert vote.confidence["confidence"]["mean"] == pytest.approx(-0.2)
+
+
+async def test_select_asks_the_best_model_which_candidate_the_others_agree_with():
+    def reply(messages):
+        if "most consistent" in messages[-1]["content"]:
+            return '{"most_consistent": "Response B"}'
+        return f"PLA prints at 190-220 °C [KB#mem_a] ({_member(messages)})."
+
+    best = ScriptedBackend("best", reply)
+    ctx = CouncilContext(k=3, specialists=[best], judge=best, knowledge=ListStore(CHUNKS),
+                         retrieval="lean", usage_log=None)  # fmt: skip
+    question = "What nozzle temperature does PLA print at?"
+    run_ = await run_arms(question, ["self-consistency", "select"], ctx)
+    got = run_.results["select"]
+    # the own answer, two samples (shared with self-consistency), then the one pick
+    assert run_.calls == 4 == len(best.calls) and got.calls == 4
+    picked = best.calls[-1][-1]["content"]
+    assert "Response A" in picked and "Response C" in picked  # the three, anonymised
+    assert "(specialist A)" in got.answer  # Response B: the first sample
+    assert set(got.stages) == {"retrieval", "own", "members", "select"}
+
+
+async def test_select_falls_back_to_word_overlap_when_the_pick_is_not_a_label():
+    def reply(messages):
+        if "most consistent" in messages[-1]["content"]:
+            return '{"most_consistent": "Response Z"}'
+        return f"PLA prints at 190-220 °C [KB#mem_a] ({_member(messages)})."
+
+    best = ScriptedBackend("best", reply)
+    ctx = CouncilContext(k=3, specialists=[best], judge=best, knowledge=ListStore(CHUNKS),
+                         retrieval="lean", usage_log=None)  # fmt: skip
+    run_ = await run_arms("What nozzle temperature does PLA print at?", ["select"], ctx)
+    assert run_.results["select"].answer  # the most consistent candidate stands
+    assert run_.calls == 4

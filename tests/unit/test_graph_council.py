@@ -328,3 +328,87 @@ async def test_a_member_is_told_to_follow_the_plan_only_when_there_is_one():
         own = member.calls[0][-1]["content"].rpartition("## Your part")[2]
         assert ("council's plan" in own) is told
         assert "Answer the whole question." in own or "answer the whole question." in own
+
+
+async def test_adaptive_a_confident_first_answer_makes_no_further_model_call():
+    spec = ScriptedBackend("spec", cite_first)
+    planner = ScriptedBackend("planner", "Specialist 1: heat.")
+    judge = ScriptedBackend(
+        "judge", "ASA keeps its shape to about 95 C [KB#mem_asa].", logprobs=-0.05
+    )
+    ctx = context(specialists=[spec], judge=judge, planner=planner, confident_at=-0.5)
+    out = await build_graph().ainvoke({"question": "Which filament for a hot car?"}, context=ctx)
+    assert len(judge.calls) == 1 and spec.calls == []  # the draft was the verdict
+    assert out["proposals"] == []
+    assert out["answer"].startswith("ASA keeps its shape")
+    assert out["confidence"]["lowest"] == pytest.approx(-0.05)
+    assert [b["node"] for b in out["budgets"]] == ["plan", "judge"]
+
+
+async def test_adaptive_an_unsure_first_answer_asks_the_members_after_it():
+    spec = ScriptedBackend("spec", cite_first)
+    judge = ScriptedBackend(
+        "judge", "ASA keeps its shape to about 95 C [KB#mem_asa].", logprobs=-2.0
+    )
+    ctx = context(specialists=[spec], judge=judge, confident_at=-0.5)
+    order = []
+    async for chunk in build_graph().astream({"question": "q"}, context=ctx, stream_mode="updates"):
+        order += [node for node in chunk if node in ("draft", "specialist", "judge")]
+    assert order == ["draft", "specialist", "specialist", "specialist", "judge"], order
+    assert len(spec.calls) == 3 and len(judge.calls) == 1  # the verdict weighs the draft
+
+
+async def test_adaptive_a_backend_without_confidence_always_asks_the_members():
+    spec = ScriptedBackend("spec", cite_first)
+    judge = ScriptedBackend("judge", "ASA [KB#mem_asa].")  # reports no log-probabilities
+    ctx = context(specialists=[spec], judge=judge, confident_at=-100.0)
+    out = await build_graph().ainvoke({"question": "q"}, context=ctx)
+    assert len(spec.calls) == 3 and len(out["proposals"]) == 3
+    assert out["confidence"] is None and "no log-probabilities" in out["confidence_note"]
+
+
+class Counting(ScriptedBackend):
+    """A scripted backend that counts the calls that ran to their end (not cancelled)."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.finished = 0
+
+    async def chat(self, messages, **options):
+        result = await super().chat(messages, **options)
+        self.finished += 1
+        return result
+
+
+async def test_early_stop_cancels_the_members_still_writing_once_answers_agree():
+    quick = Counting("quick", "ASA keeps its shape in a hot car [KB#mem_asa].")
+    slow = Counting("slow", "PLA [KB#mem_pla].", latency_s=60)  # cancelled long before
+    judge = ScriptedBackend("judge", "ASA keeps its shape to about 95 C [KB#mem_asa].")
+    ctx = context(specialists=[quick, slow, slow], judge=judge, agree_early=2, planner=None)
+    out = await build_graph().ainvoke({"question": "Which filament for a hot car?"}, context=ctx)
+    assert quick.finished == 1
+    assert len(slow.calls) == 2 and slow.finished == 0 and slow.in_flight == 0  # ended, not done
+    stopped = [p for p in out["proposals"] if p.get("stopped")]
+    assert [p["member"] for p in stopped] == ["specialist-2", "specialist-3"]
+    assert all(p["error"].startswith("StoppedEarly: 2 answers agreed on") for p in stopped)
+    assert any(n.startswith("early stop: 2 answers agreed") for n in out["notes"])
+    assert out["answer"].startswith("ASA keeps its shape")
+
+
+async def test_early_stop_a_confident_own_answer_cancels_every_member():
+    slow = Counting("slow", "PLA [KB#mem_pla].", latency_s=60)
+    judge = ScriptedBackend("judge", "ASA keeps its shape [KB#mem_asa].", logprobs=-0.01)
+    ctx = context(specialists=[slow], judge=judge, agree_early=3, confident_at=-0.5, planner=None)
+    out = await build_graph().ainvoke({"question": "q"}, context=ctx)
+    assert len(slow.calls) == 3 and slow.finished == 0 and slow.in_flight == 0
+    assert all(p.get("stopped") for p in out["proposals"])
+    assert "the judge's own answer was confident" in out["proposals"][0]["error"]
+
+
+async def test_without_agreement_every_member_finishes():
+    members = [Counting(n, f"{n} [KB#mem_{n}].") for n in ("asa", "pla")]
+    judge = ScriptedBackend("judge", "PETG, maybe [KB#mem_asa].", logprobs=-3.0)
+    ctx = context(specialists=members, judge=judge, k=2, agree_early=2, confident_at=-0.5)
+    out = await build_graph().ainvoke({"question": "q"}, context=ctx)
+    assert [m.finished for m in members] == [1, 1]
+    assert not any(p.get("stopped") for p in out["proposals"])
