@@ -285,6 +285,19 @@ class CollectiveConfig(BaseSettings):
         description="The claim check's entailment: `none` drops a claim numbers and names "
         "cannot settle; `judge` asks the judge's own model (in process) to decide it.",
     )
+    confident_at: float | None = Field(
+        default=None,
+        le=0,
+        description="Adaptive answering (docs/adaptive.md): where the lowest-window "
+        "log-probability of the judge's own answer is at least this, it is the verdict and no "
+        "member is asked; none: the members always answer.",
+    )
+    agree_early: int | None = Field(
+        default=None,
+        ge=2,
+        description="Early stop: once this many answers (the judge's counted) name the same "
+        "thing, the members still writing are cancelled; none: every member finishes.",
+    )
     # -- the prompt plan --
     budgets: Annotated[dict[str, BudgetRef], AfterValidator(known_roles)] = Field(
         default_factory=dict,

@@ -53,11 +53,11 @@ from collective.kb.citations import neutralise, split_citations
 from collective.kb.evidence import council_evidence
 from collective.models.confidence import DEFAULT_CONFIDENT_AT, confidence_fields, is_confident
 from collective.models.refs import resolve_backend
-from collective.nodes.early_stop import reduced_answer
 from collective.prompts import review as review_prompt
 from collective.prompts import select as select_prompt
 from collective.prompts import specialist
 from collective.prompts.judge import clean
+from collective.verdict.agreement import reduced_answer
 from collective.verdict.support import check_claims, shown_chunks, support_share
 
 __all__ = ["MODES", "ArmsRun", "Mode", "ModeResult", "confident_vote", "run_arms", "run_mode"]
@@ -212,6 +212,9 @@ async def run_arms(question: str, modes: Sequence[Mode], ctx: CouncilContext) ->
     every judge): a backend that batches (the in-process engine, llama-server's slots) decodes
     them together. Each result reports what its mode costs alone: the calls it reads, their
     tokens, and the wall time of retrieval plus its own stages (measured beside the others).
+
+    Long: the stages share one retrieval, one own answer and one set of samples, kept as local
+    state that each stage's closure reads; split apart they would pass it all as arguments.
 
     Raises:
         BackendError: A model failed where a mode cannot go on without it (the judge).

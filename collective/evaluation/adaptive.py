@@ -15,13 +15,14 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from collective.agents import Mode
 from collective.evaluation.questions import EvalQuestion
 from collective.evaluation.scoring import score
 from collective.models.confidence import is_confident
 
 __all__ = ["adaptive_at", "adaptive_report", "choose_threshold", "split_halves"]
 
-NEEDED = ("single", "self-moa")
+NEEDED = (Mode.single.value, Mode.self_moa.value)
 """The arms whose rows the replay reads."""
 
 

@@ -1011,8 +1011,7 @@ def _run(
     start: float,
 ) -> RetrievalResult:
     """One profile's retrieval: search, rewrite, fuse, rerank if it does, trust pass."""
-    settings = PROFILES[applied]
-    lower, upper = _inject_range(settings, max_inject)
+    lower, upper = _inject_range(settings := PROFILES[applied], max_inject)
     diagnostics: list[str] = []
     fusion = _Fusion()
 

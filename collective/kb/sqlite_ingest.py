@@ -114,6 +114,9 @@ class Ingest:
     ) -> IngestStats:
         """Ingest one Markdown or text file (idempotent).
 
+        Long: one transaction (chunks, names and figures of the file replaced together), kept in
+        one body so that its commit and rollback are plain to read.
+
         Args:
             path: The file to read (UTF-8).
             source: The label stored as the chunks' source; defaults to the absolute path.

@@ -2,7 +2,7 @@
 
 With `CouncilContext.agree_early` set, the council's members race the judge's own answer
 (`draft`). Each answer that arrives is read in its reduced form, the thing its first line
-answers with (`collective.verdict.support.answer_entities`, the KB's names); once `agree_early`
+answers with (`collective.verdict.agreement.reduced_answer`, the KB's names); once `agree_early`
 answers (the judge's counted) answer with the same thing, or the judge's own answer is
 confident (`confident_at`, `collective.models.confidence.is_confident`), the members still
 writing are cancelled. Cancelling a member's call closes its stream: the in-process engine ends
@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from langgraph.runtime import Runtime
@@ -27,11 +27,10 @@ from langgraph.runtime import Runtime
 from collective import agents
 from collective.graph.context import CouncilContext
 from collective.graph.state import CouncilState
-from collective.kb.store import Chunk
 from collective.models.confidence import is_confident
 from collective.nodes.chunks import chunks_from_state
 from collective.nodes.judge import draft
-from collective.verdict.support import answer_entities, shown_chunks
+from collective.verdict.agreement import reduced_answer
 
 __all__ = [
     "Race",
@@ -40,7 +39,6 @@ __all__ = [
     "new_race",
     "race_of",
     "raced_draft",
-    "reduced_answer",
 ]
 
 T = TypeVar("T")
@@ -134,23 +132,6 @@ def race_of(key: str | None) -> Race | None:
 def close_race(key: str | None) -> Race | None:
     """Forget the race of `key` (the quorum: every member has ended); it, if it was there."""
     return _races.pop(key, None) if key else None
-
-
-def reduced_answer(
-    text: str, chunks: Mapping[str, Chunk], ids: list[str] | None = None
-) -> str | None:
-    """The thing an answer's first line answers with (a KB name), lower case; None if none.
-
-    Args:
-        text: The answer.
-        chunks: The chunks retrieval supplied, by id.
-        ids: The ones the answer's prompt showed (None: all).
-    """
-    first = next((line for line in text.splitlines() if line.strip(" -*•")), "")
-    shown = shown_chunks(chunks, ids=ids if ids is not None else list(chunks))
-    names = [c.heading for c in chunks.values()]
-    named = answer_entities(first, shown, names)
-    return next(iter(named), None)
 
 
 async def raced_draft(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:

@@ -20,11 +20,12 @@ from collective.models.base import ChatResult
 from collective.models.confidence import confidence_fields
 from collective.models.refs import resolve_backend
 from collective.nodes.chunks import chunks_from_state, scored_chunks
-from collective.nodes.early_stop import StoppedEarly, race_of, reduced_answer
+from collective.nodes.early_stop import StoppedEarly, race_of
 from collective.nodes.model_call import ModelCall, NodeProgress, call_model
 from collective.nodes.retry import TRANSIENT_RETRY, is_transient
 from collective.prompts import council
 from collective.prompts import specialist as prompt
+from collective.verdict.agreement import reduced_answer
 
 __all__ = ["member_sections", "specialist"]
 

@@ -45,7 +45,10 @@ MCP_PATH = "/mcp"
 
 
 def build_mcp(councils: Councils) -> MCPServer:
-    """The MCP server with the tools `ask`, `recall` and (when enabled) `kb_add`."""
+    """The MCP server with the tools `ask`, `recall` and (when enabled) `kb_add`.
+
+    Long: each tool is a closure over `councils`, registered with the SDK beside the others.
+    """
     server: MCPServer = MCPServer(
         "collective",
         instructions="A local multi-model council: `ask` answers a question from the knowledge "

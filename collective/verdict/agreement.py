@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from collective.kb.quantities import Quantity, quantities, same_quantity
+from collective.kb.store import Chunk
 from collective.kb.vocabulary import Figure, Vocabulary
 from collective.kb.words import STOPWORDS, content_words
 from collective.verdict.comparison import property_asked
@@ -31,6 +32,7 @@ from collective.verdict.support import (
     check_claims,
     plain,
     revise,
+    shown_chunks,
 )
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "decide",
     "not_held",
     "reduce",
+    "reduced_answer",
 ]
 
 NO_ANSWER = "The knowledge base does not answer this question: no chunk shown to the council \
@@ -386,3 +389,20 @@ def _none_supported(
         why += f" ({'; '.join(off)})"
     said = OFF_QUESTION if off else NO_ANSWER
     return Decision(Checked(judge.who, said, judge.claims, {}), (), why, votes, off)
+
+
+def reduced_answer(
+    text: str, chunks: Mapping[str, Chunk], ids: list[str] | None = None
+) -> str | None:
+    """The thing an answer's first line answers with (a KB name), lower case; None if none.
+
+    Args:
+        text: The answer.
+        chunks: The chunks retrieval supplied, by id.
+        ids: The ones the answer's prompt showed (None: all).
+    """
+    first = next((line for line in text.splitlines() if line.strip(" -*•")), "")
+    shown = shown_chunks(chunks, ids=ids if ids is not None else list(chunks))
+    names = [c.heading for c in chunks.values()]
+    named = answer_entities(first, shown, names)
+    return next(iter(named), None)

@@ -312,4 +312,9 @@ def test_one_module_opens_http_connections():
         for path in sorted(PACKAGE.rglob("*.py"))
         if (found := _opens_http(path))
     }
-    assert list(opening) == ["collective/models/http.py"], opening
+    # `collective serve` binds its own listening socket (collective/serve/server.py): it opens
+    # no connection to anything
+    listening = {"collective/serve/server.py": ["socket.socket"] * 3}
+    assert {k: v for k, v in opening.items() if listening.get(k) != v} == {
+        "collective/models/http.py": opening.get("collective/models/http.py")
+    }, opening

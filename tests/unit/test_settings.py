@@ -32,6 +32,8 @@ SAMPLES = {
     "max_latency_ms": "250",
     "kb": "mine.sqlite",
     "user_id": "ada",
+    "confident_at": "-0.5",
+    "agree_early": "2",
 }
 """A value for each setting whose default is None (an unset variable)."""
 

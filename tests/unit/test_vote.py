@@ -7,7 +7,7 @@ import pytest
 from collective.graph.state import Proposal
 from collective.kb.store import Chunk
 from collective.modes import confident_vote
-from collective.nodes.early_stop import reduced_answer
+from collective.verdict.agreement import reduced_answer
 
 
 def _p(member: str, text: str = "an answer", mean: float | None = None) -> Proposal:
