@@ -322,6 +322,12 @@ class CollectiveConfig(BaseSettings):
         description="The model that writes chunk expansions at `kb add` (a backend spec), or "
         "`none`.",
     )
+    kb_names: Annotated[str, AfterValidator(_expansion_spec)] = Field(
+        default="none",
+        description="The model that writes each document's trade names, acronyms and everyday "
+        "names at `kb add` (a backend spec), or `none` (docs/kb-vocabulary.md: measured wrong "
+        "too often on small models to be on by default).",
+    )
     retrieval: str = Field(
         default="auto",
         description="Retrieval profile: `lean`, `balanced`, `deep`, one declared in "

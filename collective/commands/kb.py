@@ -153,7 +153,7 @@ def add(
                 except CollectiveError as exc:  # not UTF-8, vanished: this file only
                     refused.append((str(file), str(exc)))
             if expand:
-                expanded, expansion_error = _expand_added(store, chosen.kb_expansion, as_json)
+                expanded, expansion_error = _expand_added(store, chosen, as_json)
             try:
                 embedded = _with_progress(store.embed_missing, quiet=as_json)
             except CollectiveError as exc:  # the chunks stay; `kb reindex` finishes the vectors
@@ -207,16 +207,19 @@ def _files(paths: list[Path]) -> list[Path]:
     return files
 
 
-def _expand(store: SqliteKnowledgeStore, spec: str, *, quiet: bool) -> dict[str, object]:
-    """Expansions for the chunks that lack one (the demo KB's packaged ones where they fit).
+def _expand(
+    store: SqliteKnowledgeStore, chosen: CollectiveConfig, *, quiet: bool
+) -> dict[str, object]:
+    """Expansions for the chunks that lack one, names for the documents that lack them.
 
-    `spec` is the `kb_expansion` setting: the model that writes them, or `none`.
+    The models are the settings `kb_expansion` and `kb_names` (or `none`); the demo KB's
+    packaged expansions are used where they fit.
     """
     from collective.kb import expansion
     from collective.kb.demo import demo_expansions
 
-    expander, model = expansion.configured_expander(spec)
-    namer, namer_model = expansion.configured_namer()
+    expander, model = expansion.configured_expander(chosen.kb_expansion)
+    namer, namer_model = expansion.configured_namer(chosen.kb_names)
     off = "none (the setting kb_expansion, $COLLECTIVE_KB_EXPANSION)"
     if expander is None and namer is None:
         return {"model": off}
@@ -243,13 +246,13 @@ def _expand(store: SqliteKnowledgeStore, spec: str, *, quiet: bool) -> dict[str,
 
 
 def _expand_added(
-    store: SqliteKnowledgeStore, spec: str, quiet: bool
+    store: SqliteKnowledgeStore, chosen: CollectiveConfig, quiet: bool
 ) -> tuple[dict[str, object], str]:
     """`_expand`, and the error line when the model failed (the chunks stay either way)."""
     from collective.errors import CollectiveError
 
     try:
-        return _expand(store, spec, quiet=quiet), ""
+        return _expand(store, chosen, quiet=quiet), ""
     except CollectiveError as exc:
         return {"model": "failed"}, (
             f"{exc}; the chunks were added, `collective kb reindex --expansions` adds their "
@@ -400,7 +403,7 @@ def reindex(
         with _open_existing(kb, as_json=as_json, embeddings=chosen.kb_embeddings) as store:
             expanded: dict[str, object] = {}
             if expansions:
-                expanded = _expand(store, chosen.kb_expansion, quiet=as_json)
+                expanded = _expand(store, chosen, quiet=as_json)
             count = 0
             if not expansions or store.embedder is not None:  # expansions alone need no vectors
                 count = _with_progress(store.reindex, quiet=as_json)

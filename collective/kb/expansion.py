@@ -246,13 +246,16 @@ def model_names(title: str, written: str) -> str:
     return ", ".join(kept)
 
 
-def configured_namer() -> tuple[Namer | None, str]:
-    """The namer `$COLLECTIVE_KB_NAMES` names (None: unset or `none`, the default), its model.
+def configured_namer(spec: str | None = None) -> tuple[Namer | None, str]:
+    """The namer the `kb_names` setting names (None: `none`, the default), and its model.
+
+    Args:
+        spec: The setting; None reads `$COLLECTIVE_KB_NAMES`.
 
     Raises:
         ConfigError: The spec names no known backend.
     """
-    spec = environment.kb_names()
+    spec = spec or environment.kb_names()
     if not spec or spec == "none":
         return None, "none"
     from collective.models.registry import backend_from_spec
