@@ -92,6 +92,8 @@ def effective_rows(effective: EffectiveConfig) -> list[tuple[str, Any, Source, s
         "usage_log": ("off", "no usage log"),
         "user_id": ("default", "the long-term memory of user `default`"),
         "agent_profiles": ({}, "each agent uses its role's profile (collective allowances report)"),
+        "confident_at": ("off", "the members always answer"),
+        "agree_early": ("off", "every member finishes"),
     }
     for role in get_args(BudgetRole):
         if role == "reviewer":  # a peer-review round's plan: shown where it is set

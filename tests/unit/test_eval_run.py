@@ -194,7 +194,7 @@ def test_a_finished_rows_file_prints_the_table_without_asking_again(clean_cwd, t
 
 def _adaptive_context(logprobs: float | None):
     def reply(messages):
-        return f"PLA prints at 190-220 °C [KB#mem_a] ({_member(messages)})."
+        return f"PLA prints at 190-220 °C [KB#mem_a].\nAnswered by {_member(messages)}"
 
     best = ScriptedBackend("best", reply, logprobs=logprobs)
     ctx = CouncilContext(
@@ -253,7 +253,7 @@ async def test_select_asks_the_best_model_which_candidate_the_others_agree_with(
     def reply(messages):
         if "most consistent" in messages[-1]["content"]:
             return '{"most_consistent": "Response B"}'
-        return f"PLA prints at 190-220 °C [KB#mem_a] ({_member(messages)})."
+        return f"PLA prints at 190-220 °C [KB#mem_a].\nAnswered by {_member(messages)}"
 
     best = ScriptedBackend("best", reply)
     ctx = CouncilContext(k=3, specialists=[best], judge=best, knowledge=ListStore(CHUNKS),
@@ -265,7 +265,7 @@ async def test_select_asks_the_best_model_which_candidate_the_others_agree_with(
     assert run_.calls == 4 == len(best.calls) and got.calls == 4
     picked = best.calls[-1][-1]["content"]
     assert "Response A" in picked and "Response C" in picked  # the three, anonymised
-    assert "(specialist A)" in got.answer  # Response B: the first sample
+    assert "Answered by specialist A" in got.answer  # Response B: the first sample
     assert set(got.stages) == {"retrieval", "own", "members", "select"}
 
 
@@ -273,7 +273,7 @@ async def test_select_falls_back_to_word_overlap_when_the_pick_is_not_a_label():
     def reply(messages):
         if "most consistent" in messages[-1]["content"]:
             return '{"most_consistent": "Response Z"}'
-        return f"PLA prints at 190-220 °C [KB#mem_a] ({_member(messages)})."
+        return f"PLA prints at 190-220 °C [KB#mem_a].\nAnswered by {_member(messages)}"
 
     best = ScriptedBackend("best", reply)
     ctx = CouncilContext(k=3, specialists=[best], judge=best, knowledge=ListStore(CHUNKS),
