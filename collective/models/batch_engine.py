@@ -198,6 +198,8 @@ class Generation:
     """Drafted tokens kept (each one a decode step saved)."""
     score: float | None = None
     """A score request's log-odds (`GenerationRequest.score`); None for a generation."""
+    tokens: tuple[int, ...] = ()
+    """The generated token ids, in order (the end-of-generation token not included)."""
 
 
 class _Segment:
@@ -702,6 +704,7 @@ class BatchEngine:
                 drafted=job.drafted,
                 accepted=job.accepted,
                 score=job.score,
+                tokens=tuple(job.out),
             )
             if job.seq is not None:
                 job.seq.used = next(self._clock)
