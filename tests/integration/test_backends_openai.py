@@ -234,7 +234,7 @@ async def test_openai_tools_on_the_real_llama_server(tool_server: ServerProcess,
     tools = VerificationTools(open_default_store(tmp_path / "kb.sqlite"), "lean")
     async for backend in _backend(f"openai:gemma@{tool_server.url}"):
         question = "Search the KB for PETG drying."
-        call = await required_call(backend, tools.schemas[:1], question, temperature=0.0)
+        call = await required_call(backend, tools.schemas[:1], question, 128, temperature=0.0)
         assert call.result.tool_calls and call.result.tool_calls[0].name == "kb_search"
         assert call.result.usage.prompt_tokens == call.report.prompt_tokens  # tools counted
         assert isinstance(call.result.tool_calls[0].arguments, dict)
