@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test check unit integration bench eval real-council llama-server chromium lock clean \
-	agent-server-up agent-server-down agent-server-test agent-server-bench
+	portable-test agent-server-up agent-server-down agent-server-test agent-server-bench
 
 # Every dependency comes from requirements.lock, each file checked against its sha256 (pip
 # refuses a file whose hash the lock does not list). llama-cpp-python is the exception: it is
@@ -48,6 +48,23 @@ chromium:
 test: check llama-server chromium
 	COLLECTIVE_LLAMA_SERVER="$$(PYTHON=$(BIN)/python bash ops/llama-server/build.sh)" \
 		$(BIN)/pytest -q
+
+# The tests that load a real model, once more on llama.cpp built for another CPU than this one
+# (docs/portable-build.md): the wheel and llama-server for PORTABLE_CPU (x86-64-v3: AVX2, no
+# -march=native, other kernels and float sums than the native build), each in its own cache,
+# the wheel in a virtualenv of its own ahead of .venv. CI runs it after `make test`.
+PORTABLE_CPU ?= x86-64-v3
+PORTABLE_VENV := .portable/$(PORTABLE_CPU)
+PORTABLE_TESTS ?= tests/unit/test_llama_cpp_runtime.py \
+	tests/integration/test_backends_llamacpp.py tests/integration/test_backends_llama_server.py \
+	tests/integration/test_tools_llama_server.py tests/integration/test_special_tokens.py \
+	tests/integration/test_streaming_real.py tests/integration/test_backends_ollama.py \
+	tests/integration/test_graph_real.py tests/integration/test_eval_command.py
+portable-test: $(STAMP)
+	COLLECTIVE_CPU=$(PORTABLE_CPU) PYTHON=$(BIN)/python bash ops/portable-venv.sh $(PORTABLE_VENV) >/dev/null
+	COLLECTIVE_CPU=$(PORTABLE_CPU) COLLECTIVE_LLAMA_SERVER="$$(COLLECTIVE_CPU=$(PORTABLE_CPU) \
+		PYTHON=$(BIN)/python bash ops/llama-server/build.sh)" \
+		$(PORTABLE_VENV)/bin/python -m pytest -q $(PORTABLE_TESTS)
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
@@ -92,4 +109,4 @@ agent-server-bench: $(STAMP)
 	COLLECTIVE_AGENT_SERVER_PYTHON=$(AGENT_SERVER_PY) $(BIN)/python bench/agent_server.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .agent-server .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
+	rm -rf $(VENV) .portable .agent-server .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

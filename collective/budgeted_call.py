@@ -32,7 +32,7 @@ from collective.budget.assembly import AssembledPrompt, SectionContent, assemble
 from collective.budget.counting import ChatMessage, TokenCounter
 from collective.budget.plans import ModelBudget
 from collective.budget.report import BudgetReport
-from collective.errors import BackendUnavailable, ContextOverflow, PoolExhausted
+from collective.errors import BackendUnavailable, ContextOverflow, PoolExhausted, ToolCallCut
 from collective.memory.allowances import AgentBudget, resolve_budget
 from collective.memory.usage import (
     BudgetEvent,
@@ -463,7 +463,20 @@ class _Call:
         """The one place a model is called: admission around it, streaming through it.
 
         Returns the result and the backend (replica) that answered.
+
+        Raises:
+            ToolCallCut: A tool call was cut at the output cap, or the cap cannot hold one:
+                the error names the role's setting that raises it.
         """
+        try:
+            return await self._send(prompt, max_tokens, candidates)
+        except ToolCallCut as cut:
+            raise cut.naming(f"output_caps.{self.role}") from None
+
+    async def _send(
+        self, prompt: AssembledPrompt, max_tokens: int, candidates: list[Backend]
+    ) -> tuple[ChatResult, Backend]:
+        """`send` without naming the setting of a cut tool call's cap."""
 
         def on_wait(message: str) -> None:
             self.emit(
@@ -478,7 +491,7 @@ class _Call:
         can_hold = self.backend.supports_json_schema and not self.backend.forces_tool_calls
         forced = tools if choice == "required" and can_hold else None
         if forced:
-            json_schema = tool_call_schema(forced)
+            json_schema = tool_call_schema(forced, max_tokens)
         samples = self.request.get("samples", 1)
         tokens = (prompt.report.prompt_tokens + max_tokens) * samples  # a slot each
         streamed: list[ChatDelta] = []
@@ -526,7 +539,13 @@ class _Call:
         if rest:
             result = replace(result, samples=rest)
         if tools and choice != "none":  # a call written as text (Qwen's braces) still counts
-            result = text_calls(result, tools, required=bool(forced))
+            result = text_calls(
+                result,
+                tools,
+                required=choice == "required",
+                held=bool(forced),
+                cap=max_tokens,
+            )
         result.timings.setdefault("wall_ms", (time.perf_counter() - started) * 1000)
         return result, backend
 

@@ -18,6 +18,7 @@ __all__ = [
     "InvalidResponse",
     "PoolExhausted",
     "QuorumError",
+    "ToolCallCut",
 ]
 
 
@@ -55,6 +56,23 @@ class BackendTimeout(BackendError):
 
 class InvalidResponse(BackendError):
     """The backend answered with something collective cannot interpret."""
+
+
+class ToolCallCut(InvalidResponse):
+    """A tool call stopped at its output cap before it closed, or the cap cannot hold one.
+
+    Attributes:
+        cap: The call's output cap in tokens.
+        setting: The setting that raises it (`output_caps.judge`), where the caller knows it.
+    """
+
+    def __init__(self, what: str, *, cap: int, setting: str | None = None) -> None:
+        super().__init__(f"{what}: raise {setting or 'the output cap of the call'}")
+        self.what, self.cap, self.setting = what, cap, setting
+
+    def naming(self, setting: str) -> ToolCallCut:
+        """This error, saying which setting raises the cap (unless it says so already)."""
+        return self if self.setting else ToolCallCut(self.what, cap=self.cap, setting=setting)
 
 
 class ContextOverflow(BackendError):

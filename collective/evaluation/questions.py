@@ -20,6 +20,7 @@ Blank lines are skipped. Anything else is an `EvalFileError` naming the line.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,8 +28,12 @@ from typing import Any
 
 from collective.errors import ConfigError
 from collective.kb.store import Chunk
+from collective.local_files import read_regular_file
 
-__all__ = ["EvalFileError", "EvalQuestion", "load_questions", "resolve_gold"]
+__all__ = ["MAX_QUESTIONS_BYTES", "EvalFileError", "EvalQuestion", "load_questions", "resolve_gold"]
+
+MAX_QUESTIONS_BYTES = 16 << 20
+"""The largest question file read (the bundled 113 questions take 37 KiB)."""
 
 
 class EvalFileError(ConfigError):
@@ -73,6 +78,14 @@ def _strings(value: Any, key: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _finite(number: float) -> bool:
+    """Whether `number` is a finite float (NaN, Infinity and ints past a float's range are not)."""
+    try:
+        return math.isfinite(float(number))
+    except OverflowError:
+        return False
+
+
 def _question(raw: Any, line: int) -> EvalQuestion:
     if not isinstance(raw, dict):
         raise ValueError("a line must be a JSON object")
@@ -87,6 +100,8 @@ def _question(raw: Any, line: int) -> EvalQuestion:
         isinstance(n, int | float) and not isinstance(n, bool) for n in numbers
     ):
         raise ValueError("`numbers` must be a list of numbers")
+    if not all(_finite(n) for n in numbers):  # no answer can state NaN, nor be scored on it
+        raise ValueError(f"`numbers` must be finite numbers, not {numbers}")
     entity = raw.get("entity", "")
     if not isinstance(entity, str):
         raise ValueError("`entity` must be a string")
@@ -116,14 +131,22 @@ def _question(raw: Any, line: int) -> EvalQuestion:
 def load_questions(path: Path) -> list[EvalQuestion]:
     """The questions of a JSONL file, in order.
 
+    The file goes through the guard of every file the user names (a regular file of at most
+    `MAX_QUESTIONS_BYTES`): a FIFO or a device is refused at once.
+
     Raises:
-        EvalFileError: The file is missing or unreadable, has no question, or a line is not a
-            question (the message names the line and what is wrong).
+        EvalFileError: The file is missing, unreadable, not a regular file or too large, has no
+            question, or a line is not a question (the message names the line and what is
+            wrong).
     """
+    fix = "give a JSONL file of questions (see `collective eval --help`)"
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise EvalFileError(f"cannot read the question file {path}: {exc}") from None
+        raw = read_regular_file(path, limit=MAX_QUESTIONS_BYTES, what="question file", fix=fix)
+        text = raw.decode("utf-8")
+    except ConfigError as exc:  # the guard's refusal, as the eval's own file error
+        raise EvalFileError(str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise EvalFileError(f"the question file {path} is not UTF-8 text ({exc}); {fix}") from None
     out: list[EvalQuestion] = []
     seen: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), 1):

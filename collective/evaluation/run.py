@@ -190,6 +190,7 @@ async def evaluate(
     from collective.models.registry import close_all
 
     questions = load_questions(questions_path)
+    read_rows(rows_path, questions)  # a file that is not a rows file: refused before the KB opens
     ctx = config.council_context()
     gold: dict[str, list[str]] = {q.id: [] for q in questions}
     if any(q.gold_chunks for q in questions):

@@ -9,16 +9,23 @@ reading them twice cost the judge's next call about 1,300 of its 1,800 new token
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import Field
 
 from collective.kb.citations import format_chunk, neutralise, tag
 from collective.kb.retrieval import retrieve
 from collective.kb.store import Chunk, KnowledgeStore
 
-__all__ = ["VerificationTools"]
+__all__ = ["ID_CHARS", "QUERY_CHARS", "VerificationTools"]
+
+QUERY_CHARS = 120
+"""The longest search query (a few key words): its schema's `maxLength`, so a call held to
+the schema by a grammar always closes (`collective.models.tool_calls.tool_call_schema`)."""
+ID_CHARS = 40
+"""The longest chunk id a call may name (`mem_` and 16 hex digits, perhaps tagged `KB#`)."""
 
 
 class VerificationTools:
@@ -53,7 +60,7 @@ class VerificationTools:
         self.schemas: list[dict[str, Any]] = [convert_to_openai_tool(t) for t in self.tools]
         """The tools in OpenAI's function-calling shape, as backends send them."""
 
-    def kb_search(self, query: str) -> str:
+    def kb_search(self, query: Annotated[str, Field(max_length=QUERY_CHARS)]) -> str:
         """Search the knowledge base for `query`.
 
         Args:
@@ -70,7 +77,7 @@ class VerificationTools:
         heading = f" {neutralise(chunk.heading)}" if chunk.heading else ""
         return f"{tag(chunk.id)}{heading} (its text is in the knowledge base above)"
 
-    def kb_get(self, id: str) -> str:  # noqa: A002 - the name the model sees
+    def kb_get(self, id: Annotated[str, Field(max_length=ID_CHARS)]) -> str:  # noqa: A002
         """The full text of the chunk with this id.
 
         Args:

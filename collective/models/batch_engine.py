@@ -203,6 +203,8 @@ class Generation:
     """A score request's log-odds (`GenerationRequest.score`); None for a generation."""
     logprobs: tuple[float, ...] = ()
     """Each generated token's log-probability under the model's raw logits, in order."""
+    tokens: tuple[int, ...] = ()
+    """The generated token ids, in order (the end-of-generation token not included)."""
 
 
 class _Segment:
@@ -722,6 +724,7 @@ class BatchEngine:
                 accepted=job.accepted,
                 score=job.score,
                 logprobs=tuple(job.logprobs),
+                tokens=tuple(job.out),
             )
             if job.seq is not None:
                 job.seq.used = next(self._clock)

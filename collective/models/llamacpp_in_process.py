@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from collective import environment
 from collective.budget.counting import ChatMessage, TokenizerCounter
-from collective.errors import ConfigError, ContextOverflow
+from collective.errors import ConfigError, ContextOverflow, InvalidResponse
 from collective.models.admission import ServerPool
 from collective.models.base import (
     Backend,
@@ -596,7 +596,7 @@ class LlamaCppBackend(Backend):
             opened = "<tool_call>\n"
             prefix = chat.model.tokenize(opened.encode("utf-8"), add_bos=False, special=True)
             ids, max_tokens = ids + prefix, max_tokens - len(prefix)
-            json_schema, on_text = tool_call_schema(tools), None
+            json_schema, on_text = tool_call_schema(tools, max_tokens), None
         n_ctx = engine.n_ctx
         if len(ids) + max_tokens > n_ctx:
             raise ContextOverflow(
@@ -629,7 +629,14 @@ class LlamaCppBackend(Backend):
         wall_ms = (time.perf_counter() - started) * 1000
         text = f"{opened}{out.text}\n</tool_call>" if opened else out.text
         names = [t.get("function", {}).get("name") for t in tools or []]
-        answer, calls = parse_tool_calls(text, self.model, names) if calls_allowed else (text, [])
+        try:
+            answer, calls = (
+                parse_tool_calls(text, self.model, names) if calls_allowed else (text, [])
+            )
+        except InvalidResponse:
+            if out.finish_reason != "length":
+                raise
+            answer, calls = text, []  # cut at its cap: the budgeted call's `text_calls` says so
         timings = {
             "wall_ms": wall_ms,
             "queued_ms": out.queued_ms,

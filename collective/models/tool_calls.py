@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from collective.errors import InvalidResponse
+from collective.errors import InvalidResponse, ToolCallCut
 from collective.models.base import ChatResult, ToolCall
 
-__all__ = ["parse_tool_calls", "text_calls", "tool_call_schema"]
+__all__ = ["MAX_ITEMS", "MAX_STRING", "parse_tool_calls", "text_calls", "tool_call_schema"]
 
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 """A Hermes-style tool call in generated text (the closing tag may be cut by a stop)."""
@@ -85,47 +85,188 @@ def parse_tool_calls(
     return rest, [ToolCall(f"call_{n}", name, args) for n, (name, args) in enumerate(calls)]
 
 
-def tool_call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
+MAX_STRING = 200
+"""The longest string a held call may write where its tool's schema sets no `maxLength`."""
+MAX_ITEMS = 16
+"""The most items an array in a held call may have where its tool's schema sets no `maxItems`."""
+_GAP = 1
+"""Whitespace bytes llama.cpp's grammar allows after each token of JSON (llama-cpp-python's
+converter: one optional space; llama-server's allows up to 22, see docs/tool-calls.md)."""
+_CHAR = 6
+"""Bytes one character of a JSON string can take in the grammar (`\\uXXXX`; UTF-8 needs 4)."""
+_SCALAR_BYTES = {"integer": 17, "number": 52, "boolean": 5, "null": 4}
+"""The longest value of each JSON scalar type the grammar allows (16 digits, a sign, ...)."""
+
+
+def _bounded(schema: Any, longest: int) -> Any:
+    """`schema` bounded: strings, arrays and objects.
+
+    Every string at most `longest` characters (or its own shorter `maxLength`, never below its
+    `minLength`), every array at most `MAX_ITEMS` items (or its own `maxItems`), every object
+    closed (`additionalProperties` false: only its own properties).
+    """
+    if not isinstance(schema, dict):
+        return schema
+    out = {
+        key: (
+            {k: _bounded(v, longest) for k, v in value.items()}
+            if key == "properties" and isinstance(value, dict)
+            else [_bounded(v, longest) for v in value]
+            if key in ("anyOf", "oneOf") and isinstance(value, list)
+            else _bounded(value, longest)
+            if key == "items"
+            else value
+        )
+        for key, value in schema.items()
+    }
+    kind = schema.get("type")
+    if kind == "string":
+        out["maxLength"] = max(
+            min(schema.get("maxLength", MAX_STRING), longest), schema.get("minLength", 0)
+        )
+    elif kind == "array":
+        out["maxItems"] = min(schema.get("maxItems", MAX_ITEMS), MAX_ITEMS)
+    elif kind == "object" or "properties" in schema:
+        out.setdefault("properties", {})
+        out["additionalProperties"] = False
+    return out
+
+
+def _worst_bytes(schema: Any) -> float:
+    """The most bytes of JSON (trailing whitespace included) the grammar for `schema` allows.
+
+    Infinite where this does not know how llama.cpp bounds it (`pattern`, `$ref`, ...).
+    """
+    if not isinstance(schema, dict) or {"pattern", "format", "$ref", "allOf"} & set(schema):
+        return float("inf")
+    if "const" in schema:
+        return len(json.dumps(schema["const"]).encode()) + _GAP
+    if "enum" in schema:
+        return max((len(json.dumps(v).encode()) for v in schema["enum"]), default=0) + _GAP
+    if "anyOf" in schema or "oneOf" in schema:
+        return max((_worst_bytes(s) for s in schema.get("anyOf") or schema["oneOf"]), default=0)
+    kind = schema.get("type")
+    if kind == "string" and "maxLength" in schema:
+        return 2 + _CHAR * schema["maxLength"] + _GAP
+    if isinstance(kind, str) and kind in _SCALAR_BYTES:
+        return _SCALAR_BYTES[kind] + _GAP
+    if kind == "array" and "maxItems" in schema:
+        n = schema["maxItems"]
+        return 2 + 2 * _GAP + n * _worst_bytes(schema.get("items", {})) + max(n - 1, 0) * (1 + _GAP)
+    if schema.get("additionalProperties") is False:  # `{` kv (`,` kv)* `}`, kv: "key" : value
+        kvs = [
+            len(json.dumps(k).encode()) + 1 + 2 * _GAP + _worst_bytes(v)
+            for k, v in schema.get("properties", {}).items()
+        ]
+        return 2 + 2 * _GAP + sum(kvs) + max(len(kvs) - 1, 0) * (1 + _GAP)
+    return float("inf")
+
+
+def _one_call(tool: dict[str, Any], longest: int) -> dict[str, Any]:
+    """The schema of a call to `tool` with its strings at most `longest` characters."""
+    parameters = tool["function"].get("parameters") or {"type": "object"}
+    return _bounded(
+        {
+            "type": "object",
+            "properties": {"name": {"const": tool["function"]["name"]}, "arguments": parameters},
+            "required": ["name", "arguments"],
+        },
+        longest,
+    )
+
+
+def _fitting_call(tool: dict[str, Any], max_tokens: int | None) -> dict[str, Any]:
+    """`_one_call` with the longest string bound whose worst case fits `max_tokens`."""
+
+    def fits(longest: int) -> bool:  # with the end-of-generation token
+        return max_tokens is None or _worst_bytes(_one_call(tool, longest)) + 1 <= max_tokens
+
+    if fits(MAX_STRING) or _worst_bytes(_one_call(tool, 0)) == float("inf"):
+        return _one_call(tool, MAX_STRING)  # fits, or unbounded in a way strings do not change
+    if not fits(0):
+        needed = int(_worst_bytes(_one_call(tool, 0))) + 1
+        raise ToolCallCut(
+            f"an output cap of {max_tokens} tokens cannot hold a call to "
+            f"{tool['function']['name']} (even with empty strings it can take up to {needed})",
+            cap=max_tokens or 0,
+        )
+    low, high = 0, MAX_STRING  # fits(low), not fits(high + 1)
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid - 1)
+    return _one_call(tool, low)
+
+
+def tool_call_schema(
+    tools: Sequence[dict[str, Any]], max_tokens: int | None = None
+) -> dict[str, Any]:
     """The JSON schema of one call to any of `tools` (OpenAI shape): `{"name", "arguments"}`.
 
     An answer constrained to it is a call (`tool_choice="required"` kept by structured output,
-    on any backend that has it).
+    on any backend that has it). It is bounded, so the grammar built from it always closes:
+    every string has a `maxLength` (its tool's own, at most `MAX_STRING`), every array a
+    `maxItems`, every object no properties but its own. With `max_tokens`, strings are
+    shortened further until the longest call the grammar allows, in bytes, fits the cap with
+    its end-of-generation token (every token writes at least one byte).
+
+    Args:
+        tools: The tools offered.
+        max_tokens: The call's output cap in tokens; None bounds strings by schema only.
+
+    Raises:
+        ToolCallCut: `max_tokens` cannot hold a call to one of `tools` even with empty strings.
     """
-    return {
-        "anyOf": [
-            {
-                "type": "object",
-                "properties": {
-                    "name": {"const": tool["function"]["name"]},
-                    "arguments": tool["function"].get("parameters") or {"type": "object"},
-                },
-                "required": ["name", "arguments"],
-            }
-            for tool in tools
-        ]
-    }
+    calls = [_fitting_call(tool, max_tokens) for tool in tools]
+    return {"anyOf": calls}
+
+
+def _cut(result: ChatResult, cap: int | None) -> ToolCallCut:
+    """The error for a tool call `result` stopped at its output cap (`finish_reason` length)."""
+    cap_n = cap if cap is not None else result.usage.completion_tokens
+    return ToolCallCut(
+        f"{result.model}'s tool call was cut at its output cap of {cap_n} tokens before it "
+        f"closed ({result.text[:120]!r}...)",
+        cap=cap_n,
+    )
 
 
 def text_calls(
-    result: ChatResult, tools: Sequence[dict[str, Any]], *, required: bool = False
+    result: ChatResult,
+    tools: Sequence[dict[str, Any]],
+    *,
+    required: bool = False,
+    held: bool = False,
+    cap: int | None = None,
 ) -> ChatResult:
     """`result` with calls to `tools` written as text read as calls (a server's parser missed them).
 
     Args:
         result: An answer to a request that offered `tools`.
         tools: The tools offered (OpenAI shape).
-        required: The answer was held to `tool_call_schema(tools)`: it must be a call.
+        required: The request asked for a call (`tool_choice="required"`).
+        held: The answer was held to `tool_call_schema(tools)`: it must be a call.
+        cap: The call's output cap in tokens, named when a call was cut there.
 
     Raises:
-        InvalidResponse: A `<tool_call>` block is not valid JSON, or a `required` answer is not
-            a call to one of `tools` (e.g. cut by the token cap).
+        ToolCallCut: A call was cut at the output cap (`finish_reason` length): a
+            `<tool_call>` block that does not parse, or a `required` answer that is no call.
+        InvalidResponse: A `<tool_call>` block is not valid JSON, or a `held` answer is not
+            a call to one of `tools`.
     """
     if result.tool_calls:  # the server parsed them itself
         return result
     names = [t["function"]["name"] for t in tools]
-    rest, calls = parse_tool_calls(result.text, result.model, names)
+    cut = result.finish_reason == "length"
+    try:
+        rest, calls = parse_tool_calls(result.text, result.model, names)
+    except InvalidResponse:
+        if cut:
+            raise _cut(result, cap) from None
+        raise
     if not calls:
-        if required:
+        if cut and (required or held):
+            raise _cut(result, cap)
+        if held:
             raise InvalidResponse(
                 f"{result.model} was held to a tool call but wrote {result.text[:200]!r} "
                 f"(finish: {result.finish_reason})"

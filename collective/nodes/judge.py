@@ -650,9 +650,7 @@ class _Ruling:
                 if not offer:
                     raise
                 # A model that cannot produce a parseable tool call still owes a verdict.
-                notes.append(
-                    f"the judge's tool call was unparseable, ruling without tools: {error}"
-                )
+                notes.append(f"the judge's tool call failed, ruling without tools: {error}")
                 usable = False
                 continue
             budgets.append(call.report_dict)

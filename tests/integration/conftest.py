@@ -168,15 +168,18 @@ def serving_llama_server(
         server.stop()
 
 
-async def required_call(backend: Any, tools: list[dict[str, Any]], question: str, **context: Any):
+async def required_call(
+    backend: Any, tools: list[dict[str, Any]], question: str, cap: int = 64, **context: Any
+):
     """The judge's forced first tool round through the seam: `question` as the task, `tools`
-    offered with `tool_choice="required"`, 64 output tokens (`context`: more `CouncilContext`)."""
+    offered with `tool_choice="required"`, `cap` output tokens (`context`: more
+    `CouncilContext`)."""
     from collective.budget.assembly import text_section
     from collective.budgeted_call import budgeted_call
     from collective.graph.context import CouncilContext
 
     return await budgeted_call(
-        CouncilContext(output_caps={"judge": 64}, usage_log=None, **context),
+        CouncilContext(output_caps={"judge": cap}, usage_log=None, **context),
         role="judge",
         agent="judge",
         backend=backend,

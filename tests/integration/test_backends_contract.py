@@ -51,8 +51,10 @@ class BackendContract:
     async def test_chat_reports_usage_matching_our_count(self, backend: Backend) -> None:
         counted = await backend.count_prompt(SHORT)
         result = await backend.chat(SHORT, max_tokens=8, temperature=0.0)
-        assert result.text.strip()
-        assert 0 < result.usage.completion_tokens <= 8
+        # what the model writes is its own (even nothing); that the cap holds, and is said
+        # when reached, is the backend's
+        assert isinstance(result.text, str) and 0 <= result.usage.completion_tokens <= 8
+        assert result.finish_reason != "length" or result.usage.completion_tokens == 8
         slack = self.prompt_count_slack_per_message * len(SHORT)
         assert abs(result.usage.prompt_tokens - counted) <= slack
         assert not result.warnings
@@ -85,7 +87,9 @@ class BackendContract:
             "required": ["colour"],
             "additionalProperties": False,
         }
-        result = await backend.chat(SHORT, max_tokens=24, temperature=0.0, json_schema=schema)
+        # Room for the longest answer the grammar allows (llama-server's allows 22 bytes of
+        # whitespace after each of its 5 tokens), so it always closes, whatever is written.
+        result = await backend.chat(SHORT, max_tokens=160, temperature=0.0, json_schema=schema)
         assert json.loads(result.text)["colour"] in ("blue", "green", "red")
 
     async def test_health_is_ok(self, backend: Backend) -> None:

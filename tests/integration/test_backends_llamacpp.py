@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import collections
 import math
-import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -134,27 +132,42 @@ async def test_two_backends_on_one_file_share_its_model_and_outlive_each_other(
     assert not first.loaded and not second.loaded
 
 
-async def test_the_repeat_penalty_reaches_the_sampler(shared_backend: LlamaCppBackend) -> None:
+def _greedy(backend: LlamaCppBackend, penalty: float) -> tuple[int, ...]:
+    """The token ids `backend` generates greedily for a prompt asking to repeat, on a fresh
+    context (a prompt read whole every time, so both runs see the same logits)."""
+    from collective.models.batch_engine import GenerationRequest
+
     loop: list[ChatMessage] = [
         {"role": "user", "content": "Write the word 'red' again and again: red red red red red"}
     ]
-    plain = await shared_backend.chat(loop, max_tokens=24, temperature=0.0)
-    shared_backend.repeat_penalty = 1.5
-    try:
-        penalised = await shared_backend.chat(loop, max_tokens=24, temperature=0.0)
-    finally:
-        shared_backend.repeat_penalty = 1.0
-
-    # The most repeated word: which word gemma repeats depends on numerics (a prompt read
-    # whole or from a prefix left in the KV differs in the last bits), that it repeats less
-    # under the penalty does not.
-    def most_repeated(text: str) -> int:
-        return max(collections.Counter(re.findall(r"[a-z]+", text.lower())).values())
-
-    assert most_repeated(plain.text) > most_repeated(penalised.text), (
-        plain.text,
-        penalised.text,
+    chat = backend._load_sync()
+    ids, _ = chat.prompt_tokens(loop)
+    out = backend.engine.generate(
+        GenerationRequest(ids, 32, temperature=0.0, repeat_penalty=penalty)
     )
+    return out.tokens
+
+
+def test_the_repeat_penalty_reaches_the_sampler(gguf_path: Path) -> None:
+    # What the sampler guarantees, whatever the model writes: a penalty only lowers the logits
+    # of tokens already generated, so a greedy run keeps the plain run's tokens up to the first
+    # one the plain run repeats; and an overwhelming penalty leaves every generated token
+    # below any unseen token with a positive logit, so none comes twice.
+    need_llama_cpp()
+    plain_backend = LlamaCppBackend(gguf_path, n_ctx=N_CTX)
+    penalised_backend = LlamaCppBackend(gguf_path, n_ctx=N_CTX)
+    try:
+        plain = _greedy(plain_backend, 1.0)
+        penalised = _greedy(penalised_backend, 1e6)
+    finally:
+        asyncio.run(plain_backend.aclose())
+        asyncio.run(penalised_backend.aclose())
+    assert penalised and plain
+    assert len(set(penalised)) == len(penalised), penalised
+    first_repeat = next((i for i, t in enumerate(plain) if t in plain[:i]), len(plain))
+    assert penalised[:first_repeat] == plain[:first_repeat], (plain, penalised)
+    if first_repeat < len(plain):  # the plain run repeated a token: the penalised one did not
+        assert penalised != plain
 
 
 HERMES_TEMPLATE = (
@@ -165,22 +178,56 @@ HERMES_TEMPLATE = (
 )
 
 
-async def test_a_required_tool_call_is_kept_in_process(gguf_path: Path) -> None:
+@pytest.mark.parametrize("cap", [96, 256])
+async def test_a_required_tool_call_is_kept_in_process(gguf_path: Path, cap: int) -> None:
     # The base gemma model left to itself writes prose; a required call through the seam is
-    # held to the tools' schemas by a grammar and parsed from the model's own text.
+    # held to the tools' bounded schemas by a grammar, so whatever the model writes (on any
+    # CPU's numerics) the call closes within the cap: it parses, names an offered tool, and
+    # its one argument is a string no longer than the schema sent allows.
+    from collective.kb.tools import VerificationTools
+    from collective.models.tool_calls import tool_call_schema
+    from tests.fakes import ListStore
+
+    backend = LlamaCppBackend(gguf_path, n_ctx=N_CTX, chat_template=HERMES_TEMPLATE)
+    schemas = VerificationTools(ListStore([]), "lean").schemas
+    try:
+        call = await required_call(backend, schemas, "Which filament survives heat?", cap)
+        prefix = len(backend._load_sync().model.tokenize(b"<tool_call>\n", False, True))
+    finally:
+        await backend.aclose()
+    assert call.result.finish_reason == "tool_calls" and len(call.result.tool_calls) == 1
+    assert call.result.usage.completion_tokens <= cap
+    tool_call = call.result.tool_calls[0]
+    held = {  # the bounds the grammar was built from: the cap less the opened `<tool_call>`
+        c["properties"]["name"]["const"]: c["properties"]["arguments"]
+        for c in tool_call_schema(schemas, cap - prefix)["anyOf"]
+    }
+    assert tool_call.name in held
+    ((arg, bound),) = held[tool_call.name]["properties"].items()
+    assert set(tool_call.arguments) == {arg}
+    value = tool_call.arguments[arg]
+    assert isinstance(value, str) and len(value) <= bound["maxLength"]
+
+
+async def test_a_required_tool_call_too_big_for_its_cap_says_so_and_names_the_cap(
+    gguf_path: Path,
+) -> None:
+    # A cap that cannot hold the shortest call is refused before the model writes anything,
+    # with the cap and the setting to raise named (not as an unparseable call).
+    from collective.errors import ToolCallCut
     from collective.kb.tools import VerificationTools
     from tests.fakes import ListStore
 
     backend = LlamaCppBackend(gguf_path, n_ctx=N_CTX, chat_template=HERMES_TEMPLATE)
     schemas = VerificationTools(ListStore([]), "lean").schemas
     try:
-        call = await required_call(backend, schemas, "Which filament survives heat?")
+        with pytest.raises(ToolCallCut) as cut:
+            await required_call(backend, schemas, "Which filament survives heat?", 24)
     finally:
         await backend.aclose()
-    assert call.result.finish_reason == "tool_calls" and len(call.result.tool_calls) == 1
-    tool_call = call.result.tool_calls[0]
-    arg = {"kb_search": "query", "kb_get": "id"}[tool_call.name]
-    assert set(tool_call.arguments) == {arg} and isinstance(tool_call.arguments[arg], str)
+    message = str(cut.value)
+    assert "cannot hold a call to" in message and "raise output_caps.judge" in message
+    assert "unparseable" not in message
 
 
 async def test_a_call_refusing_tools_reads_on_from_the_prompt_that_offered_them(

@@ -44,11 +44,13 @@ async def test_tools_round_trip_through_the_real_server(tool_server, tmp_path):
         tools = VerificationTools(open_default_store(tmp_path / "kb.sqlite"), "lean")
         messages = [{"role": "user", "content": "Search the knowledge base for PETG drying."}]
         # gemma 270M does not call tools on its own; `required` makes the server constrain its
-        # output to the template's tool-call format, which llama.cpp then parses (offered one
-        # tool: with two, the small model rambles past its token limit before calling either)
+        # output to the template's tool-call format, which llama.cpp then parses. The query is
+        # bounded (`maxLength` 120): the cap leaves room for the longest call the server's
+        # grammar allows (6 bytes a character, 22 of whitespace after each token), so the
+        # call always closes, whatever the model writes.
         search = tools.schemas[:1]
         first = await backend.chat(
-            messages, max_tokens=96, tools=search, tool_choice="required", temperature=0
+            messages, max_tokens=1600, tools=search, tool_choice="required", temperature=0
         )
         assert first.tool_calls
         for call in first.tool_calls:
@@ -138,7 +140,8 @@ async def test_a_required_call_from_qwen_on_the_real_server_is_a_call(qwen_serve
     tools = VerificationTools(open_default_store(tmp_path / "kb.sqlite"), "lean")
     question = "Which filament survives a hot car? Check the knowledge base."
     try:
-        call = await required_call(backend, tools.schemas, question, temperature=0.0)
+        # 256 tokens: the held schema leaves the query some 30 characters (tool_call_schema)
+        call = await required_call(backend, tools.schemas, question, 256, temperature=0.0)
         assert backend.supports_tools  # the template's own tool support, from /props
     finally:
         await backend.aclose()

@@ -116,8 +116,10 @@ async def test_a_run_stopped_after_the_first_question_resumes_without_asking_it_
     assert [p.question.id for p in seen] == ["q2", "q3"] and [p.done for p in seen] == [2, 3]
     assert not any("What nozzle temperature" in str(c) for c in best.calls)
     assert any("PLA nozzle range" in str(c) for c in best.calls)
+    # the cut line is kept (a newline appended after it, nothing truncated) and skipped
     text = rows.read_text()
-    assert text.startswith(first) and [json.loads(x)["id"] for x in text.splitlines()] == [
+    assert text.startswith(first + '{"id": "q2", "quest\n')
+    assert [json.loads(x)["id"] for x in text.splitlines() if x != '{"id": "q2", "quest'] == [
         "q1", "q2", "q3"
     ]  # fmt: skip
     assert set(out) == {"q1", "q2", "q3"} and out["q2"]["arms"]["single"]["recall"] == 1.0
@@ -147,6 +149,11 @@ async def test_rows_of_other_questions_are_refused(tmp_path):
         ('{"question": "Which?", "entity": "tin", "entities": ["lead", "zinc"]}', "not among"),
         ('{"question": "Density?", "numbers": [7], "gold": ["x"]}', "unknown key(s) ['gold']"),
         ('{"id": "q1", "question": "Again?", "numbers": [1]}', "also on line 1"),
+        ('{"question": "Density?", "numbers": [NaN]}', "`numbers` must be finite"),
+        ('{"question": "Density?", "numbers": [7.3, Infinity]}', "`numbers` must be finite"),
+        ('{"question": "Density?", "numbers": [-Infinity]}', "`numbers` must be finite"),
+        ('{"question": "Density?", "numbers": [1e999]}', "`numbers` must be finite"),
+        ('{"question": "Density?", "numbers": [1' + "0" * 400 + "]}", "must be finite"),
     ],
 )
 def test_a_malformed_question_file_is_one_error_line_naming_the_line(
@@ -281,3 +288,65 @@ async def test_select_falls_back_to_word_overlap_when_the_pick_is_not_a_label():
     run_ = await run_arms("What nozzle temperature does PLA print at?", ["select"], ctx)
     assert run_.results["select"].answer  # the most consistent candidate stands
     assert run_.calls == 4
+
+
+ROW = {"id": "q1", "question": QUESTIONS[0]["question"], "arms": {}, "spent": {}}
+
+
+@pytest.mark.parametrize("last_newline", [False, True])
+def test_the_question_file_given_as_out_is_refused_and_left_byte_identical(
+    clean_cwd, tmp_path, last_newline
+):
+    # a mistake anyone makes; its last line (no newline: being written, as a cut row would be)
+    # was truncated before the file was found to be no rows file
+    path = tmp_path / "q.jsonl"
+    asked = [QUESTIONS[0], QUESTIONS[2]]  # no gold chunks: no KB needed
+    text = "\n".join(json.dumps(q) for q in asked) + ("\n" if last_newline else "")
+    path.write_text(text, encoding="utf-8")
+    code, _, err = run(["eval", str(path), "--out", str(path)])
+    assert code == 2, err
+    assert f"{path}:1 is not a row of `collective eval`; give --out a new file" in one_error_line(
+        err
+    )
+    assert path.read_bytes() == text.encode()
+
+
+NOT_ROWS = {  # files a user might name as --out by mistake, each without a final newline
+    "notes": "# Notes\n\nPLA prints at 190-220 °C.\nPETG at 230-250 °C.",
+    "one line": "remember to dry the nylon",
+    "one question": json.dumps(QUESTIONS[0]),
+    "json object": '{"arms": {}, "question": "no id"}',
+    "json list": "[1, 2, 3]\n[4, 5]",
+    "csv": "id,question\nq1,PLA?",
+    "rows then prose": json.dumps(ROW) + "\nand then some prose",
+    "prose then rows": "a heading\n" + json.dumps(ROW) + "\n" + json.dumps(ROW)[:20],
+    "only a cut row": json.dumps(ROW)[:30],
+    "cut rows, no row": json.dumps(ROW)[:30] + "\n" + json.dumps(ROW)[:25],
+    "binary": "\x00\x01\x02\ufffd\x7f",
+}
+
+
+@pytest.mark.parametrize("name", list(NOT_ROWS))
+def test_any_file_that_is_not_a_rows_file_is_never_changed(clean_cwd, tmp_path, name):
+    questions = _write(tmp_path / "q.jsonl", QUESTIONS)
+    out = tmp_path / "out.txt"
+    out.write_text(NOT_ROWS[name], encoding="utf-8")
+    before = out.read_bytes()
+    code, _, err = run(["eval", str(questions), "--out", str(out), "--arms", "single"])
+    assert code == 2, err
+    message = one_error_line(err)
+    assert str(out) in message and "give --out a new file" in message
+    assert out.read_bytes() == before
+
+
+async def test_a_rows_file_cut_mid_line_is_repaired_by_appending_once(tmp_path):
+    from collective.evaluation.rows import read_rows
+
+    questions = load_questions(_write(tmp_path / "q.jsonl", QUESTIONS))
+    rows = tmp_path / "rows.jsonl"
+    cut = json.dumps({**ROW, "id": "q2", "question": QUESTIONS[1]["question"]})[:33]
+    rows.write_text(json.dumps(ROW) + "\n" + cut, encoding="utf-8")
+    assert set(read_rows(rows, questions)) == {"q1"}
+    assert rows.read_text() == json.dumps(ROW) + "\n" + cut + "\n"  # kept, ended: not cut off
+    assert set(read_rows(rows, questions)) == {"q1"}  # read again: the cut line is skipped
+    assert rows.read_text().count("\n") == 2

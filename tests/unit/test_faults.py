@@ -326,12 +326,18 @@ def test_databases_made_before_the_marks_are_still_recognised(tmp_path) -> None:
         (["ask", "PETG?", "--config", "pipe"], "config file pipe is a named pipe (FIFO)"),
         (["config", "show", "--config", "/dev/zero"], "is a character device, not a regular"),
         (["ask", "PETG?", "--config", "huge.toml"], "larger than 1 MiB, the most accepted"),
+        (["eval", "pipe"], "question file pipe is a named pipe (FIFO), not a regular file"),
+        (["eval", "/dev/zero"], "question file /dev/zero is a character device, not a regular"),
+        (["eval", "q.jsonl", "--out", "pipe"], "results file pipe is a named pipe (FIFO), not"),
+        (["eval", "q.jsonl", "--out", "/dev/zero"], "results file /dev/zero is a character dev"),
+        (["eval", "q.jsonl", "--out", "."], "is a directory"),
     ],
 )
 def test_special_and_bottomless_files_are_refused_at_once(tmp_path, args, message) -> None:
     os.mkfifo(tmp_path / "pipe")
     (tmp_path / "notes.md").write_text("# PETG\n\nDry it at 65 °C.\n", "utf-8")
     (tmp_path / "huge.toml").write_text("# comment\n" * 200_000)
+    (tmp_path / "q.jsonl").write_text('{"question": "PETG dries at?", "numbers": [65]}\n')
     done = subprocess.run(  # a process of its own: a hang is a timeout, not a stuck test run
         [sys.executable, "-m", "collective.cli", *args],
         cwd=tmp_path,
