@@ -246,8 +246,11 @@ class Caller:
             return call
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    async def references(self, backend: Backend, prompts: list[str]) -> dict[str, str]:
-        """Each prompt's answer sent alone, one after another."""
+    async def references(
+        self, backend: Backend, rounds: list[list[tuple[str, int]]]
+    ) -> dict[str, str]:
+        """The answer of each prompt the rounds send, sent alone, one after another."""
+        prompts = dict.fromkeys(p for sends in rounds for p, _ in sends)
         return {p: (await self.ask(backend, p, agent="alone")).result.text for p in prompts}
 
     async def load(
@@ -320,10 +323,12 @@ async def ncmpl(phase: Phase, server: Server, slots: int, rounds: int) -> None:
     most = await backend.most_samples()
     if most != slots:
         phase.problems.append(f"most_samples is {most}, not {slots}: no n_cmpl request")
-    references = await caller.references(backend, list(PROMPTS))
+    loads = []
     for r in range(rounds):
         prompts = rotate(PROMPTS, 6 * r, 6)
-        sends = [(p, slots) for p in prompts[:2]] + [(p, 1) for p in prompts[2:]]
+        loads.append([(p, slots) for p in prompts[:2]] + [(p, 1) for p in prompts[2:]])
+    references = await caller.references(backend, loads)
+    for r, sends in enumerate(loads):
         await caller.load(backend, sends, references, label=f"round{r + 1}")
     phase.notes.append(f"n_cmpl requests asked for {slots} completions each (most_samples {most})")
 
@@ -332,21 +337,27 @@ async def router(phase: Phase, server: Server, rounds: int, names: tuple[str, st
     """Three requests for each model at once (one of them `n_cmpl` 2), per round."""
     caller = Caller(phase, max_tokens=24)
     backends = {n: backend_from_spec(f"llama-server:{server.url}?model={n}") for n in names}
-    references = {n: await caller.references(b, list(PROMPTS[:6])) for n, b in backends.items()}
+    loads: dict[str, list[list[tuple[str, int]]]] = {n: [] for n in names}
+    for r in range(rounds):
+        for i, name in enumerate(names):
+            prompts = rotate(PROMPTS, 3 * r + i, 3)
+            loads[name].append([(prompts[0], 2), *((p, 1) for p in prompts[1:])])
+    references = {n: await caller.references(backends[n], loads[n]) for n in names}
     before = server.log_text()
 
     async def model_load(name: str, r: int) -> None:
-        prompts = rotate(PROMPTS[:6], 3 * r + (1 if name == names[1] else 0), 3)
-        sends = [(prompts[0], 2), *((p, 1) for p in prompts[1:])]
+        sends = loads[name][r]
         await caller.load(backends[name], sends, references[name], label=f"{name}-round{r + 1}")
 
     for r in range(rounds):
         await asyncio.gather(*(model_load(n, r) for n in names))
     during = server.log_text()[len(before) :]
-    loads = len(re.findall(r"spawning server instance with name=", during))
-    unloads = len(re.findall(r"stopping model instance name=|evicting idle LRU", during))
-    phase.notes.append(f"the router loaded a model {loads} times and unloaded one {unloads} times")
-    if loads < 2 or unloads < 1:
+    loaded = len(re.findall(r"spawning server instance with name=", during))
+    unloaded = len(INSTANCE_EXIT.findall(during))  # each unload ends with its instance's exit
+    phase.notes.append(
+        f"the router loaded a model {loaded} times and unloaded one {unloaded} times"
+    )
+    if loaded < 2 or unloaded < 1:
         phase.problems.append("the router did not switch models under load")
 
 
@@ -364,7 +375,8 @@ async def replicas(phase: Phase, a: Server, b: Server, rounds: int) -> None:
     """Six requests at once over the two replicas per round; A killed mid-answer, restarted."""
     caller = Caller(phase, max_tokens=48)
     backend = backend_from_spec(f"llama-server:{a.url} | llama-server:{b.url}")
-    references = await caller.references(backend, list(PROMPTS))
+    loads = [[(p, 1) for p in rotate(PROMPTS, 6 * r, 6)] for r in range(rounds)]
+    references = await caller.references(backend, loads)
     killing = asyncio.Lock()
     http = httpx.AsyncClient(timeout=5)
 
@@ -383,9 +395,8 @@ async def replicas(phase: Phase, a: Server, b: Server, rounds: int) -> None:
                 phase.notes.append(f"harness: killed replica A ({a.url}) while it wrote an answer")
 
     try:
-        for r in range(rounds):
+        for r, sends in enumerate(loads):
             start = len(phase.notes)
-            sends = [(p, 1) for p in rotate(PROMPTS, 6 * r, 6)]
             await caller.load(
                 backend, sends, references, label=f"round{r + 1}", on_token=kill_when_a_writes
             )
@@ -407,6 +418,12 @@ async def run_phase(name: str, binary: str, rounds: int, logs: Path) -> Phase:
     """Start the phase's servers, run it (bounded), stop them; the phase's figures."""
     phase = Phase(name)
     gemma = embedded_model_path("gemma-3-270m")
+    # The gemma GGUF ships no chat template: Gemma's turns, as ops/llama-server/launch.sh gives.
+    template = resources.files("collective") / "data/templates/gemma.jinja"
+    # Each token computed on its own in its slot's own KV (`-ub 1`, no unified KV): an answer
+    # then comes out the same whatever else the server runs beside it, so a choice that differs
+    # from its prompt's answer alone is the client's doing, not the batch's floating point.
+    alone = ["-ub", "1", "--no-kv-unified"]
     servers: list[Server] = []
     limit = 120 + 90 * rounds
     try:
@@ -414,16 +431,16 @@ async def run_phase(name: str, binary: str, rounds: int, logs: Path) -> Phase:
             if name.startswith("ncmpl-np"):
                 slots = int(name.removeprefix("ncmpl-np"))
                 args = ["-c", str(1024 * slots), "-np", str(slots)]
+                args += ["--chat-template-file", str(template), *alone]
                 servers = [Server(name, binary, gemma, args, logs)]
                 servers[0].start()
                 await ncmpl(phase, servers[0], slots, rounds)
             elif name == "router":
                 names = ("small", "member")
                 preset = logs / "models.ini"
-                template = resources.files("collective") / "data/templates/gemma.jinja"
                 qwen = embedded_model_path(DEFAULT_EMBEDDED)
                 preset.write_text(
-                    f"version = 1\n[*]\nnp = 2\nt = {os.cpu_count() or 2}\n"
+                    f"version = 1\n[*]\nnp = 2\nt = {os.cpu_count() or 2}\nub = 1\n"
                     f"[{names[0]}]\nmodel = {gemma}\nc = 2048\nchat-template-file = {template}\n"
                     f"[{names[1]}]\nmodel = {qwen}\nc = 2048\njinja = true\n"
                 )
@@ -432,7 +449,7 @@ async def run_phase(name: str, binary: str, rounds: int, logs: Path) -> Phase:
                 servers[0].start()
                 await router(phase, servers[0], rounds, names)
             elif name == "replicas":
-                args = ["-c", "2048", "-np", "2"]
+                args = ["-c", "2048", "-np", "2", "--chat-template-file", str(template), *alone]
                 servers = [Server(f"replica-{n}", binary, gemma, args, logs) for n in "AB"]
                 for server in servers:
                     server.start()
