@@ -4,8 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check unit integration bench eval real-council llama-server chromium lock clean \
-	portable-test agent-server-up agent-server-down agent-server-test agent-server-bench
+.PHONY: demo test check unit integration bench stress eval real-council llama-server chromium \
+	lock clean portable-test agent-server-up agent-server-down agent-server-test agent-server-bench
 
 # Every dependency comes from requirements.lock, each file checked against its sha256 (pip
 # refuses a file whose hash the lock does not list). llama-cpp-python is the exception: it is
@@ -70,8 +70,17 @@ unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
 bench: $(STAMP)
-	for b in bench/*.py; do case $$b in bench/council_eval.py|bench/agent_server.py) ;; \
+	for b in bench/*.py; do case $$b in bench/council_eval.py|bench/agent_server.py|bench/stress.py) ;; \
 		*) $(BIN)/python $$b || exit 1;; esac; done
+
+# collective's llama-server paths under concurrent load, against the real server on 127.0.0.1:
+# n_cmpl at -np 2 and -np 4 beside plain requests, a router loading and unloading two models,
+# a replica killed mid-answer (bench/stress.py; figures in bench/README.md). A few minutes;
+# exits non-zero on any choice interleaved or lost, overflow, crash or fault not named.
+# Fewer rounds: make stress STRESS_ARGS="--rounds 1".
+stress: llama-server
+	COLLECTIVE_LLAMA_SERVER="$$(PYTHON=$(BIN)/python bash ops/llama-server/build.sh)" \
+		$(BIN)/python bench/stress.py $(STRESS_ARGS)
 
 # The real embedded council end to end (Qwen 0.5B members, 1.5B judge): 4-9 minutes.
 real-council: $(STAMP)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import socket
 import statistics
@@ -54,15 +55,27 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start(binary: str, model: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
-    """llama-server with `model` on a free port and `args`, once its `/health` answers 200."""
-    port = _port()
-    argv = [binary, "-m", str(model), "--host", "127.0.0.1"]
+def _start(
+    binary: str,
+    model: Path | None,
+    *args: str,
+    port: int | None = None,
+    log: Path | None = None,
+) -> tuple[subprocess.Popen[bytes], str]:
+    """llama-server with `model` and `args`, once its `/health` answers 200.
+
+    `model` None starts a router (its models come in `args`); `port` None takes a free one;
+    the server's output goes to `log` (appended) where given, else nowhere.
+    """
+    port = port or _port()
+    argv = [binary, *(("-m", str(model)) if model is not None else ()), "--host", "127.0.0.1"]
     argv += ["--port", str(port), "-t", str(os.cpu_count() or 2), *args]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sink = log.open("ab") if log is not None else contextlib.nullcontext(subprocess.DEVNULL)
+    with sink as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and proc.poll() is None:
         try:
             if httpx.get(url + "/health", timeout=2).status_code == 200:
                 return proc, url
@@ -70,6 +83,7 @@ def _start(binary: str, model: Path, *args: str) -> tuple[subprocess.Popen[bytes
             pass
         time.sleep(0.2)
     proc.kill()
+    proc.wait(timeout=10)
     raise RuntimeError(f"llama-server {' '.join(args)} did not start")
 
 
