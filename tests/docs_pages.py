@@ -29,6 +29,9 @@ GUIDES = (
 PAGES = (REPO / "README.md", *(REPO / "docs" / name for name in GUIDES))
 """Every page whose commands, configs and links the tests check."""
 
+EVERY_PAGE = (REPO / "README.md", *sorted((REPO / "docs").glob("*.md")))
+"""Every page of the docs: each is linked from the README, and its links resolve."""
+
 
 def blocks(page: Path, lang: str) -> list[str]:
     """The fenced blocks of `page` in language `lang`, in order."""
