@@ -3,7 +3,7 @@
 On the real llama-server: n_cmpl beside plain requests, and a replica killed mid-answer; with
 `COLLECTIVE_STRESS=1` also n_cmpl at `-np 4` and a router loading and unloading two models
 under load (one round of all four took 272 s on two shared cores at load 11, most of it the
-router loading the 0.5B again and again; the two default phases about 100 s there). Every
+router loading the 0.5B again and again; the two default phases took 62 s at load 3). Every
 choice asked for comes back and is its prompt's answer sent alone at temperature 0; no
 overflow, no crash; the kill is named in the run's notes. `make stress` runs the full size.
 """
