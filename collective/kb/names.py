@@ -533,6 +533,18 @@ class KbVocabulary(Vocabulary):
             by_property[f.property].append(f)
         self._by_property = dict(by_property)
 
+    def loaded(self, chunk_ids: Iterable[str]) -> KbVocabulary:
+        """This vocabulary with everything it would look up read now, for `chunk_ids`.
+
+        A store's vocabulary reads a chunk's document and a shared name's words from the KB when
+        asked; this one holds them (the judge's, built in a worker thread, then read on the
+        event loop without touching the KB).
+        """
+        chunks = {i: key for i in chunk_ids if (key := self._chunks(i)) is not None}
+        shared = {k for keys in self._names.keys.values() if len(keys) > 1 for k in keys}
+        words = {k: self._words(k) for k in sorted(shared)}
+        return KbVocabulary(self._things, chunks, words, self._figures)
+
     def _words(self, key: str) -> frozenset[str]:
         if isinstance(self._words_of, Mapping):
             return self._words_of.get(key, frozenset())

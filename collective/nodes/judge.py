@@ -42,7 +42,7 @@ from collective.graph.state import CouncilState, Proposal, answered, applied_pro
 from collective.kb.citations import check_citations, neutralise, shown_ids
 from collective.kb.embeddings import embedder_for
 from collective.kb.evidence import council_evidence
-from collective.kb.names import chunk_vocabulary
+from collective.kb.names import KbVocabulary, chunk_vocabulary
 from collective.kb.store import Chunk
 from collective.kb.tools import VerificationTools
 from collective.kb.vocabulary import Vocabulary, VocabularySource
@@ -191,7 +191,7 @@ async def draft(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
     backend = resolve_backend(ctx.judges[0])
     progress = NodeProgress(agents.JUDGE, backend.model)  # the judge's row runs from here on
     try:
-        own = await _ruling(state, ctx, backend, []).own_answer()
+        own = await (await _ruling(state, ctx, backend, [])).own_answer()
     except (BackendError, BudgetError) as error:  # never cancels the specialists beside it
         failed = f"the judge's own answer beside the specialists failed ({type(error).__name__})"
         return {"notes": [*state.get("notes", []), f"{failed}: {error}; the judge tried again"]}
@@ -199,14 +199,14 @@ async def draft(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
     return {"own": own.to_state(), "budgets": own.budgets, "timings": timings}
 
 
-def _ruling(
+async def _ruling(
     state: CouncilState, ctx: CouncilContext, backend: Backend, members: list[Proposal]
 ) -> _Ruling:
     """One judge backend's ruling on `members`' answers (none: its own answer alone)."""
     retrieved = chunks_from_state(state.get("chunks", []))
     chunks = {c.id: c for c in retrieved}
     headings = [c.heading for c in retrieved]
-    vocabulary = _vocabulary(ctx, retrieved)
+    vocabulary = await asyncio.to_thread(_vocabulary, ctx, retrieved)  # reads the KB
     checked = [_check_member(p, chunks, headings, vocabulary) for p in members]
 
     def contents(verify: bool) -> list[SectionContent]:
@@ -228,11 +228,15 @@ def _vocabulary(ctx: CouncilContext, retrieved: Sequence[Chunk]) -> Vocabulary:
     """The KB's names and figures: the store's own where it learned them, else the chunks'.
 
     Either way only the figures of the chunks retrieved count, so every figure a comparison
-    leads with is of a chunk the council was shown (the store's names all count).
+    leads with is of a chunk the council was shown (the store's names all count). What the
+    store's vocabulary would read from the KB later is read here (`KbVocabulary.loaded`).
     """
     store = ctx.knowledge if ctx.knowledge is not None else open_knowledge(ctx)
     if isinstance(store, VocabularySource):
-        return ShownVocabulary(store.vocabulary(), [c.id for c in retrieved])
+        whole = store.vocabulary()
+        ids = [c.id for c in retrieved]
+        loaded = whole.loaded(ids) if isinstance(whole, KbVocabulary) else whole
+        return ShownVocabulary(loaded, ids)
     return chunk_vocabulary(retrieved)
 
 
@@ -246,7 +250,7 @@ async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[s
         backend = resolve_backend(ref)
         progress = NodeProgress(agents.JUDGE, backend.model)
         try:
-            ruling = _ruling(state, ctx, backend, members)
+            ruling = await _ruling(state, ctx, backend, members)
             out = await ruling.rule()
         except (BackendError, BudgetError) as error:
             if len(refs) == 1:
