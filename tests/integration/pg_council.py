@@ -61,13 +61,14 @@ async def main(url: str, thread: str, mode: str, user: str) -> None:
             out = await council.ainvoke(None, config, context=ctx, durability="sync")
         elif mode in ("crash", "ask"):
             for i in range(1 if mode == "crash" else 2):
-                question = f"Question {i} on {thread}: which filament for a hot car?"
+                # no thread label in the question: a code-like word ("t1") reads as a thing the KB lacks
+                question = f"Question {i}: which filament for a hot car?"
                 out = await council.ainvoke(
                     {"question": question}, config, context=ctx, durability="sync"
                 )
         else:
             for i in range(12):
-                question = f"Run {i}: does the {thread} part warp in a hot car?"
+                question = f"Run {i}: does the part warp in a hot car?"
                 out = await council.ainvoke({"question": question}, config, context=ctx)
                 if await store.asearch(namespace):
                     break
