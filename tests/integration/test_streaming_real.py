@@ -149,7 +149,9 @@ async def test_in_process_stream_equals_create_completion(
     )
 
 
-async def first_pieces_then_cancel(backend: Backend, n: int) -> list[str]:
+async def first_pieces_then_cancel(
+    backend: Backend, n: int, json_schema: dict | None = None
+) -> list[str]:
     """Start a long answer, cancel its consumer after `n` pieces; the pieces seen."""
     seen: list[str] = []
     arrived = asyncio.Event()
@@ -160,11 +162,12 @@ async def first_pieces_then_cancel(backend: Backend, n: int) -> list[str]:
             arrived.set()
 
     long = [{"role": "user", "content": "Write a long story about a lighthouse keeper."}]
-    # A grammar that cannot end before 20,000 characters: the answer runs to its 600-token cap
-    # whatever the model would write, so the pieces always come.
+    # In process, a grammar that cannot end before 20,000 characters (ENDLESS): the answer runs
+    # to its 600-token cap whatever the model would write, so the pieces always come.
     task = asyncio.create_task(
         collect(
-            backend.stream(long, max_tokens=600, temperature=0.0, json_schema=ENDLESS), on_delta
+            backend.stream(long, max_tokens=600, temperature=0.0, json_schema=json_schema),
+            on_delta,
         )
     )
     await asyncio.wait_for(arrived.wait(), timeout=300)
@@ -201,7 +204,7 @@ async def test_cancelling_a_llama_server_stream_frees_the_slot(
 
 
 async def test_cancelling_in_process_stops_between_tokens(in_process: LlamaCppBackend) -> None:
-    seen = await first_pieces_then_cancel(in_process, 3)
+    seen = await first_pieces_then_cancel(in_process, 3, ENDLESS)
     assert len(seen) >= 3
     # The engine ends that sequence at its next step (it would run for 600 tokens otherwise),
     # and the next call runs.
