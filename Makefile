@@ -59,7 +59,7 @@ PORTABLE_TESTS ?= tests/unit/test_llama_cpp_runtime.py \
 	tests/integration/test_backends_llamacpp.py tests/integration/test_backends_llama_server.py \
 	tests/integration/test_tools_llama_server.py tests/integration/test_special_tokens.py \
 	tests/integration/test_streaming_real.py tests/integration/test_backends_ollama.py \
-	tests/integration/test_graph_real.py tests/integration/test_eval_command.py
+	tests/integration/test_graph_real.py
 portable-test: $(STAMP)
 	COLLECTIVE_CPU=$(PORTABLE_CPU) PYTHON=$(BIN)/python bash ops/portable-venv.sh $(PORTABLE_VENV) >/dev/null
 	COLLECTIVE_CPU=$(PORTABLE_CPU) COLLECTIVE_LLAMA_SERVER="$$(COLLECTIVE_CPU=$(PORTABLE_CPU) \
