@@ -587,6 +587,12 @@ class LlamaCppBackend(Backend):
         cancel: threading.Event | None = None,
         seed: int | None = None,
     ) -> ChatResult:
+        """One chat completion on the engine, in a worker thread (see `chat`).
+
+        Long: the request is built, decoded and read back in one place: a required call opens
+        the answer and bounds it by its schema, and the cap, the prompt's fit and the finish
+        reason are read against the same token counts.
+        """
         chat = self._load_sync()
         engine = self.engine
         ids, template_stop = chat.prompt_tokens(messages, tools)
