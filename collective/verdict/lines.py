@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from collective.kb.chunking import HEADING_SEPARATOR
 from collective.kb.citations import tag
 from collective.kb.vocabulary import Vocabulary
-from collective.kb.words import content_words
+from collective.kb.words import STOPWORDS, content_words
 from collective.verdict.agreement import Asked
 from collective.verdict.support import Shown, plain
 
@@ -154,8 +154,22 @@ def _best_sentence(chunk: Shown, question: set[str], figure: object | None) -> s
     return sentences[at].rstrip()
 
 
+_ALIAS = re.compile(r"\([^)]*\)")
+
+
+def _names_a_thing(title: str) -> bool:
+    """Whether a document's title is a thing's name ("PLA (polylactic acid)", "6061-T6
+    aluminium", "contact cement"), not a topic ("Choosing a material", "Drying and storing
+    filament"): a name is content words only, a topic's title is a phrase with function words."""
+    words = re.findall(r"[^\W_]+", _ALIAS.sub(" ", title).lower())
+    return bool(words) and not any(w in STOPWORDS for w in words)
+
+
 def _named(sentence: str, chunk: Shown, vocabulary: Vocabulary | None) -> str:
-    """`sentence`, its subject named first where it names none (a bare "dry at 45-50 °C")."""
+    """`sentence`, its subject named first where it names none (a bare "dry at 45-50 °C").
+
+    Only a thing's name is put first: a topic's title ("Choosing a material") is no sentence's
+    subject."""
     title = chunk.heading.split(HEADING_SEPARATOR)[0].strip()
     names: tuple[str, ...] = (title,)
     if vocabulary is not None and (thing := vocabulary.thing_of(chunk.id)) is not None:
@@ -163,7 +177,7 @@ def _named(sentence: str, chunk: Shown, vocabulary: Vocabulary | None) -> str:
         if vocabulary.named_in(sentence):
             return sentence
     low = sentence.lower()
-    if not title or any(n.lower() in low for n in names if n):
+    if not _names_a_thing(title) or any(n.lower() in low for n in names if n):
         return sentence
     if set(content_words(title)) & set(content_words(sentence)):
         return sentence  # "ABS is tough" under "ABS and ASA": it names its subject

@@ -1,0 +1,56 @@
+"""A quoted line gets its subject named first only where the document is a thing, not a topic.
+
+Ten documents of my own, none from the issue: things (a grade, an alias, a common noun, a bare
+noun phrase) beside topics (a guide, a how-to, notes), each line quoted alone.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from collective.kb.names import chunk_vocabulary
+from collective.kb.store import Chunk
+from collective.verdict.agreement import Asked
+from collective.verdict.lines import supporting_lines
+from collective.verdict.support import shown_chunks
+
+CASES = [
+    # (heading, the chunk's text, the line as quoted)
+    ("PLA (polylactic acid) > Print settings", "Typical nozzle temperature is 190-220 °C.",
+     "PLA (polylactic acid): Typical nozzle temperature is 190-220 °C."),
+    ("6061-T6 aluminium > Welding", "Welds readily with TIG and 4043 filler.",
+     "6061-T6 aluminium: Welds readily with TIG and 4043 filler."),
+    ("bearing bronze > Lubrication", "Needs oil every 200 running hours.",
+     "bearing bronze: Needs oil every 200 running hours."),
+    ("walnut > Finishing", "Takes oil well and darkens with age.",
+     "walnut: Takes oil well and darkens with age."),
+    ("cyanoacrylate (super glue) > Cure time", "Sets in 10-30 seconds on skin.",
+     "cyanoacrylate (super glue): Sets in 10-30 seconds on skin."),
+    ("contact cement > What it bonds", "Contact cement bonds laminates and leather.",
+     "Contact cement bonds laminates and leather."),
+    ("Choosing a material > Parts in a hot car", "A car interior in summer sun reaches 60-80 °C.",
+     "A car interior in summer sun reaches 60-80 °C."),
+    ("Drying and storing filament > Storage", "Store opened spools in sealed boxes with desiccant.",
+     "Store opened spools in sealed boxes with desiccant."),
+    ("Safety in the workshop > Ventilation", "Open a window while sanding.",
+     "Open a window while sanding."),
+    ("How to glue wood > Clamping", "Clamp for at least 30 minutes.",
+     "Clamp for at least 30 minutes."),
+    ("Notes on finishes > Oils", "Boiled linseed oil cures in about 24 hours.",
+     "Boiled linseed oil cures in about 24 hours."),
+]  # fmt: skip
+CHUNKS = [
+    Chunk(f"mem_{n}", text, f"kb/{heading.split(' > ')[0]}.md", heading=heading)
+    for n, (heading, text, _) in enumerate(CASES)
+]
+VOCABULARY = chunk_vocabulary(CHUNKS)
+SHOWN = shown_chunks({c.id: c for c in CHUNKS})
+
+
+@pytest.mark.parametrize(("n", "expected"), [(n, case[2]) for n, case in enumerate(CASES)])
+def test_a_line_is_led_by_its_thing_s_name_never_by_a_topic_s_title(n: int, expected: str):
+    chunk = CHUNKS[n]
+    lines = supporting_lines(
+        Asked("Tell me more."), {chunk.id: SHOWN[chunk.id]}, {chunk.id: 0.9}, vocabulary=VOCABULARY
+    )
+    assert lines == [f"{expected} [KB#{chunk.id}]"]
