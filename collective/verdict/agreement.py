@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from collective.kb.quantities import Quantity, quantities, same_quantity
 from collective.kb.store import Chunk
-from collective.kb.vocabulary import Figure, Vocabulary
+from collective.kb.vocabulary import Figure, Named, Vocabulary
 from collective.kb.words import STOPWORDS, content_words
 from collective.verdict.comparison import property_asked
 from collective.verdict.support import (
@@ -151,18 +151,92 @@ class Asked:
         spans = [(n.start, n.start + len(n.written)) for n in named]
         text = "\n".join(f"{c.source} {c.heading} {c.text}" for c in shown).lower()
         known = set(content_words(text)) | set(content_words(prop or ""))
-        unknown: list[str] = []
+        lacking: list[re.Match[str]] = []
         for m in _NAME_LIKE.finditer(question):
             if any(a <= m.start() < b for a, b in spans) or m.group(0).lower() in STOPWORDS:
                 continue
             written = re.search(rf"(?<!\w){re.escape(m.group(0).lower())}(?!\w)", text)
             if not written and not set(content_words(m.group(0))) <= known:
-                unknown.append(m.group(0))
+                lacking.append(m)
+        unknown = [m.group(0) for m in _asked_about(question, lacking, named, prop)]
         if prop and not things and not unknown:  # "the Janka hardness of hickory?"
             rest = _without(question, spans)
             ends = [m[1] for m in _SUBJECT.finditer(rest) if m[1].lower() not in STOPWORDS]
             unknown = [w for w in ends if not set(content_words(w)) <= known]
         return cls(question, things, prop, tuple(dict.fromkeys(unknown)))
+
+
+_LISTED = re.compile(
+    r"[\s,;/&]*(?:(?:or|and|nor|vs|versus)\b\.?"
+    r"|(?:[^\W\d_]+\s+){0,3}(?:than|like|unlike|against|compared\s+(?:to|with))\b)?"
+    r"[\s,]*(?:(?:the|an?|my)\s+)?",
+    re.IGNORECASE,
+)
+"""What may stand between two things a question lists or compares ("PLA or X", "than X")."""
+_CHOICE = re.compile(r"\b(?:which|what)\s+([^\W\d_]+)", re.IGNORECASE)
+"""A question that asks for a thing of a kind ("which filament", "what glue")."""
+
+
+def _asked_about(
+    question: str,
+    lacking: list[re.Match[str]],
+    named: list[Named],
+    prop: str | None,
+) -> list[re.Match[str]]:
+    """Of the names the KB lacks, those the question asks about rather than mentions in passing.
+
+    Where the question names things the KB holds, or asks for a thing of a kind ("which
+    filament"), a name it lacks is asked about only where it is listed or compared with one it
+    asks about ("PLA or Inconel", "stronger than Tufnol", "hickory or ironwood"), or where it
+    makes a common noun the KB knows into another thing ("a Le Creuset pot" is not the KB's
+    enamel pot; "Bambu PLA" is PLA): "my Ender 3" or a label ("on t1:") is context. Otherwise
+    every such name is what the question asks about.
+    """
+    spans = [(n.start, n.start + len(n.written)) for n in named]
+    asked_words = set(content_words(prop or ""))
+    choice = any(
+        m[1].lower() not in STOPWORDS and not set(content_words(m[1])) & asked_words
+        for m in _CHOICE.finditer(question)
+    )
+    if not spans and not choice:
+        return lacking
+    lacks = [(m.start(), m.end()) for m in lacking]
+
+    def gap(x: tuple[int, int], y: tuple[int, int]) -> str | None:
+        (_, end), (start, _) = sorted((x, y))
+        return question[end:start] if end <= start else None
+
+    def listed(x: tuple[int, int], y: tuple[int, int]) -> bool:
+        between = gap(x, y)
+        return bool(between and between.strip() and _LISTED.fullmatch(between))
+
+    def beside(x: tuple[int, int], y: tuple[int, int]) -> bool:
+        """Listed or compared with `y`, or a word of one name with it ("Le Creuset")."""
+        between = gap(x, y)
+        return listed(x, y) or (between is not None and not between.strip() and y in lacks)
+
+    common = [(a, b) for (a, b), n in zip(spans, named, strict=True) if not _proper(n)]
+    asked = set(spans)
+    asked |= {x for x in lacks if any(listed(x, y) for y in lacks if y != x)}  # "X or Y"
+    asked |= {x for x in lacks if any(gap(x, y) == " " and x[1] <= y[0] for y in common)}
+    grew = True
+    while grew:  # "PLA, Zytel or Tufnol": beside one asked about, and so on
+        grew = False
+        for x in lacks:
+            if x not in asked and any(beside(x, y) for y in asked):
+                asked.add(x)
+                grew = True
+    return [m for m in lacking if (m.start(), m.end()) in asked]
+
+
+def _proper(named: Named) -> bool:
+    """Whether a thing is named by its title, an acronym or a code, not by a common noun."""
+    written = named.written
+    return (
+        written.lower() == named.thing.title.lower()
+        or any(c.isdigit() for c in written)
+        or sum(c.isupper() for c in written) >= 2
+    )
 
 
 def _without(text: str, spans: Iterable[tuple[int, int]]) -> str:

@@ -61,8 +61,8 @@ async def main(url: str, thread: str, mode: str, user: str) -> None:
             out = await council.ainvoke(None, config, context=ctx, durability="sync")
         elif mode in ("crash", "ask"):
             for i in range(1 if mode == "crash" else 2):
-                # no thread label: a code-like word ("t1") reads as a thing the KB lacks
-                question = f"Question {i}: which filament for a hot car?"
+                # the thread's label ("t1") is context, not a thing asked about
+                question = f"Question {i} on {thread}: which filament for a hot car?"
                 out = await council.ainvoke(
                     {"question": question}, config, context=ctx, durability="sync"
                 )

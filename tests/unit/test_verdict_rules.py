@@ -149,8 +149,24 @@ def test_true_claims_stand(claim: str, cited: str) -> None:
         ("What is the density of a silicone mat?", ()),
         ("Which pan for searing a steak?", ()),
         ("What does a KitchenAid mixer weigh?", ("KitchenAid",)),
+        # a name the KB lacks is asked about where it is listed or compared with what is asked
+        # about; beside a thing the KB holds, or in "which <kind>", it is context
+        ("On my Wolf range, which pan holds heat best?", ()),
+        ("Question 3 on t1: which pan for searing a steak?", ()),
+        ("I cook on a Bosch hob: is a cast iron pan too heavy?", ()),
+        ("For a Thermomix owner, which mat is rated hottest?", ()),
+        ("Is a copper pan better than a Mauviel pan?", ("Mauviel",)),
+        ("Which heats more evenly, a cast iron pan or a Staub cocotte?", ("Staub",)),
+        ("Which stays sharp longer, a ceramic knife or a Shun?", ("Shun",)),
+        ("Which board dulls blades less, Epicurean or Boos?", ("Epicurean", "Boos")),
+        ("Compare a stainless pan and a Demeyere pan.", ("Demeyere",)),
+        ("Which is dishwasher safe: a stainless pan, a carbon steel knife or a Global knife?",
+         ("Global",)),
+        ("Is a Le Creuset pot heavier than a cast iron pan?", ("Le", "Creuset")),
+        ("Does a Lodge cast iron pan rust if left damp?", ()),
+        ("Is my Zwilling pot chip resistant?", ("Zwilling",)),
     ],
-)
+)  # fmt: skip
 def test_a_question_on_a_thing_no_chunk_is_about_is_read_as_such(question, unknown) -> None:
     assert Asked.read(question, vocabulary(), SHOWN.values()).unknown == unknown
 
