@@ -62,7 +62,7 @@ from collective.verdict.agreement import (
     check_answer,
     decide,
 )
-from collective.verdict.comparison import Ranking, rank
+from collective.verdict.comparison import Ranking, missing_figures, rank
 from collective.verdict.entailment import entailment_for
 from collective.verdict.lines import direct_answer, readable, supporting_lines
 from collective.verdict.shown import ShownVocabulary
@@ -206,7 +206,8 @@ async def _ruling(
     retrieved = chunks_from_state(state.get("chunks", []))
     chunks = {c.id: c for c in retrieved}
     headings = [c.heading for c in retrieved]
-    vocabulary = await asyncio.to_thread(_vocabulary, ctx, retrieved)  # reads the KB
+    vocabulary, compared = await asyncio.to_thread(_vocabulary, ctx, retrieved, state["question"])
+    chunks.update((c.id, c) for c in compared)  # the KB's figures retrieval did not bring
     checked = [_check_member(p, chunks, headings, vocabulary) for p in members]
 
     def contents(verify: bool) -> list[SectionContent]:
@@ -219,25 +220,31 @@ async def _ruling(
 
     aggregate = aggregate_rankings(state.get("rankings", []), members)
     seen = frozenset(i for p in members for i in _seen(p, chunks))
-    return _Ruling(
-        state, ctx, backend, contents, chunks, headings, checked, aggregate, vocabulary, seen
-    )
+    return _Ruling(state, ctx, backend, contents, chunks, headings, checked, aggregate,
+                   vocabulary, seen, tuple(c.id for c in compared))  # fmt: skip
 
 
-def _vocabulary(ctx: CouncilContext, retrieved: Sequence[Chunk]) -> Vocabulary:
+def _vocabulary(
+    ctx: CouncilContext, retrieved: Sequence[Chunk], question: str
+) -> tuple[Vocabulary, list[Chunk]]:
     """The KB's names and figures: the store's own where it learned them, else the chunks'.
 
-    Either way only the figures of the chunks retrieved count, so every figure a comparison
-    leads with is of a chunk the council was shown (the store's names all count). What the
-    store's vocabulary would read from the KB later is read here (`KbVocabulary.loaded`).
+    Only the figures of the chunks retrieved count, and, where the question ranks things it
+    names, the chunks that state the figure of those retrieval did not bring
+    (`missing_figures`), returned beside it: so every figure a comparison leads with is of a
+    chunk the verdict cites (the store's names all count). What the store's vocabulary would
+    read from the KB later is read here (`KbVocabulary.loaded`).
     """
     store = ctx.knowledge if ctx.knowledge is not None else open_knowledge(ctx)
     if isinstance(store, VocabularySource):
         whole = store.vocabulary()
         ids = [c.id for c in retrieved]
+        wanted = dict.fromkeys(f.chunk_id for f in missing_figures(question, whole, ids))
+        compared = [c for i in wanted if (c := store.get(i)) is not None]
+        ids += [c.id for c in compared]
         loaded = whole.loaded(ids) if isinstance(whole, KbVocabulary) else whole
-        return ShownVocabulary(loaded, ids)
-    return chunk_vocabulary(retrieved)
+        return ShownVocabulary(loaded, ids), compared
+    return chunk_vocabulary(retrieved), []
 
 
 async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
@@ -386,6 +393,8 @@ class _Ruling:
     """The KB's names and figures (`_vocabulary`)."""
     seen: frozenset[str] = frozenset()
     """The chunks some member's prompt showed."""
+    compared: tuple[str, ...] = ()
+    """The chunks the KB holds the figure a ranking asks for in, which retrieval did not bring."""
 
     async def rule(self) -> dict[str, Any]:
         own = OwnAnswer.from_state(self.state.get("own"), self.backend.spec, self.state)
@@ -397,8 +406,11 @@ class _Ruling:
         question = self.state["question"]
         verdict = check_answer(agents.JUDGE, own.text, own.shown, names=self.headings,
                                claims=own.claims, vocabulary=self.vocabulary)  # fmt: skip
-        # what the council was shown: the judge's prompt (as shown), and each member's
-        seen = [i for i in self.chunks if i not in own.shown and i in self.seen]
+        # what the council was shown: the judge's prompt (as shown), each member's, and the KB's
+        # figures of the things a ranking compares (`compared`)
+        seen = [
+            i for i in self.chunks if i not in own.shown and (i in self.seen or i in self.compared)
+        ]
         every = {**own.shown, **shown_chunks(self.chunks, ids=seen)}
         asked = Asked.read(question, self.vocabulary, shown_chunks(self.chunks).values())
         ranks = {row["member"]: row["mean_rank"] for row in self.ranking}
@@ -477,6 +489,9 @@ class _Ruling:
                             "thing": lead.thing}  # fmt: skip
         notes.append(f"the verdict leads with the {ranked.direction} {ranked.measure} of the "
                      f"{len(ranked.order)} things the KB gives one for")  # fmt: skip
+        if fetched := [f.chunk_id for f in ranked.order if f.chunk_id in self.compared]:
+            notes.append(f"{len(fetched)} of its figures read from the KB: retrieval had not "
+                         "brought their chunks")  # fmt: skip
         direct = _agreeing(direct_answer(text), ranked, vocabulary)
         lines = [ranked.line(), direct, *(f"- {o}" for o in ranked.others())]
         ids = [f.chunk_id for f in ranked.order]

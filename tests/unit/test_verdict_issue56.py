@@ -163,6 +163,44 @@ async def test_cheapest_has_no_ranked_lead_and_lightest_ranks_densities() -> Non
     assert out["answer"].startswith("Lowest density of 2 compared: 6061-T6 aluminium has a density")
 
 
+class WholeKb(ListStore):
+    """A KB that knows its names and figures (as the SQLite store does) and holds more chunks
+    than its search brings: `search` returns the `retrieved` ones only."""
+
+    def __init__(self, retrieved: list[Chunk]) -> None:
+        super().__init__(retrieved)
+        self.whole = {c.id: c for c in eval_chunks()}
+
+    def get(self, chunk_id: str) -> Chunk | None:
+        return self.whole.get(chunk_id)
+
+    def vocabulary(self):
+        return chunk_vocabulary(list(self.whole.values()))
+
+
+async def test_a_ranking_reads_the_figures_retrieval_did_not_bring_from_the_kb() -> None:
+    # eval sitting, "which of these nine metals has the highest density": retrieval brought
+    # six density chunks, not C110 copper's; 304 and 316 tied at 8.00 on top, so no ranked lead,
+    # and the judge's "7075-T6 aluminium" (the lightest) stood
+    steels = [chunk(t, "Density", 0.7) for t in ("304 stainless steel", "316 stainless steel")]
+    judge = f"316 stainless steel has a density of about 8.00 g/cm3 {cite(steels[1])}."
+    question = (
+        "Which of these metals has the highest density: 304 stainless steel, "
+        "316 stainless steel or C110 copper?"
+    )
+    ctx = context(judge=ScriptedBackend("judge", judge),
+                  specialists=[ScriptedBackend("spec0", judge)], k=1,
+                  knowledge=WholeKb(steels), judge_tools=False, planner=None)  # fmt: skip
+    out = await build_graph().ainvoke({"question": question}, context=ctx)
+    copper = chunk("C110 copper", "Density")
+    assert out["answer"].startswith(
+        f"Highest density of 3 compared: C110 copper has a density of about 8.96 g/cm3 "
+        f"and melts over 1083 °C {cite(copper)}"
+    )
+    assert copper.id in {c["id"] for c in out["citations"]}
+    assert any("read from the KB" in n for n in out["notes"])
+
+
 # -- false claims kept as supported, true ones dropped -------------------------------------
 
 
