@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from collective.kb.quantities import Quantity, quantities, same_quantity
 from collective.kb.store import Chunk
@@ -274,6 +274,10 @@ class Reduced:
     choice: bool = False
     """The question does not name one thing to give a figure of: answers agree on the thing
     they name (the one chosen), not on a figure."""
+    quote: tuple[tuple[str, str], ...] = ()
+    """Where its direct answer's words are not its chunks' but its numbers of its thing are
+    (`Claim.stated_as`): the chunks (id) and their sentences that state them, which the verdict
+    quotes in its place."""
 
     @property
     def key(self) -> tuple[object, ...]:
@@ -303,6 +307,17 @@ def reduce(answer: Checked, asked: Asked, vocabulary: Vocabulary | None) -> Redu
     direct = [c for c in said if c.supported] if all(c.status != "dropped" for c in said) else []
     if vocabulary is None:
         return Reduced(answer.who, frozenset(answer.answer), None, True, "", weight, bool(direct))
+    quote: tuple[tuple[str, str], ...] = ()
+    figure_asked = len(asked.things) == 1  # of a choice, numbers are reasons, not the answer
+    if figure_asked and said and not direct and all(c.supported or c.stated_as for c in said):
+        # "turns liquid at 607-650 °C" of "melts over 607-650 °C": the answer the chunk states
+        quote = tuple(dict.fromkeys(
+            (i, sentence) for c in said for i, sentence in c.stated_as
+            if getattr(vocabulary.thing_of(i), "key", None) in asked.things
+        ))  # fmt: skip
+        if quote:
+            own = [Claim(s, (i,), "supported", "its chunk's own words") for i, s in quote]
+            direct = [*(c for c in said if c.supported), *own]
     keys = {k for key in answer.answer for k in key.split("|")}
     known = {t.key for t in vocabulary.things()}
     things = keys & known
@@ -323,7 +338,7 @@ def reduce(answer: Checked, asked: Asked, vocabulary: Vocabulary | None) -> Redu
         why = f"its {asked.property} figure is of another thing than the question names"
     choice = len(asked.things) != 1  # a figure question names its one thing
     return Reduced(answer.who, frozenset(things), figure, not why, why, weight, bool(direct),
-                   choice)  # fmt: skip
+                   choice, quote)  # fmt: skip
 
 
 # -- the decision ------------------------------------------------------------------------------
@@ -404,6 +419,7 @@ def decide(
     ranks = ranks or {}
     judge = answers[0]
     reduced = [reduce(a, asked, vocabulary) for a in answers]
+    answers = [_quoted(a, r) for a, r in zip(answers, reduced, strict=True)]
     off = [f"{r.who}: {r.why}" for a, r in zip(answers, reduced, strict=True)
            if a.supported and not r.on_question]  # fmt: skip
     unsupported = [r.who for a, r in zip(answers, reduced, strict=True)
@@ -446,6 +462,20 @@ def decide(
         f"{stands.who}'s answer stands: {n} of {total} supported answers give it"
     )  # fmt: skip
     return Decision(stands, (), why, votes, off)
+
+
+def _quoted(answer: Checked, reduced: Reduced) -> Checked:
+    """`answer` stated in its chunks' words where its own were not theirs (`Reduced.quote`)."""
+    if not reduced.quote:
+        return answer
+    lines = [f"{sentence} [KB#{i}]" for i, sentence in reduced.quote]
+    why = "quoted: the chunk's own words for the numbers the answer gave"
+    quotes = tuple(
+        Claim(line, (i,), "supported", why)
+        for line, (i, _) in zip(lines, reduced.quote, strict=True)
+    )
+    text = "\n".join([" ".join(lines), answer.text]).strip()
+    return replace(answer, text=text, claims=(*answer.claims, *quotes))
 
 
 def _none_supported(

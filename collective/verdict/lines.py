@@ -158,9 +158,11 @@ _ALIAS = re.compile(r"\([^)]*\)")
 
 
 def _names_a_thing(title: str) -> bool:
-    """Whether a document's title is a thing's name ("PLA (polylactic acid)", "6061-T6
-    aluminium", "contact cement"), not a topic ("Choosing a material", "Drying and storing
-    filament"): a name is content words only, a topic's title is a phrase with function words."""
+    """Whether a document's title is a thing's name, not a topic's.
+
+    A name is content words only ("PLA (polylactic acid)", "6061-T6 aluminium", "contact
+    cement"); a topic's title is a phrase with function words ("Choosing a material").
+    """
     words = re.findall(r"[^\W_]+", _ALIAS.sub(" ", title).lower())
     return bool(words) and not any(w in STOPWORDS for w in words)
 
@@ -169,7 +171,8 @@ def _named(sentence: str, chunk: Shown, vocabulary: Vocabulary | None) -> str:
     """`sentence`, its subject named first where it names none (a bare "dry at 45-50 °C").
 
     Only a thing's name is put first: a topic's title ("Choosing a material") is no sentence's
-    subject."""
+    subject.
+    """
     title = chunk.heading.split(HEADING_SEPARATOR)[0].strip()
     names: tuple[str, ...] = (title,)
     if vocabulary is not None and (thing := vocabulary.thing_of(chunk.id)) is not None:

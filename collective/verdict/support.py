@@ -138,6 +138,9 @@ class Claim:
     """What it states that its cited chunks do not (numbers, names, words)."""
     written: str = ""
     """The sentence as the model wrote it, where the check changed it (a retag)."""
+    stated_as: tuple[tuple[str, str], ...] = ()
+    """Of a claim dropped because only its words are not its chunk's (with no entailment check):
+    each chunk (id) that states its numbers of its thing, with the sentences that do."""
 
     @property
     def supported(self) -> bool:
@@ -399,6 +402,8 @@ class _Finding:
     why: str = ""
     share: float = 0.0
     """The share of the claim's content words the chunk holds."""
+    stating: str = ""
+    """Where its numbers hold in other words: the chunk's sentences that state them."""
 
 
 _TIE_CHARS = 40
@@ -426,6 +431,19 @@ def _ties(read: _Read) -> list[tuple[str, Quantity]]:
     return out
 
 
+def _whole_sentences(pieces: Sequence[str], at: Iterable[int]) -> str:
+    """The sentences of a chunk's `pieces` (split at ";" too) that hold the pieces `at`."""
+    keep: set[int] = set()
+    for n in at:
+        first, last = n, n
+        while first > 0 and pieces[first - 1].rstrip().endswith(";"):
+            first -= 1
+        while last < len(pieces) - 1 and pieces[last].rstrip().endswith(";"):
+            last += 1
+        keep.update(range(first, last + 1))
+    return " ".join(pieces[k] for k in sorted(keep))
+
+
 def _judge(
     claim: _Read, chunk: Shown, sentences: Sequence[_Read], heading: _Read, vocab: _Vocabulary
 ) -> _Finding:
@@ -436,6 +454,7 @@ def _judge(
     comparative turned round ("more" of "less"), an item added to a list are words the chunk
     does not hold. `unX` and `not X` are one word, negated, wherever the other text says X.
     """
+    written = [s.text for s in sentences]
     sentences = [_read(t, vocab) if (t := _unprefixed(s.text, claim.text)) != s.text else s
                  for s in sentences]  # fmt: skip
     held = heading.stems.union(*(s.stems for s in sentences))
@@ -443,6 +462,7 @@ def _judge(
     if (text := _unprefixed(claim.text, chunk_text)) != claim.text:
         claim = _read(text, vocab)
     anchors, missing = _quantities_stated(claim, sentences)
+    stating = _whole_sentences(written, anchors)
     words = [w for w, _, _ in claim.words]
     if claim.quantities and not missing:  # a word that only names a stated quantity's kind
         held |= {stem(w) for q in claim.quantities for w in kind_words(q)}
@@ -472,7 +492,7 @@ def _judge(
         return _Finding("no", tuple(dict.fromkeys(missing)), share=share)
     if novel:  # only entailment (the judge's model) may read other words as the chunk's
         why = f"its numbers are the chunk's, not its words ({', '.join(novel[:6])})"
-        return _Finding("unsure", why=why, share=share)
+        return _Finding("unsure", why=why, share=share, stating=stating)
     if _negation_differs(claim, sentences):
         return _Finding("unsure", why="negation differs from the chunk's", share=share)
     return _Finding("yes", share=share)
@@ -785,7 +805,11 @@ def _verdict(
         reason = "; ".join([*why, *sorted(unsure)]) or "no shown chunk supports it"
         if unsure and not entailed:
             reason += " (no entailment check: kept out)"
-        return Claim(sentence, cited, "dropped", reason, tuple(why))
+        stated_as = () if entailed else tuple(
+            (i, f.stating) for i in cited or found
+            if (f := found[i]).verdict == "unsure" and f.stating
+        )  # fmt: skip
+        return Claim(sentence, cited, "dropped", reason, tuple(why), stated_as=stated_as)
     return Claim(sentence, (), "uncited", "names an entity; no chunk cited")
 
 

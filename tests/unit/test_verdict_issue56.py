@@ -163,6 +163,21 @@ async def test_cheapest_has_no_ranked_lead_and_lightest_ranks_densities() -> Non
     assert out["answer"].startswith("Lowest density of 2 compared: 6061-T6 aluminium has a density")
 
 
+async def test_a_melting_range_in_the_model_s_words_is_answered_in_the_chunk_s() -> None:
+    # eval sitting 2026-11-28: "At roughly what temperature does 5052-H32 aluminium turn
+    # liquid?" got "the knowledge base does not answer" from the default: every answer said
+    # "turns liquid at 607-650 °C", the chunk says "melts over 607-650 °C"
+    melt = chunk("5052-H32 aluminium", "Density", 0.8)
+    weld = chunk("5052-H32 aluminium", "Welding", 0.5)
+    judge = f"5052-H32 aluminium turns liquid at roughly 607-650 °C {cite(melt)}."
+    sample = "At roughly 607-650 °C, 5052-H32 aluminium turns liquid."
+    question = "At roughly what temperature does 5052-H32 aluminium turn liquid?"
+    out = await council(question, judge, [sample, sample], [melt, weld])
+    assert direct(out) == f"{melt.text} {cite(melt)}"
+    assert "turns liquid" not in out["answer"]
+    assert out["claim_check"]["selected"] == "judge"
+
+
 class WholeKb(ListStore):
     """A KB that knows its names and figures (as the SQLite store does) and holds more chunks
     than its search brings: `search` returns the `retrieved` ones only."""

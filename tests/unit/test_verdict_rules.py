@@ -12,7 +12,13 @@ import pytest
 
 from collective.kb.names import chunk_vocabulary
 from collective.kb.store import Chunk
-from collective.verdict.agreement import Asked, check_answer, decide, not_held
+from collective.verdict.agreement import (
+    NO_ANSWER,
+    Asked,
+    check_answer,
+    decide,
+    not_held,
+)
 from collective.verdict.lines import direct_answer, readable
 from collective.verdict.support import check_claims, shown_chunks
 
@@ -287,3 +293,67 @@ def test_a_members_reported_confidence_becomes_its_votes_weight(reported, weight
 
     got = _confidence(reported)
     assert got == weight if weight is None else abs(got - weight) < 1e-3
+
+
+NONSTICK = "A nonstick pan's coating degrades above 260 °C and scratches under metal utensils."
+SMOKE = ("A cast iron pan heats slowly and unevenly but holds heat well; its seasoning smokes "
+         "above about 230 °C.")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("question", "answers", "verdict"),
+    [
+        # a figure of one thing, in the model's words: the chunk's words that state it stand
+        ("How heavy is a cast iron pan?",
+         ["A 26 cm cast iron pan tips the scales at 2.5-3.2 kg."],
+         "A 26 cm cast iron pan weighs about 2.5-3.2 kg. [KB#mem_ci_weight]"),
+        ("At what heat does a nonstick pan's coating break down?",
+         ["A nonstick pan's coating breaks down past 260 °C [KB#mem_ns_limits]."],
+         f"{NONSTICK} [KB#mem_ns_limits]"),
+        ("How hot can a silicone mat go?", ["A silicone mat handles up to 250 °C."],
+         "A silicone mat is rated to 250 °C, density 1.15 g/cm3. [KB#mem_mat]"),
+        ("When does the seasoning on a cast iron pan start smoking?",
+         ["Cast iron pan seasoning begins smoking past roughly 230 °C."],
+         f"{SMOKE} [KB#mem_ci_heat]"),
+        # two samples agree in other words, the judge states a wrong figure: theirs stands
+        ("How hot can a silicone mat go?",
+         ["A silicone mat is rated to 300 °C [KB#mem_mat].", "A silicone mat handles 250 °C.",
+          "A silicone mat copes with 250 °C."],
+         "A silicone mat is rated to 250 °C, density 1.15 g/cm3. [KB#mem_mat]"),
+        # the KB's own words already: the answer stands as written
+        ("When does a nonstick pan's coating degrade?",
+         ["A nonstick pan's coating degrades above 260 °C [KB#mem_ns_limits]."],
+         "A nonstick pan's coating degrades above 260 °C [KB#mem_ns_limits]."),
+        # numbers the chunk does not state, or of another thing: nothing to quote
+        ("At what heat does a nonstick pan's coating break down?",
+         ["A nonstick pan's coating breaks down past 300 °C."], NO_ANSWER),
+        ("At what heat does a nonstick pan's coating break down?",
+         ["A silicone mat handles up to 250 °C."], NO_ANSWER),
+        # a choice: numbers in the model's words are its reasons, and do not vote
+        ("Which pan for searing a steak?",
+         ["A cast iron pan, since its seasoning smokes only past roughly 230 °C."], NO_ANSWER),
+        ("Which is heavier, a cast iron pan or a copper pan?",
+         ["A 26 cm cast iron pan tips the scales at 2.5-3.2 kg."], NO_ANSWER),
+    ],
+)  # fmt: skip
+def test_a_figure_in_the_model_s_words_stands_in_its_chunk_s(question, answers, verdict) -> None:
+    asked = Asked.read(question, vocabulary(), SHOWN.values())
+    checked = [answer("judge" if n == 0 else f"s{n}", a) for n, a in enumerate(answers)]
+    decision = decide(asked, checked, vocabulary())
+    assert decision.stands is not None
+    assert _first_line(decision.stands.text) == verdict
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0]
+
+
+def test_with_an_entailment_check_a_figure_in_other_words_is_settled_by_it() -> None:
+    said = "A silicone mat handles up to 250 °C [KB#mem_mat]."
+    asked = Asked.read("How hot can a silicone mat go?", vocabulary(), SHOWN.values())
+    refused = check_answer("judge", said, SHOWN, lambda pairs: [0.0] * len(pairs),
+                           vocabulary=vocabulary())  # fmt: skip
+    assert decide(asked, [refused], vocabulary()).stands.text == NO_ANSWER
+    granted = check_answer("judge", said, SHOWN, lambda pairs: [1.0] * len(pairs),
+                           vocabulary=vocabulary())  # fmt: skip
+    assert decide(asked, [granted], vocabulary()).stands.text == said
