@@ -315,8 +315,10 @@ def reduce(answer: Checked, asked: Asked, vocabulary: Vocabulary | None) -> Redu
             (i, sentence) for c in said for i, sentence in c.stated_as
             if getattr(vocabulary.thing_of(i), "key", None) in asked.things
         ))  # fmt: skip
-        if quote:
-            own = [Claim(s, (i,), "supported", "its chunk's own words") for i, s in quote]
+        if quote:  # its own numbers, as its chunks state them
+            ids = {i for i, _ in quote}
+            own = [replace(c, cited=tuple(i for i, _ in c.stated_as if i in ids),
+                           status="supported") for c in said if c.stated_as]  # fmt: skip
             direct = [*(c for c in said if c.supported), *own]
     keys = {k for key in answer.answer for k in key.split("|")}
     known = {t.key for t in vocabulary.things()}
@@ -326,6 +328,9 @@ def reduce(answer: Checked, asked: Asked, vocabulary: Vocabulary | None) -> Redu
     figure = None
     if asked.property:
         every = vocabulary.figures(asked.property)
+    elif figure_asked:  # a figure of one thing, of a property the KB does not read ("liquid")
+        every = [f for p in vocabulary.properties() for f in vocabulary.figures(p, asked.things)]
+    if asked.property or figure_asked:
         figure = next((f for c in direct if (f := _figure_stated(c, every))), None)
         if figure is not None:
             things = things | {figure.thing}

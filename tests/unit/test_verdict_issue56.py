@@ -176,6 +176,15 @@ async def test_a_melting_range_in_the_model_s_words_is_answered_in_the_chunk_s()
     assert direct(out) == f"{melt.text} {cite(melt)}"
     assert "turns liquid" not in out["answer"]
     assert out["claim_check"]["selected"] == "judge"
+    # and 304 stainless steel: the judge quoted its tensile line, the samples its melting range
+    melt = chunk("304 stainless steel", "Density", 0.8)
+    pull = chunk("304 stainless steel", "Strength", 0.7)
+    judge = f"{pull.text} {cite(pull)}"
+    sample = "At roughly 1400-1450 °C, 304 stainless steel turns liquid."
+    question = "At roughly what temperature does 304 stainless steel turn liquid?"
+    out = await council(question, judge, [sample, sample], [melt, pull])
+    assert direct(out) == f"{melt.text} {cite(melt)}"
+    assert out["claim_check"]["selected"] == "specialist-1"
 
 
 class WholeKb(ListStore):

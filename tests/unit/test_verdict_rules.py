@@ -320,6 +320,13 @@ SMOKE = ("A cast iron pan heats slowly and unevenly but holds heat well; its sea
          ["A silicone mat is rated to 300 °C [KB#mem_mat].", "A silicone mat handles 250 °C.",
           "A silicone mat copes with 250 °C."],
          "A silicone mat is rated to 250 °C, density 1.15 g/cm3. [KB#mem_mat]"),
+        # the judge's supported line on another figure of the thing, two samples on the one
+        # asked in their own words: the figure most give stands, in its chunk's words
+        ("When does the seasoning on a cast iron pan start smoking?",
+         ["A 26 cm cast iron pan weighs about 2.5-3.2 kg [KB#mem_ci_weight].",
+          "Cast iron pan seasoning begins smoking past roughly 230 °C.",
+          "Seasoning on a cast iron pan starts to smoke beyond about 230 °C."],
+         f"{SMOKE} [KB#mem_ci_heat]"),
         # the KB's own words already: the answer stands as written
         ("When does a nonstick pan's coating degrade?",
          ["A nonstick pan's coating degrades above 260 °C [KB#mem_ns_limits]."],
