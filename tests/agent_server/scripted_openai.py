@@ -3,11 +3,11 @@
 It speaks the OpenAI chat protocol the `openai:` backend uses (`GET /v1/models` with
 `max_model_len`, streamed `POST /v1/chat/completions`), so the council inside the Agent Server
 calls it over real HTTP like any model server, while the answers are scripted (the faults are the
-point, not the answers). Each answer streams its words over `latency_s` in total. The server
-records what it was asked (`prompts`: model and the whole prompt text), how many calls are open
-now (`in_flight`, an open call is a held model slot) and how many each model got; a call whose
-client hangs up stops at once (as llama-server frees a slot on a closed connection) and counts
-in `dropped`.
+point, not the answers). Each answer streams its words over `latency_s` in total (per model:
+`latency`); a `failing` model answers with a server error. The server records what it was asked
+(`prompts`: model and the whole prompt text), how many calls are open now (`in_flight`, an open
+call is a held model slot) and how many each model got; a call whose client hangs up stops at
+once (as llama-server frees a slot on a closed connection) and counts in `dropped`.
 """
 
 from __future__ import annotations
@@ -31,11 +31,13 @@ class ScriptedOpenAIServer:
     """`start()` serves on 127.0.0.1 in a thread; `url`; `stop()`.
 
     Args:
-        latency_s: Seconds each answer takes (its words spread over it); `quick-specialist`
-            answers in a tenth of it.
+        latency_s: Seconds each answer takes (its words spread over it).
         n_ctx: The window `/v1/models` reports.
         replies: Answers by model, each a text or a function of the prompt (default
             `REPLIES`).
+        latency: Seconds per model, over `latency_s` (default: `quick-specialist` answers in a
+            tenth of it).
+        failing: Models that answer every request with HTTP 500 (a server fault).
     """
 
     def __init__(
@@ -43,10 +45,14 @@ class ScriptedOpenAIServer:
         latency_s: float = 0.5,
         n_ctx: int = 32_768,
         replies: Mapping[str, str | Callable[[str], str]] | None = None,
+        latency: Mapping[str, float] | None = None,
+        failing: tuple[str, ...] = (),
     ) -> None:
         self.latency_s = latency_s
         self.n_ctx = n_ctx
         self.replies = dict(REPLIES if replies is None else replies)
+        self.latency = dict({"quick-specialist": latency_s / 10} if latency is None else latency)
+        self.failing = failing
         self.lock = threading.Lock()
         self.prompts: list[tuple[str, str]] = []
         self.calls: dict[str, int] = {}
@@ -105,7 +111,7 @@ def _handler(server: ScriptedOpenAIServer) -> type[BaseHTTPRequestHandler]:
             if self.path.startswith("/v1/models"):
                 models = [
                     {"id": m, "object": "model", "max_model_len": server.n_ctx}
-                    for m in server.replies
+                    for m in (*server.replies, *server.failing)
                 ]
                 self._json(200, {"object": "list", "data": models})
             elif self.path.startswith("/health"):
@@ -120,6 +126,9 @@ def _handler(server: ScriptedOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self._json(404, {"error": {"message": "not found"}})
                 return
             model = str(body.get("model", ""))
+            if model in server.failing:
+                self._json(500, {"error": {"message": f"{model} is out of order"}})
+                return
             prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
             with server.lock:
                 server.prompts.append((model, prompt))
@@ -140,7 +149,7 @@ def _handler(server: ScriptedOpenAIServer) -> type[BaseHTTPRequestHandler]:
         def _answer(self, body: dict[str, Any], model: str, prompt: str) -> None:
             reply = server.replies.get(model, "ok")
             words = (reply(prompt) if callable(reply) else reply).split(" ")
-            latency = server.latency_s / (10 if model == "quick-specialist" else 1)
+            latency = server.latency.get(model, server.latency_s)
             pause = latency / len(words)
             usage = {"prompt_tokens": len(prompt) // 4, "completion_tokens": len(words)}
             if not body.get("stream"):
