@@ -57,6 +57,22 @@ def commands(pages: tuple[Path, ...] = PAGES) -> list[list[str]]:
     return list(seen.values())
 
 
+def inline_commands(pages: tuple[Path, ...] = EVERY_PAGE) -> list[list[str]]:
+    """The argv of every `collective ...` and `make ...` the pages name in their text (code
+    spans outside fenced blocks), each once, with its placeholders filled in: an upper-case
+    word (`ID`, `FILE`, `PATH...`) is a value, `[--opt X]` an option, `a|b` its first choice."""
+    seen: dict[str, list[str]] = {}
+    for page in pages:
+        text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+        for shown in re.findall(r"`((?:collective|make) [^`]+)`", text):
+            argv = [
+                "x" if re.fullmatch(r"[A-Z][A-Z_]*(?:\.\.\.)?", a) else a.split("|")[0]
+                for a in shlex.split(shown.replace("[", "").replace("]", ""))
+            ]
+            seen.setdefault(shlex.join(argv), argv)
+    return list(seen.values())
+
+
 def slug(heading: str) -> str:
     """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
     text = re.sub(r"[^\w\- ]", "", heading.strip().lower())

@@ -20,6 +20,7 @@ from tests.docs_pages import (
     anchors,
     blocks,
     commands,
+    inline_commands,
     links,
     section,
 )
@@ -175,3 +176,36 @@ def test_the_troubleshooting_page_names_every_kind_of_error(name):
     ]
     assert name in kinds
     assert all(f"`{kind}`" in page for kind in kinds if kind != "BackendError"), kinds
+
+
+def test_every_command_the_pages_name_in_their_text_exists():
+    """`collective ...` and `make ...` named inline on any page, helper pages too: each
+    command, option and make target exists (the fenced ones also run, above)."""
+    import click
+    import typer
+
+    root = typer.main.get_command(app)
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    targets = set(re.findall(r"^([\w-]+):", makefile, re.M))
+    named = inline_commands()
+    assert len(named) >= 30
+    for argv in named:
+        if argv[0] == "make":
+            assert argv[1] in targets, f"{argv}: no such make target"
+            continue
+        command, args = root, argv[1:]
+        while hasattr(command, "commands") and args and args[0] in command.commands:
+            command, args = command.commands[args[0]], args[1:]
+        group = hasattr(command, "commands")
+        assert not (group and args and not args[0].startswith("-")), f"{argv}: no such command"
+        if args and args[-1].startswith("--") and args[-1] != "--help":
+            option = next(
+                (p for p in command.params if args[-1] in (*p.opts, *p.secondary_opts)), None
+            )
+            assert option is not None, f"{argv}: no option {args[-1]}"
+            if not getattr(option, "is_flag", False):
+                args = [*args, "x"]  # "--mode" named alone: the option exists
+        try:
+            command.make_context(argv[0], list(args), resilient_parsing=True)
+        except click.UsageError as exc:
+            raise AssertionError(f"{argv}: {exc}") from None
