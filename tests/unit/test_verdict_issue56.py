@@ -8,6 +8,7 @@ wrong answer on demand cannot be had for real); the council's nodes and checks r
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -163,28 +164,31 @@ async def test_cheapest_has_no_ranked_lead_and_lightest_ranks_densities() -> Non
     assert out["answer"].startswith("Lowest density of 2 compared: 6061-T6 aluminium has a density")
 
 
-async def test_a_melting_range_in_the_model_s_words_is_answered_in_the_chunk_s() -> None:
-    # eval sitting 2026-11-28: "At roughly what temperature does 5052-H32 aluminium turn
-    # liquid?" got "the knowledge base does not answer" from the default: every answer said
-    # "turns liquid at 607-650 °C", the chunk says "melts over 607-650 °C"
-    melt = chunk("5052-H32 aluminium", "Density", 0.8)
-    weld = chunk("5052-H32 aluminium", "Welding", 0.5)
-    judge = f"5052-H32 aluminium turns liquid at roughly 607-650 °C {cite(melt)}."
-    sample = "At roughly 607-650 °C, 5052-H32 aluminium turns liquid."
-    question = "At roughly what temperature does 5052-H32 aluminium turn liquid?"
-    out = await council(question, judge, [sample, sample], [melt, weld])
+@pytest.mark.parametrize(
+    ("metal", "other", "judge_says", "selected"),
+    [
+        # eval sitting 2026-11-28: "At roughly what temperature does 5052-H32 aluminium turn
+        # liquid?" got "the knowledge base does not answer" from the default: every answer
+        # said "turns liquid at 607-650 °C", the chunk says "melts over 607-650 °C"
+        ("5052-H32 aluminium", "Welding", "the melting range", "judge"),
+        # and 304 stainless steel: the judge quoted its tensile line, the samples its melting
+        # range in their own words
+        ("304 stainless steel", "Strength", "the other line", "specialist-1"),
+    ],
+)
+async def test_a_melting_range_in_the_model_s_words_is_answered_in_the_chunk_s(
+    metal: str, other: str, judge_says: str, selected: str
+) -> None:
+    melt, line = chunk(metal, "Density", 0.8), chunk(metal, other, 0.6)
+    low, high = re.search(r"melts over (\d+)-(\d+)", melt.text).groups()
+    sample = f"At roughly {low}-{high} °C, {metal} turns liquid."
+    judge = (f"{metal} turns liquid at roughly {low}-{high} °C {cite(melt)}."
+             if judge_says == "the melting range" else f"{line.text} {cite(line)}")  # fmt: skip
+    question = f"At roughly what temperature does {metal} turn liquid?"
+    out = await council(question, judge, [sample, sample], [melt, line])
     assert direct(out) == f"{melt.text} {cite(melt)}"
     assert "turns liquid" not in out["answer"]
-    assert out["claim_check"]["selected"] == "judge"
-    # and 304 stainless steel: the judge quoted its tensile line, the samples its melting range
-    melt = chunk("304 stainless steel", "Density", 0.8)
-    pull = chunk("304 stainless steel", "Strength", 0.7)
-    judge = f"{pull.text} {cite(pull)}"
-    sample = "At roughly 1400-1450 °C, 304 stainless steel turns liquid."
-    question = "At roughly what temperature does 304 stainless steel turn liquid?"
-    out = await council(question, judge, [sample, sample], [melt, pull])
-    assert direct(out) == f"{melt.text} {cite(melt)}"
-    assert out["claim_check"]["selected"] == "specialist-1"
+    assert out["claim_check"]["selected"] == selected
 
 
 class WholeKb(ListStore):
