@@ -236,11 +236,12 @@ def _vocabulary(
     read from the KB later is read here (`KbVocabulary.loaded`).
     """
     store = ctx.knowledge if ctx.knowledge is not None else open_knowledge(ctx)
+    get = store.get
     if isinstance(store, VocabularySource):
         whole = store.vocabulary()
         ids = [c.id for c in retrieved]
         wanted = dict.fromkeys(f.chunk_id for f in missing_figures(question, whole, ids))
-        compared = [c for i in wanted if (c := store.get(i)) is not None]
+        compared = [c for i in wanted if (c := get(i)) is not None]
         ids += [c.id for c in compared]
         loaded = whole.loaded(ids) if isinstance(whole, KbVocabulary) else whole
         return ShownVocabulary(loaded, ids), compared
