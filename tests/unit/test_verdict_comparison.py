@@ -124,9 +124,7 @@ def test_a_thing_named_with_no_figure_of_the_property_is_said_so() -> None:
 
 def _density_chunk(title: str) -> str:
     (found,) = [
-        c.id
-        for c in eval_chunks()
-        if c.heading.lower().startswith(f"{title.lower()} > density")
+        c.id for c in eval_chunks() if c.heading.lower().startswith(f"{title.lower()} > density")
     ]
     return found
 
