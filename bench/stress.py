@@ -10,6 +10,13 @@ a user's spec names, against the real llama-server on 127.0.0.1, with the small 
   0.5B with `--models-max 1`, each named by `?model=`; requests for both at once (an `n_cmpl`
   one each among them), so the router unloads one model and loads the other while requests
   wait. The loads and unloads the router logged are in the notes.
+* `slot-restore`: Qwen2.5-Coder 0.5B (gemma-3's sliding-window layers keep no prompt to
+  reuse) on `-np 3 --slot-save-path`, named with `?kv=per-slot`. Each
+  round a planner's call on a long shared prefix, then `before_fan_out` (the planner's slot
+  saved to a file and restored into every idle slot, as before a council's members), then one
+  member per slot at once on the same prefix: each member's answer must be its answer alone,
+  and every member must reuse the prefix (the host prompt cache off, `--cache-ram 0`, so on a
+  slot other than the planner's only the restored copy holds it).
 * `replicas`: two gemma servers as one replica set (`llama-server:A | llama-server:B`);
   requests at once, and replica A killed (SIGKILL) while it writes an answer. A call lost
   mid-answer is retried once, as a council node retries it (`TRANSIENT_RETRY`); A is started
@@ -26,7 +33,8 @@ anything but a backend error.
 
 Prints one row per phase, then the notes; exits 1 when any interleaved, lost, overflow or crash
 count is not 0, or a fault it caused is not named in the notes.
-Usage: python bench/stress.py [--rounds 3] [--phases ncmpl-np2,ncmpl-np4,router,replicas]
+Usage: python bench/stress.py [--rounds 3]
+[--phases ncmpl-np2,ncmpl-np4,router,slot-restore,replicas]
 [--json FILE] [--logs DIR] [--server-binary PATH]
 """
 
@@ -56,7 +64,7 @@ from backends import _binary, _port, _start  # noqa: E402  (same folder: llama-s
 
 from collective.budget.assembly import text_section  # noqa: E402
 from collective.budget.plans import ModelBudget  # noqa: E402
-from collective.budgeted_call import ModelCall, budgeted_call  # noqa: E402
+from collective.budgeted_call import ModelCall, budgeted_call, reused_tokens  # noqa: E402
 from collective.errors import BackendError, ContextOverflow, PoolExhausted  # noqa: E402
 from collective.graph.context import CouncilContext  # noqa: E402
 from collective.models.admission import AdmissionControl  # noqa: E402
@@ -65,7 +73,7 @@ from collective.models.embedded import DEFAULT_EMBEDDED, embedded_model_path  # 
 from collective.models.registry import backend_from_spec, close_all  # noqa: E402
 from collective.nodes.retry import TRANSIENT_RETRY, is_transient  # noqa: E402
 
-PHASES = ("ncmpl-np2", "ncmpl-np4", "router", "replicas")
+PHASES = ("ncmpl-np2", "ncmpl-np4", "router", "slot-restore", "replicas")
 SYSTEM = "Answer in one or two plain sentences."
 PROMPTS = (
     "What is PLA filament made from?",
@@ -81,6 +89,8 @@ PROMPTS = (
     "Which plastic survives a hot car better, PLA or ASA?",
     "What is layer adhesion?",
 )
+PREFIX = "Background for every question: " + " ".join(PROMPTS * 2)
+"""A shared prefix long enough to be worth a slot's restore (about 250 tokens)."""
 CALL_LIMIT_S = 180.0
 """The longest one call may take (a router may load a model for it first)."""
 OVERFLOW_LOG = re.compile(r"exceeds the available context size|Context size has been exceeded")
@@ -191,10 +201,10 @@ class Server:
 class Caller:
     """Budgeted calls of one phase: one admission control, temperature 0, the run's notes."""
 
-    def __init__(self, phase: Phase, max_tokens: int) -> None:
+    def __init__(self, phase: Phase, max_tokens: int, task: int = 192) -> None:
         self.phase = phase
         self.admission = AdmissionControl()
-        plan = ModelBudget("chat", 1024, 256, max_tokens, {"system": 64, "task": 192})
+        plan = ModelBudget("chat", 1024, 64 + task, max_tokens, {"system": 64, "task": task})
         self.ctx = CouncilContext(budgets={"chat": plan}, temperature=0.0, usage_log=None)
 
     def on_event(self, agent: str) -> Callable[[dict[str, Any]], None]:
@@ -262,7 +272,7 @@ class Caller:
         *,
         label: str,
         on_token: Callable[[str], Awaitable[None] | None] | None = None,
-    ) -> None:
+    ) -> list[ModelCall | BaseException]:
         """`sends` (prompt, samples) at once; every choice compared with its reference."""
         self.phase.requests += len(sends)
         self.phase.expected += sum(n for _, n in sends)
@@ -286,6 +296,7 @@ class Caller:
                         f"{prompt!r} choice {i}: {text!r} differs from its answer alone "
                         f"{references[prompt]!r}"
                     )
+        return done
 
     def _failed(self, prompt: str, error: BaseException) -> None:
         if isinstance(error, ContextOverflow | PoolExhausted):
@@ -369,6 +380,38 @@ async def router(phase: Phase, server: Server, rounds: int, names: tuple[str, st
     )
     if loaded < 2 or unloaded < 1:
         phase.problems.append("the router did not switch models under load")
+
+
+async def slot_restore(phase: Phase, server: Server, slots: int, rounds: int) -> None:
+    """A planner's call, its slot restored into the idle ones, then a member per slot at once."""
+    caller = Caller(phase, max_tokens=24, task=512)
+    backend = backend_from_spec(f"llama-server:{server.url}?kv=per-slot")
+    loads = [
+        [(f"{PREFIX}\n\nQuestion: {p}", 1) for p in rotate(PROMPTS, slots * r, slots)]
+        for r in range(rounds)
+    ]
+    references = await caller.references(backend, loads)
+    planner = f"{PREFIX}\n\nQuestion: name the topic of these questions in one word."
+    reused = 0
+    async with httpx.AsyncClient(timeout=30) as http:
+        for r, sends in enumerate(loads):
+            for slot in range(slots):  # what the calls before left in the slots: gone
+                await http.post(f"{server.url}/slots/{slot}?action=erase")
+            await caller.ask(backend, planner, agent=f"round{r + 1}-planner")
+            await backend.before_fan_out()
+            done = await caller.load(backend, sends, references, label=f"round{r + 1}")
+            shared = len(PREFIX) // 8  # well under the prefix's tokens, over a template's
+            reused += sum(
+                not isinstance(c, BaseException) and (reused_tokens(c.result) or 0) > shared
+                for c in done
+            )
+    members = rounds * slots
+    phase.notes.append(
+        f"{reused} of {members} members reused the planner's prefix (the host cache off: "
+        "on a slot other than the planner's, only its restored copy holds it)"
+    )
+    if reused < members:
+        phase.problems.append(f"only {reused} of {members} members reused the planner's prefix")
 
 
 def generating(slots: Any) -> bool:
@@ -458,6 +501,16 @@ async def run_phase(name: str, binary: str, rounds: int, logs: Path) -> Phase:
                 servers = [Server(name, binary, None, args, logs)]
                 servers[0].start()
                 await router(phase, servers[0], rounds, names)
+            elif name == "slot-restore":
+                saved = logs / "slots"
+                saved.mkdir(exist_ok=True)
+                args = ["-c", str(1024 * 3), "-np", "3", "--slot-save-path", str(saved)]
+                args += ["--cache-ram", "0", "--jinja", *alone]
+                # Qwen: gemma-3's sliding-window layers keep no prompt to reuse
+                qwen = embedded_model_path(DEFAULT_EMBEDDED)
+                servers = [Server(name, binary, qwen, args, logs)]
+                servers[0].start()
+                await slot_restore(phase, servers[0], 3, rounds)
             elif name == "replicas":
                 args = ["-c", "2048", "-np", "2", "--chat-template-file", str(template), *alone]
                 servers = [Server(f"replica-{n}", binary, gemma, args, logs) for n in "AB"]

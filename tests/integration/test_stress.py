@@ -1,9 +1,10 @@
 """The stress harness reduced to one round per phase (`bench/stress.py --rounds 1`).
 
 On the real llama-server: n_cmpl beside plain requests, and a replica killed mid-answer; with
-`COLLECTIVE_STRESS=1` also n_cmpl at `-np 4` and a router loading and unloading two models
-under load (one round of all four took 272 s on two shared cores at load 11, most of it the
-router loading the 0.5B again and again; the two default phases took 62 s at load 3). Every
+`COLLECTIVE_STRESS=1` also n_cmpl at `-np 4`, the planner's slot restored into the idle slots
+before the members (47 s alone at load 3.7), and a router loading and unloading two models
+under load (one round of the other four took 272 s on two shared cores at load 11, most of it
+the router loading the 0.5B again and again; the two default phases took 62 s at load 3). Every
 choice asked for comes back and is its prompt's answer sent alone at temperature 0; no
 overflow, no crash; the kill is named in the run's notes. `make stress` runs the full size.
 """
@@ -22,7 +23,8 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 ALL = os.environ.get("COLLECTIVE_STRESS") == "1"
-PHASES = ["ncmpl-np2", "ncmpl-np4", "router", "replicas"] if ALL else ["ncmpl-np2", "replicas"]
+EVERY = ["ncmpl-np2", "ncmpl-np4", "router", "slot-restore", "replicas"]
+PHASES = EVERY if ALL else ["ncmpl-np2", "replicas"]
 
 
 def test_one_round_of_each_phase_mixes_and_loses_no_choice(
@@ -38,7 +40,7 @@ def test_one_round_of_each_phase_mixes_and_loses_no_choice(
     phases = {p["name"]: p for p in json.loads(figures.read_text())["phases"]}
     assert list(phases) == PHASES
     for name, phase in phases.items():
-        assert phase["requests"] == 6, name
+        assert phase["requests"] == (3 if name == "slot-restore" else 6), name
         assert phase["compared"] == phase["expected"], phase
         assert (phase["interleaved"], phase["lost"]) == (0, 0), phase
         assert (phase["overflows"], phase["crashes"], phase["problems"]) == (0, 0, []), phase
@@ -48,6 +50,8 @@ def test_one_round_of_each_phase_mixes_and_loses_no_choice(
         assert phases["ncmpl-np4"]["expected"] == 2 * 4 + 4
         assert phases["router"]["expected"] == 2 * (2 + 1 + 1)
         assert any("loaded a model" in n for n in phases["router"]["notes"])
+        assert phases["slot-restore"]["expected"] == 3
+        assert any("3 of 3 members reused" in n for n in phases["slot-restore"]["notes"])
     replicas = phases["replicas"]
     assert replicas["caused"] == replicas["named"] == 1  # the kill happened and is named
     assert replicas["retries"] >= 1  # the call lost mid-answer was retried, and came back whole
