@@ -62,7 +62,7 @@ from collective.verdict.agreement import (
     check_answer,
     decide,
 )
-from collective.verdict.comparison import Ranking, missing_figures, rank
+from collective.verdict.comparison import Ranking, compared_figures, rank
 from collective.verdict.entailment import entailment_for
 from collective.verdict.lines import direct_answer, readable, supporting_lines
 from collective.verdict.shown import ShownVocabulary
@@ -230,19 +230,19 @@ def _vocabulary(
     """The KB's names and figures: the store's own where it learned them, else the chunks'.
 
     Only the figures of the chunks retrieved count, and, where the question ranks things it
-    names, the chunks that state the figure of those retrieval did not bring
-    (`missing_figures`), returned beside it: so every figure a comparison leads with is of a
-    chunk the verdict cites (the store's names all count). What the store's vocabulary would
-    read from the KB later is read here (`KbVocabulary.loaded`).
+    names, the chunks that state the figure each is ranked by (`compared_figures`), returned
+    beside it (read from the KB where retrieval did not bring them): so every figure a
+    comparison leads with is of a chunk the verdict cites (the store's names all count). What
+    the store's vocabulary would read from the KB later is read here (`KbVocabulary.loaded`).
     """
     store = ctx.knowledge if ctx.knowledge is not None else open_knowledge(ctx)
     get = store.get
     if isinstance(store, VocabularySource):
         whole = store.vocabulary()
-        ids = [c.id for c in retrieved]
-        wanted = dict.fromkeys(f.chunk_id for f in missing_figures(question, whole, ids))
-        compared = [c for i in wanted if (c := get(i)) is not None]
-        ids += [c.id for c in compared]
+        by_id = {c.id: c for c in retrieved}
+        wanted = dict.fromkeys(f.chunk_id for f in compared_figures(question, whole))
+        compared = [c for i in wanted if (c := by_id.get(i) or get(i)) is not None]
+        ids = list(dict.fromkeys([*by_id, *(c.id for c in compared)]))
         loaded = whole.loaded(ids) if isinstance(whole, KbVocabulary) else whole
         return ShownVocabulary(loaded, ids), compared
     return chunk_vocabulary(retrieved), []
@@ -395,7 +395,8 @@ class _Ruling:
     seen: frozenset[str] = frozenset()
     """The chunks some member's prompt showed."""
     compared: tuple[str, ...] = ()
-    """The chunks the KB holds the figure a ranking asks for in, which retrieval did not bring."""
+    """The chunks that state the figures a ranking of the question's things reads (some read
+    from the KB: retrieval did not bring them, or no prompt showed them)."""
 
     async def rule(self) -> dict[str, Any]:
         own = OwnAnswer.from_state(self.state.get("own"), self.backend.spec, self.state)
@@ -446,8 +447,9 @@ class _Ruling:
                 supplied = {**supplied, **shown_chunks(self.chunks, ids=[f.chunk_id for f in held])}
                 notes.append(f"no answer stated the {asked.property} asked; the chunk's own words")
             if text not in (NO_ANSWER, OFF_QUESTION) and not asked.unknown:
+                shown_to = frozenset(own.shown) | self.seen  # the council's prompts showed
                 text, final, supplied = self._lines(text, final, supplied, every, asked, check,
-                                                    notes)  # fmt: skip
+                                                    notes, shown_to)  # fmt: skip
         text = text.strip()
         _emit_shown(supplied, self.chunks)  # what the verdict's tags resolve to
         citations, unknown = check_citations(text, supplied)
@@ -476,6 +478,7 @@ class _Ruling:
         asked: Asked,
         check: dict[str, Any],
         notes: list[str],
+        shown_to: frozenset[str] = frozenset(),
     ) -> tuple[str, list[Claim], dict[str, Shown]]:
         """The verdict's lines: a ranked lead where the question ranks, else the chunks' words."""
         vocabulary = ShownVocabulary(self.vocabulary, every)  # figures of chunks shown only
@@ -490,9 +493,9 @@ class _Ruling:
                             "thing": lead.thing}  # fmt: skip
         notes.append(f"the verdict leads with the {ranked.direction} {ranked.measure} of the "
                      f"{len(ranked.order)} things the KB gives one for")  # fmt: skip
-        if fetched := [f.chunk_id for f in ranked.order if f.chunk_id in self.compared]:
-            notes.append(f"{len(fetched)} of its figures read from the KB: retrieval had not "
-                         "brought their chunks")  # fmt: skip
+        if fetched := [f.chunk_id for f in ranked.order if f.chunk_id not in shown_to]:
+            notes.append(f"{len(fetched)} of its figures read from the KB: no prompt of the "
+                         "council showed their chunks")  # fmt: skip
         direct = _agreeing(direct_answer(text), ranked, vocabulary)
         lines = [ranked.line(), direct, *(f"- {o}" for o in ranked.others())]
         ids = [f.chunk_id for f in ranked.order]

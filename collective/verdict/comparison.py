@@ -21,7 +21,7 @@ from collective.kb.citations import tag
 from collective.kb.vocabulary import Figure, Vocabulary
 from collective.kb.words import content_words
 
-__all__ = ["Ranking", "asked", "missing_figures", "negated", "property_asked", "rank"]
+__all__ = ["Ranking", "asked", "compared_figures", "negated", "property_asked", "rank"]
 
 Direction = Literal["highest", "lowest"]
 
@@ -163,21 +163,15 @@ def _value(figure: Figure, direction: Direction) -> float:
     return figure.high if direction == "highest" else -figure.low
 
 
-def missing_figures(question: str, vocabulary: Vocabulary, shown: Iterable[str]) -> list[Figure]:
-    """The figures a ranking lacks: of the things `question` ranks, none stated in `shown` (ids).
+def compared_figures(question: str, vocabulary: Vocabulary) -> list[Figure]:
+    """The figures a ranking of `question`'s things reads (none where it asks no ranking).
 
-    Of the property it asks to rank on, of the things it names, by the KB's vocabulary.
-
-    Retrieval brings a few chunks per question; "which of these nine metals is densest" needs
-    each one's density, and a ranking of the six it brought names the wrong one (or ties). The
-    KB knows which of its chunks hold the rest.
+    Of the property it asks to rank on, of every thing it names (by the KB's vocabulary).
+    Retrieval brings a few chunks per question, and a prompt shows fewer: "which of these nine
+    metals is densest" needs each one's density, and a ranking of the six shown names the wrong
+    one (or ties). The KB knows which of its chunks hold them all.
     """
     if asked(question) is None or (prop := property_asked(question, vocabulary)) is None:
         return []
     named = list(dict.fromkeys(n.thing.key for n in vocabulary.named_in(question)))
-    if len(named) < 2:
-        return []
-    every = vocabulary.figures(prop, named)
-    ids = set(shown)
-    have = {f.thing for f in every if f.chunk_id in ids}
-    return [f for f in every if f.thing not in have]
+    return vocabulary.figures(prop, named) if len(named) >= 2 else []

@@ -14,7 +14,7 @@ import pytest
 from collective.kb.chunking import split_text
 from collective.kb.names import chunk_vocabulary
 from collective.kb.store import Chunk, chunk_id
-from collective.verdict.comparison import asked, missing_figures, negated, rank
+from collective.verdict.comparison import asked, compared_figures, negated, rank
 
 EVAL_KB = Path(__file__).resolve().parents[1] / "data" / "eval_kb"
 
@@ -122,39 +122,28 @@ def test_a_thing_named_with_no_figure_of_the_property_is_said_so() -> None:
     assert ranked.unranked == ("balsa",) and "no janka hardness figure for balsa" in ranked.line()
 
 
-def _density_chunk(title: str) -> str:
-    (found,) = [
-        c.id for c in eval_chunks() if c.heading.lower().startswith(f"{title.lower()} > density")
-    ]
-    return found
-
-
 @pytest.mark.parametrize(
-    ("question", "shown", "missing"),
+    ("question", "ranked"),
     [
-        # a ranking of things named: the figures of those no chunk shown states
+        # a ranking of things named: each one's figure of the property asked, wherever it is
         ("Which is densest: C110 copper, 304 stainless steel or 316 stainless steel?",
-         ["304 stainless steel", "316 stainless steel"], ["C110 copper"]),
-        ("Which is the heaviest, 1018 mild steel or C932 bearing bronze?", [],
+         ["C110 copper", "304 stainless steel", "316 stainless steel"]),
+        ("Which is the heaviest, 1018 mild steel or C932 bearing bronze?",
          ["1018 mild steel", "C932 bearing bronze"]),
         # balsa's chunk states no Janka figure ("extremely soft"): none to read
-        ("Which wood is the hardest: teak, white oak or balsa?", ["teak"], ["white oak"]),
-        ("Which of these is lightest: PTFE, HDPE or acetal?", ["PTFE", "HDPE", "acetal"], []),
-        ("Which is not the densest: C360 brass or 6061-T6 aluminium?", ["C360 brass"],
-         ["6061-T6 aluminium"]),
-        # no ranking, or nothing to rank on: nothing is read
-        ("What is the density of C110 copper?", [], []),
-        ("Which is cheapest: 1018 mild steel or 6061-T6 aluminium?", [], []),
-        ("Which is denser than water?", [], []),
-        ("Which is the densest metal you hold?", [], []),
-        ("Tell me about C110 copper and C360 brass.", [], []),
+        ("Which wood is the hardest: teak, white oak or balsa?", ["teak", "white oak"]),
+        ("Which of these is lightest: PTFE, HDPE or acetal?", ["PTFE", "HDPE", "acetal"]),
+        ("Which is not the densest: C360 brass or 6061-T6 aluminium?",
+         ["C360 brass", "6061-T6 aluminium"]),
+        # no ranking, or nothing to rank on, or one thing: nothing is read
+        ("What is the density of C110 copper?", []),
+        ("Which is cheapest: 1018 mild steel or 6061-T6 aluminium?", []),
+        ("Which is denser than water?", []),
+        ("Which is the densest metal you hold?", []),
+        ("Tell me about C110 copper and C360 brass.", []),
     ],
 )  # fmt: skip
-def test_a_ranking_reads_from_the_kb_the_figures_retrieval_did_not_bring(
-    question: str, shown: list[str], missing: list[str]
-):
-    ids = [_density_chunk(t) for t in shown]
-    found = missing_figures(question, vocabulary(), ids)
+def test_a_ranking_reads_each_named_thing_s_figure_from_the_kb(question: str, ranked: list[str]):
+    found = compared_figures(question, vocabulary())
     titles = {t.key: t.title for t in vocabulary().things()}
-    assert sorted(titles[f.thing].lower() for f in found) == sorted(m.lower() for m in missing)
-    assert all(f.chunk_id not in ids for f in found)
+    assert sorted(titles[f.thing].lower() for f in found) == sorted(m.lower() for m in ranked)

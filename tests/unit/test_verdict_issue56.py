@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+from collective.budget.plans import ModelBudget
 from collective.graph import build_graph
 from collective.kb.names import chunk_vocabulary
 from collective.kb.store import Chunk
@@ -227,6 +228,30 @@ async def test_a_ranking_reads_the_figures_retrieval_did_not_bring_from_the_kb()
     )
     assert copper.id in {c["id"] for c in out["citations"]}
     assert any("read from the KB" in n for n in out["notes"])
+
+
+async def test_a_ranking_reads_the_figures_no_prompt_showed_from_the_kb() -> None:
+    # the same question in the sitting after that fix: C110's chunk was retrieved, but the
+    # prompts' small KB sections showed the six with higher scores, not it
+    steels = [chunk(t, "Density", 0.7) for t in ("304 stainless steel", "316 stainless steel")]
+    copper = chunk("C110 copper", "Density", 0.2)
+    judge = f"316 stainless steel has a density of about 8.00 g/cm3 {cite(steels[1])}."
+    small = {"system": 120, "kb_chunks": 110, "task": 105, "safety_margin": 0}
+    plans = {"specialist": small, "judge": {**small, "proposals": 20}}
+    budgets = {r: ModelBudget(r, 8192, sum(p.values()), 256, p) for r, p in plans.items()}
+    ctx = context(judge=ScriptedBackend("judge", judge), budgets=budgets,
+                  specialists=[ScriptedBackend("spec0", judge)], k=1, planner=None,
+                  knowledge=WholeKb([*steels, copper]), judge_tools=False)  # fmt: skip
+    question = (
+        "Which of these metals has the highest density: 304 stainless steel, "
+        "316 stainless steel or C110 copper?"
+    )
+    out = await build_graph().ainvoke({"question": question}, context=ctx)
+    prompts = "\n".join(m["content"] for b in (ctx.judge, *ctx.specialists) for m in b.calls[0])
+    unseen = [c for c in (*steels, copper) if c.id not in prompts]
+    assert copper in unseen  # retrieved, but no prompt had room for it
+    assert out["answer"].startswith("Highest density of 3 compared: C110 copper")
+    assert f"{len(unseen)} of its figures read from the KB" in " ".join(out["notes"])
 
 
 # -- false claims kept as supported, true ones dropped -------------------------------------
