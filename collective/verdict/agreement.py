@@ -158,7 +158,10 @@ class Asked:
             written = re.search(rf"(?<!\w){re.escape(m.group(0).lower())}(?!\w)", text)
             if not written and not set(content_words(m.group(0))) <= known:
                 lacking.append(m)
-        unknown = [m.group(0) for m in _asked_about(question, lacking, named, prop)]
+        # a kind of thing: a word of the names the KB's things go by ("pan", "filament")
+        kinds = {w for t in vocabulary.things() for n in t.names or (t.title,)
+                 for w in content_words(n)} - set(content_words(prop or ""))  # fmt: skip
+        unknown = [m.group(0) for m in _asked_about(question, lacking, named, kinds)]
         if prop and not things and not unknown:  # "the Janka hardness of hickory?"
             rest = _without(question, spans)
             ends = [m[1] for m in _SUBJECT.finditer(rest) if m[1].lower() not in STOPWORDS]
@@ -181,23 +184,20 @@ def _asked_about(
     question: str,
     lacking: list[re.Match[str]],
     named: list[Named],
-    prop: str | None,
+    kinds: set[str],
 ) -> list[re.Match[str]]:
     """Of the names the KB lacks, those the question asks about rather than mentions in passing.
 
-    Where the question names things the KB holds, or asks for a thing of a kind ("which
-    filament"), a name it lacks is asked about only where it is listed or compared with one it
-    asks about ("PLA or Inconel", "stronger than Tufnol", "hickory or ironwood"), or where it
-    makes a common noun the KB knows into another thing ("a Le Creuset pot" is not the KB's
-    enamel pot; "Bambu PLA" is PLA): "my Ender 3" or a label ("on t1:") is context. Otherwise
+    Where the question names things the KB holds, or asks for a thing of a kind (`kinds`: words
+    of the names its things go by: "which filament", not "what temperature"), a name it lacks
+    is asked about only where it is listed or compared with one it asks about ("PLA or
+    Inconel", "stronger than Tufnol", "hickory or ironwood"), or where it makes a common noun
+    the KB knows into another thing ("a Le Creuset pot" is not the KB's enamel pot; "Bambu
+    PLA" is PLA): "my Ender 3" or a label ("on t1:") is context. Otherwise
     every such name is what the question asks about.
     """
     spans = [(n.start, n.start + len(n.written)) for n in named]
-    asked_words = set(content_words(prop or ""))
-    choice = any(
-        m[1].lower() not in STOPWORDS and not set(content_words(m[1])) & asked_words
-        for m in _CHOICE.finditer(question)
-    )
+    choice = any(set(content_words(m[1])) & kinds for m in _CHOICE.finditer(question))
     if not spans and not choice:
         return lacking
     lacks = [(m.start(), m.end()) for m in lacking]

@@ -171,6 +171,10 @@ def test_true_claims_stand(claim: str, cited: str) -> None:
         ("Is a Le Creuset pot heavier than a cast iron pan?", ("Le", "Creuset")),
         ("Does a Lodge cast iron pan rust if left damp?", ()),
         ("Is my Zwilling pot chip resistant?", ("Zwilling",)),
+        # "what <property>" asks no kind of thing: the name is what it asks about
+        ("What temperature does Inconel melt at?", ("Inconel",)),
+        ("What weight is a Lodge skillet?", ("Lodge",)),
+        ("Which knife should a Wusthof owner sharpen at 15 degrees?", ()),
     ],
 )  # fmt: skip
 def test_a_question_on_a_thing_no_chunk_is_about_is_read_as_such(question, unknown) -> None:
