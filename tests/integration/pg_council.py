@@ -25,7 +25,16 @@ from collective.kb.store import Chunk
 from collective.memory.store import open_checkpointer, open_store
 from tests.fakes import ListStore, ScriptedBackend
 
-CHUNKS = [Chunk("mem_asa", "ASA keeps its shape to about 95 C.", "asa.md", (), 0.9)]
+CHUNKS = [
+    Chunk(
+        "mem_asa",
+        "ASA keeps its shape to about 95 C.",
+        "asa.md",
+        (),
+        0.9,
+        heading="ASA filament > Heat",
+    )  # fmt: skip
+]
 
 
 def die(messages):
