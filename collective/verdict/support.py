@@ -139,8 +139,9 @@ class Claim:
     written: str = ""
     """The sentence as the model wrote it, where the check changed it (a retag)."""
     stated_as: tuple[tuple[str, str], ...] = ()
-    """Of a claim dropped because only its words are not its chunk's (with no entailment check):
-    each chunk (id) that states its numbers of its thing, with the sentences that do."""
+    """Of a claim dropped though its chunk holds every number it gives of its thing, in other
+    words (with no entailment check to settle them) or tied to other words ("the build plate
+    at 70-90 °C" of "the bed at 70-90 °C"): each such chunk (id), with the sentences that do."""
 
     @property
     def supported(self) -> bool:
@@ -403,7 +404,8 @@ class _Finding:
     share: float = 0.0
     """The share of the claim's content words the chunk holds."""
     stating: str = ""
-    """Where its numbers hold in other words: the chunk's sentences that state them."""
+    """Where its numbers hold in other words, or are held tied to other words: the chunk's
+    sentences that hold them."""
 
 
 _TIE_CHARS = 40
@@ -461,8 +463,8 @@ def _judge(
     chunk_text = " ".join([heading.text, *(s.text for s in sentences)])
     if (text := _unprefixed(claim.text, chunk_text)) != claim.text:
         claim = _read(text, vocab)
-    anchors, missing = _quantities_stated(claim, sentences)
-    stating = _whole_sentences(written, anchors)
+    anchors, missing, held_apart, apart = _quantities_stated(claim, sentences)
+    stating = _whole_sentences(written, anchors | held_apart)
     words = [w for w, _, _ in claim.words]
     if claim.quantities and not missing:  # a word that only names a stated quantity's kind
         held |= {stem(w) for q in claim.quantities for w in kind_words(q)}
@@ -489,7 +491,13 @@ def _judge(
             anchors = {n for n, v in enumerate(overlap) if v == max(overlap)}
     missing += _entities_unstated(claim, chunk, sentences, heading, anchors, set(missing))
     if missing:
-        return _Finding("no", tuple(dict.fromkeys(missing)), share=share)
+        # every number it gives the chunk holds, some tied to other words ("the build plate at
+        # 70-90 °C when printing" of "prints at 240-270 °C with the bed at 70-90 °C"): not
+        # stated, but the chunk's sentence holds what it answers (`Claim.stated_as`)
+        other = [m for m in missing if m not in apart and not m.startswith("words: ")]
+        held_answer = bool(apart) and not other and claim.named(in_passing=False)
+        return _Finding("no", tuple(dict.fromkeys(missing)), share=share,
+                        stating=stating if held_answer else "")  # fmt: skip
     if novel:  # only entailment (the judge's model) may read other words as the chunk's
         why = f"its numbers are the chunk's, not its words ({', '.join(novel[:6])})"
         return _Finding("unsure", why=why, share=share, stating=stating)
@@ -520,24 +528,31 @@ def _statement_stems(read: _Read) -> set[str]:
     return {w for w, start, _ in read.words if start >= label}
 
 
-def _quantities_stated(claim: _Read, sentences: Sequence[_Read]) -> tuple[set[int], list[str]]:
+def _quantities_stated(
+    claim: _Read, sentences: Sequence[_Read]
+) -> tuple[set[int], list[str], set[int], list[str]]:
     """The sentences that state the claim's quantities, and the quantities none states.
 
     A quantity is stated by a sentence that holds it and does not tie a word the claim ties to
     it only to another quantity of its kind (`the bed at 70-85 °C` does not state a bed at
-    230-250 °C, though the sentence holds 230-250 °C for the nozzle).
+    230-250 °C, though the sentence holds 230-250 °C for the nozzle). Also returned: of those
+    none states, the sentences that hold one by value, and which they are.
     """
     ties = [t for s in sentences for t in _ties(s)]
     claim_ties = _ties(claim)
     anchors: set[int] = set()
+    held: set[int] = set()
     missing: list[str] = []
+    apart: list[str] = []
     for q in claim.quantities:
         near = {w for w, t in claim_ties if t == q}
         found = False
+        holding: set[int] = set()
         for n, sentence in enumerate(sentences):
             for given in sentence.quantities:
                 if not _states(given, q, claim):
                     continue
+                holding.add(n)
                 kind = [(word, t) for word, t in ties if t.unit == given.unit]
                 elsewhere = any(
                     any(w == word and not _states(t, q, claim) for word, t in kind)
@@ -549,7 +564,10 @@ def _quantities_stated(claim: _Read, sentences: Sequence[_Read]) -> tuple[set[in
                     found = True
         if not found:
             missing.append(claim.text[q.start : q.end])
-    return anchors, missing
+            if holding:
+                held |= holding
+                apart.append(claim.text[q.start : q.end])
+    return anchors, missing, held, apart
 
 
 def _states(given: Quantity, q: Quantity, claim: _Read) -> bool:
@@ -805,9 +823,9 @@ def _verdict(
         reason = "; ".join([*why, *sorted(unsure)]) or "no shown chunk supports it"
         if unsure and not entailed:
             reason += " (no entailment check: kept out)"
-        stated_as = () if entailed else tuple(
+        stated_as = tuple(
             (i, f.stating) for i in cited or found
-            if (f := found[i]).verdict == "unsure" and f.stating
+            if (f := found[i]).stating and (f.verdict == "no" or not entailed)
         )  # fmt: skip
         return Claim(sentence, cited, "dropped", reason, tuple(why), stated_as=stated_as)
     return Claim(sentence, (), "uncited", "names an entity; no chunk cited")

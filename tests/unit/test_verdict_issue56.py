@@ -192,6 +192,22 @@ async def test_a_melting_range_in_the_model_s_words_is_answered_in_the_chunk_s(
     assert out["claim_check"]["selected"] == selected
 
 
+@pytest.mark.parametrize("thing", ["PA12 nylon", "PEEK", "polypropylene", "TPU 95A"])
+async def test_a_bed_temperature_tied_to_other_words_is_answered_in_the_chunk_s(thing) -> None:
+    # eval sitting at f5fc0af: all eight "How warm should the build plate be when printing X?"
+    # failed in the default, right in self-consistency: "the build plate should be heated to
+    # 70-90 °C when printing X" ties "printing" to the bed's figure, the chunk "prints" to the
+    # nozzle's, so no sentence "states" it, though the chunk holds it
+    printing, other = chunk(thing, "Print", 0.8), chunk(thing, "Heat", 0.6)
+    low, high = re.search(r"bed at (\d+)-(\d+)", printing.text).groups()
+    judge = f"{other.text} {cite(other)}"
+    sample = f"The build plate should be heated to {low}-{high} °C when printing {thing}."
+    question = f"How warm should the build plate be when printing {thing}?"
+    out = await council(question, judge, [sample, sample], [printing, other])
+    assert direct(out) == f"{printing.text} {cite(printing)}"
+    assert "build plate" not in out["answer"]
+
+
 class WholeKb(ListStore):
     """A KB that knows its names and figures (as the SQLite store does) and holds more chunks
     than its search brings: `search` returns the `retrieved` ones only."""

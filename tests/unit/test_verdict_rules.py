@@ -368,3 +368,39 @@ def test_with_an_entailment_check_a_figure_in_other_words_is_settled_by_it() -> 
     granted = check_answer("judge", said, SHOWN, lambda pairs: [1.0] * len(pairs),
                            vocabulary=vocabulary())  # fmt: skip
     assert decide(asked, [granted], vocabulary()).stands.text == said
+
+
+OVEN = Chunk("mem_oven", "The oven bakes bread at 220-230 °C with the grill at 250-280 °C.",
+             "kitchen/oven.md", heading="oven > Settings")  # fmt: skip
+KILN = Chunk("mem_kiln", "A kiln fires bisque at 900-1000 °C and glaze at 1200-1260 °C.",
+             "kitchen/kiln.md", heading="kiln > Firing")  # fmt: skip
+MORE = shown_chunks({c.id: c for c in (*CHUNKS, OVEN, KILN)})
+
+
+@pytest.mark.parametrize(
+    ("question", "said", "verdict"),
+    [
+        # a figure the chunk holds, which the answer ties to other words: the chunk's sentence
+        ("How hot should the top element be when baking in the oven?",
+         "The top element should be 250-280 °C when baking in the oven.", OVEN),
+        ("What heat does the oven's grill reach when baking?",
+         "When baking, the oven's grill reaches 250-280 °C.", OVEN),
+        ("How hot is a glaze firing in a kiln?",
+         "A kiln fires at 1200-1260 °C for glaze, after bisque.", KILN),
+        # a number the chunk does not hold, or one of another thing: nothing is quoted
+        ("How hot should the top element be when baking in the oven?",
+         "The top element should be 300 °C when baking in the oven.", NO_ANSWER),
+        ("How hot is a glaze firing in a kiln?",
+         "A kiln fires at 250-280 °C for glaze.", NO_ANSWER),
+    ],
+)  # fmt: skip
+def test_a_figure_the_chunk_holds_under_other_words_stands_in_its_sentence(
+    question, said, verdict
+) -> None:
+    vocab = chunk_vocabulary([*CHUNKS, OVEN, KILN])
+    asked = Asked.read(question, vocab, MORE.values())
+    checked = check_answer("judge", said, MORE, vocabulary=vocab)
+    stands = decide(asked, [checked, checked], vocab).stands
+    assert stands is not None
+    expected = verdict if verdict == NO_ANSWER else f"{verdict.text} [KB#{verdict.id}]"
+    assert _first_line(stands.text) == expected
