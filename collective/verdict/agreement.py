@@ -162,7 +162,7 @@ class Asked:
         kinds = {w for t in vocabulary.things() for n in t.names or (t.title,)
                  for w in content_words(n)} - set(content_words(prop or ""))  # fmt: skip
         unknown = [m.group(0) for m in _asked_about(question, lacking, named, kinds)]
-        if prop and not things and not unknown:  # "the Janka hardness of hickory?"
+        if prop and not things and not unknown:  # "Janka hardness of hickory", "how hard is jatoba"
             rest = _without(question, spans)
             ends = [m[1] for m in _SUBJECT.finditer(rest) if m[1].lower() not in STOPWORDS]
             unknown = [w for w in ends if not set(content_words(w)) <= known]
@@ -246,8 +246,9 @@ def _without(text: str, spans: Iterable[tuple[int, int]]) -> str:
     return "".join(chars)
 
 
-_SUBJECT = re.compile(r"\bof\s+(?:the\s+|an?\s+)?([A-Za-z][\w-]+)(?=\s*[?.!]?\s*$)")
-"""The word a question ends on after "of": what it asks the property of."""
+_SUBJECT = re.compile(r"\b(?:of|is|are|does|do)\s+(?:the\s+|an?\s+)?([A-Za-z][\w-]+)")
+"""A word after "of", "is", "does" ("the density of hickory", "how hard is jatoba"): what a
+question asks a property of."""
 
 
 # -- each answer, reduced --------------------------------------------------------------------

@@ -171,6 +171,10 @@ def test_true_claims_stand(claim: str, cited: str) -> None:
         ("Is a Le Creuset pot heavier than a cast iron pan?", ("Le", "Creuset")),
         ("Does a Lodge cast iron pan rust if left damp?", ()),
         ("Is my Zwilling pot chip resistant?", ("Zwilling",)),
+        # a property of a thing no chunk shown names, written in lower case
+        ("How dense is wenge?", ("wenge",)),
+        ("What temperature is teflon rated to?", ("teflon",)),
+        ("What is the density of a silicone mat?", ()),
         # "what <property>" asks no kind of thing: the name is what it asks about
         ("What temperature does Inconel melt at?", ("Inconel",)),
         ("What weight is a Lodge skillet?", ("Lodge",)),
