@@ -158,10 +158,11 @@ class Asked:
             written = re.search(rf"(?<!\w){re.escape(m.group(0).lower())}(?!\w)", text)
             if not written and not set(content_words(m.group(0))) <= known:
                 lacking.append(m)
-        # a kind of thing: a word of the names the KB's things go by ("pan", "filament")
-        kinds = {w for t in vocabulary.things() for n in t.names or (t.title,)
-                 for w in content_words(n)} - set(content_words(prop or ""))  # fmt: skip
-        unknown = [m.group(0) for m in _asked_about(question, lacking, named, kinds)]
+        unknown: list[str] = []
+        if lacking:  # a kind of thing: a word of the names the KB's things go by ("pan")
+            kinds = {w for t in vocabulary.things() for n in t.names or (t.title,)
+                     for w in content_words(n)} - set(content_words(prop or ""))  # fmt: skip
+            unknown = [m.group(0) for m in _asked_about(question, lacking, named, kinds)]
         if prop and not things and not unknown:  # "Janka hardness of hickory", "how hard is jatoba"
             rest = _without(question, spans)
             ends = [m[1] for m in _SUBJECT.finditer(rest) if m[1].lower() not in STOPWORDS]
