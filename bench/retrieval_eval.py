@@ -210,18 +210,20 @@ def bootstrap(a: list[dict], b: list[dict], key: str, rounds: int = 5000) -> dic
     }
 
 
-def build(path: Path, lexical: bool, expanded: bool) -> tuple[SqliteKnowledgeStore, float]:
-    """The eval KB at `path` (with the cached expansions when `expanded`), and its ingest time."""
+def build(
+    path: Path, lexical: bool, expanded: bool, expansions: Path
+) -> tuple[SqliteKnowledgeStore, float]:
+    """The eval KB at `path` (with the cache `expansions` when `expanded`), and its ingest time."""
     kwargs = {"embedder": None} if lexical else {}
     store = SqliteKnowledgeStore(path, **kwargs)
     started = time.perf_counter()
     store.add_paths([DATA / "eval_kb"], base=DATA, embed=False)
     if expanded:
-        cache = expansion.load_cache(EXPANSIONS)
+        cache = expansion.load_cache(expansions)
         stats = expansion.expand_missing(store, None, model="cache", cache=cache)
         if stats.cached < store.count():  # reported with the figures: "N expanded"
             print(
-                f"note: {EXPANSIONS.name} has expansions for {stats.cached} of the eval KB's "
+                f"note: {expansions.name} has expansions for {stats.cached} of the eval KB's "
                 f"{store.count()} chunks (bench/expansions.py adds the rest)",
                 file=sys.stderr,
             )
@@ -248,13 +250,21 @@ def main() -> None:
         help="Only queries whose relevant chunks all have a cached expansion (both modes).",
     )
     parser.add_argument("--rerank-cache", type=Path, help="Default: bench/rerank_scores/...")
+    parser.add_argument(
+        "--expansions",
+        type=Path,
+        default=EXPANSIONS,
+        help="The expansion cache (bench/ingest.py --keep).",
+    )
     args = parser.parse_args()
     if args.no_rerank:
         os.environ["COLLECTIVE_RERANK"] = "none"
     retrieval._FUSION = args.fusion
     retrieval.DENSE_WEIGHT = args.dense_weight
     reranker = cached_reranker(args.rerank_cache or rerank_cache_path())
-    cache_doc = json.loads(EXPANSIONS.read_text(encoding="utf-8")) if EXPANSIONS.exists() else {}
+    cache_doc = (
+        json.loads(args.expansions.read_text(encoding="utf-8")) if args.expansions.exists() else {}
+    )
 
     results: dict[str, dict[str, dict[str, dict]]] = {}
     rows_by: dict[tuple[str, str, str], list[dict]] = {}
@@ -262,7 +272,9 @@ def main() -> None:
     run_started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for mode in args.expansion.split(","):
-            store, ingest_s = build(Path(tmp) / f"eval-{mode}.sqlite", args.lexical, mode == "on")
+            store, ingest_s = build(
+                Path(tmp) / f"eval-{mode}.sqlite", args.lexical, mode == "on", args.expansions
+            )
             model, vectors, chunks = store.vector_status()
             meta[mode] = {
                 "chunks": chunks,
@@ -272,7 +284,7 @@ def main() -> None:
             }
             meta["model"] = model
             sets = load_sets(store)
-            cache = expansion.load_cache(EXPANSIONS)
+            cache = expansion.load_cache(args.expansions)
             expanded_ids = {
                 c.id for c in store.list() if expansion.content_key(c.heading, c.text) in cache
             }

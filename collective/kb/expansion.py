@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BackendExpander",
+    "BackendNamer",
     "DEFAULT_EXPANSION_MODEL",
     "EXPANSION_BATCH",
     "ExpansionStats",
@@ -77,12 +78,14 @@ MAX_CHARS = 600
 """An expansion is at most this many lines, characters a line, and characters in all."""
 
 PROMPT = (
-    "Passage from a knowledge base ({header}):\n{text}\n\n"
-    "Write 3 short questions a beginner would ask whose answer is in this passage, in "
+    "Write 3 short questions a beginner would ask whose answer is in the passage below, in "
     "everyday words (their problem, what they saw, what they want to make), not the "
-    "passage's technical terms. Then a line 'Keywords:' with everyday words for it.\n"
-    "1."
+    "passage's technical terms. Then a line 'Keywords:' with everyday words for it.\n\n"
+    "Passage from a knowledge base ({header}):\n{text}\n\n"
+    "The 3 questions, then the Keywords line:\n1."
 )
+"""The request for a chunk's expansion. The instruction comes first: the chunks asked for
+together share it as a prefix, computed once (1.4x faster than after the passage, measured)."""
 NAMES_EXAMPLES = (
     ("polystyrene", "PS, Styrofoam"),
     ("polyvinyl butyral", "PVB, Butvar"),
@@ -146,9 +149,40 @@ def clean_expansion(text: str) -> str:
     return "\n".join(lines)[:MAX_CHARS].strip()
 
 
-EXPANSION_BATCH = 4
+EXPANSION_BATCH = 8
 """Chunks expanded at once when the model serves concurrent requests together (the in-process
 model's batch engine, a server's slots); each batch is committed as it finishes."""
+
+
+def _ask_together(
+    backend: Backend, prompts: Sequence[str], *, max_tokens: int, timeout: float, what: str
+) -> list[str]:
+    """Greedy replies to `prompts`, asked at once (one batch in process, a server's slots).
+
+    `timeout` bounds each prompt; `what` names one prompt's job in the timeout's message.
+    """
+
+    async def all_of() -> list[str]:
+        results = await asyncio.gather(
+            *(
+                backend.chat(
+                    [{"role": "user", "content": content}],
+                    max_tokens=max_tokens,
+                    temperature=0.0,
+                )
+                for content in prompts
+            )
+        )
+        return [r.text for r in results]
+
+    limit = timeout * max(1, len(prompts))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        try:
+            return pool.submit(asyncio.run, all_of()).result(limit)
+        except concurrent.futures.TimeoutError as exc:
+            raise BackendTimeout(
+                f"the model took over {limit:g} s to {what} ({len(prompts)} at once)"
+            ) from exc
 
 
 class BackendExpander:
@@ -172,28 +206,14 @@ class BackendExpander:
 
     def many(self, chunks: Sequence[tuple[str, str]]) -> list[str]:
         """The expansions of several `(header, text)` chunks, asked for together."""
-
-        async def all_of() -> list[str]:
-            results = await asyncio.gather(
-                *(
-                    self.backend.chat(
-                        [{"role": "user", "content": prompt(header, text)}],
-                        max_tokens=self.max_tokens,
-                        temperature=0.0,
-                    )
-                    for header, text in chunks
-                )
-            )
-            return [r.text for r in results]
-
-        limit = self.timeout * max(1, len(chunks))
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            try:
-                return pool.submit(asyncio.run, all_of()).result(limit)
-            except concurrent.futures.TimeoutError as exc:
-                raise BackendTimeout(
-                    f"the expansion model took over {limit:g} s for {len(chunks)} chunks"
-                ) from exc
+        prompts = [prompt(header, text) for header, text in chunks]
+        return _ask_together(
+            self.backend,
+            prompts,
+            max_tokens=self.max_tokens,
+            timeout=self.timeout,
+            what="expand a chunk",
+        )
 
 
 def backend_expander(
@@ -203,28 +223,43 @@ def backend_expander(
     return BackendExpander(backend, max_tokens=max_tokens, timeout=timeout)
 
 
+class BackendNamer:
+    """A `Namer` that asks a backend (greedy decoding) what else a document's thing is called.
+
+    Only the title is shown (a passage made the small models copy its sentences); `many`
+    names several documents at once, like `BackendExpander.many`.
+    """
+
+    def __init__(
+        self, backend: Backend, *, max_tokens: int = NAMES_MAX_TOKENS, timeout: float = 120.0
+    ):
+        """A namer on `backend`; `timeout` bounds each document's names."""
+        self.backend = backend
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+
+    def __call__(self, title: str, text: str) -> str:
+        """One document's other names (see `Namer`)."""
+        return self.many([(title, text)])[0]
+
+    def many(self, documents: Sequence[tuple[str, str]]) -> list[str]:
+        """The other names of several `(title, opening)` documents, asked for together."""
+        prompts = [NAMES_PROMPT.format(title=title) for title, _ in documents]
+        written = _ask_together(
+            self.backend,
+            prompts,
+            max_tokens=self.max_tokens,
+            timeout=self.timeout,
+            what="name a document",
+        )
+        return [model_names(title, w) for (title, _), w in zip(documents, written, strict=True)]
+
+
 def backend_namer(
     backend: Backend, *, max_tokens: int = NAMES_MAX_TOKENS, timeout: float = 120.0
-) -> Namer:
+) -> BackendNamer:
     """A namer that asks `backend` (greedy decoding) what else a document's thing is called."""
-
-    def name(title: str, text: str) -> str:
-        del text  # the title alone: a passage made the small models copy its sentences
-        request = backend.chat(
-            [{"role": "user", "content": NAMES_PROMPT.format(title=title)}],
-            max_tokens=max_tokens,
-            temperature=0.0,
-        )
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            try:
-                written = pool.submit(asyncio.run, request).result(timeout).text
-            except concurrent.futures.TimeoutError as exc:
-                raise BackendTimeout(
-                    f"the naming model took over {timeout:g} s to name one document"
-                ) from exc
-        return model_names(title, written)
-
-    return name
+    return BackendNamer(backend, max_tokens=max_tokens, timeout=timeout)
 
 
 def model_names(title: str, written: str) -> str:
@@ -372,15 +407,26 @@ def expand_missing(
     unnamed = store.unnamed() if namer is not None else []
     todo = [] if names_only else store.unexpanded()
     total = len(unnamed) + len(todo)
-    for done, (source, title, opening) in enumerate(unnamed, 1):
-        if namer is not None:
-            store.set_model_names(source, namer(title, opening), namer_model or model)
-            stats.named += 1
-        if progress is not None:
-            progress(done, total)
+    done = 0
+    if namer is not None:
+        name_many = getattr(namer, "many", None)
+        size = max(1, batch) if callable(name_many) else 1
+        for start in range(0, len(unnamed), size):
+            named = unnamed[start : start + size]
+            documents = [(title, opening) for _, title, opening in named]
+            names = (
+                name_many(documents)
+                if callable(name_many) and len(named) > 1
+                else [namer(title, opening) for title, opening in documents]
+            )
+            for (source, _, _), written in zip(named, names, strict=True):
+                store.set_model_names(source, written, namer_model or model)
+            stats.named += len(named)
+            done += len(named)
+            if progress is not None:
+                progress(done, total)
     many = getattr(expander, "many", None)
     size = max(1, batch) if callable(many) else 1
-    done = len(unnamed)
     for start in range(0, len(todo), size):
         group = todo[start : start + size]
         asked = []

@@ -146,6 +146,39 @@ def test_names_a_model_writes_are_kept_only_where_they_name_no_other_document(tm
     assert len(asked) == 16
 
 
+class _BatchedNamer:
+    """A stand-in naming model that names several documents at once (as the batch engine)."""
+
+    def __init__(self, fail_on: int) -> None:
+        self.batches: list[list[str]] = []
+        self.fail_on = fail_on
+
+    def __call__(self, title: str, text: str) -> str:
+        return self.many([(title, text)])[0]
+
+    def many(self, documents):
+        self.batches.append([title for title, _ in documents])
+        if len(self.batches) == self.fail_on:
+            raise TimeoutError("model went away")
+        return [f"{title} stock" for title, _ in documents]
+
+
+def test_documents_are_named_in_batches_and_each_batch_is_kept(tmp_path, kb_dir):
+    kb = SqliteKnowledgeStore(tmp_path / "kb.sqlite", embedder=None)
+    kb.add_paths([kb_dir / "eval_kb" / "metal"], base=kb_dir, embed=False)
+    documents = len(kb.unnamed())
+    namer = _BatchedNamer(fail_on=2)
+    with pytest.raises(TimeoutError):
+        expand_missing(kb, None, model="stand-in", namer=namer, batch=3)
+    assert len(kb.unnamed()) == documents - 3  # the first batch stays named
+    stats = expand_missing(kb, None, model="stand-in", namer=namer, batch=3)
+    sizes = [len(b) for b in namer.batches]
+    assert sizes[:2] == [3, 3] and max(sizes) == 3 and sum(sizes[2:]) == documents - 3
+    assert stats.named == documents - 3 and kb.unnamed() == []
+    titles = [t for b in namer.batches[2:] for t in b]
+    assert len(set(titles)) == len(titles)  # no document asked twice once named
+
+
 def test_an_older_kb_is_upgraded_in_place_once_with_a_note(tmp_path, kb_dir):
     path = tmp_path / "kb.sqlite"
     kb = SqliteKnowledgeStore(path, embedder=None)
