@@ -61,10 +61,11 @@ from collective.verdict.agreement import (
     Checked,
     check_answer,
     decide,
+    not_stated,
 )
 from collective.verdict.comparison import Ranking, compared_figures, rank
 from collective.verdict.entailment import entailment_for
-from collective.verdict.lines import direct_answer, readable, supporting_lines
+from collective.verdict.lines import direct_answer, readable, supporting_lines, wanted_lines
 from collective.verdict.shown import ShownVocabulary
 from collective.verdict.support import (
     Claim,
@@ -450,6 +451,8 @@ class _Ruling:
                 shown_to = frozenset(own.shown) | self.seen  # the council's prompts showed
                 text, final, supplied = self._lines(text, final, supplied, every, asked, check,
                                                     notes, shown_to)  # fmt: skip
+                if asked.unanswered_by(text, supplied):
+                    text, final, supplied = self._wanted(final, supplied, every, asked, notes)
         text = text.strip()
         _emit_shown(supplied, self.chunks)  # what the verdict's tags resolve to
         citations, unknown = check_citations(text, supplied)
@@ -506,6 +509,32 @@ class _Ruling:
         final = [*(c for c in claims if c.status == "dropped"), *said, *quotes]
         shown = {**supplied, **shown_chunks(self.chunks, ids=ids)}
         return "\n".join(line for line in lines if line), final, shown
+
+    def _wanted(
+        self,
+        claims: Sequence[Claim],
+        supplied: Mapping[str, Shown],
+        every: Mapping[str, Shown],
+        asked: Asked,
+        notes: list[str],
+    ) -> tuple[str, list[Claim], dict[str, Shown]]:
+        """The verdict where its lines say nothing of the property asked (`Asked.wanted`).
+
+        The chunks' sentences that state it, else a lead that the KB does not, with those that
+        speak of it in part ("conducts heat away so fast" for a thermal conductivity).
+        """
+        states, quoted = wanted_lines(asked, every, self.vocabulary)
+        title = next(t.title for t in self.vocabulary.things() if t.key == asked.things[0])
+        lead = [] if states else [not_stated(asked.wanted, title)]
+        found = "the chunk's sentence that states it" if states else "the KB states none"
+        notes.append(f"no line of the answers spoke of the {asked.wanted} asked; {found}")
+        lines = [*lead, *(f"- {q}" if lead or n else q for n, q in enumerate(quoted))]
+        quotes = [Claim(q, tuple(i for i in every if f"[KB#{i}]" in q), "supported",
+                        "quoted: the chunk's own sentence") for q in quoted]  # fmt: skip
+        ids = [i for q in quotes for i in q.cited]
+        supplied = {**supplied, **shown_chunks(self.chunks, ids=ids)}
+        dropped = [c for c in claims if c.status == "dropped"]
+        return "\n".join(readable(line) for line in lines), [*dropped, *quotes], supplied
 
     def _in_kb_words(
         self,

@@ -45,6 +45,7 @@ __all__ = [
     "check_answer",
     "decide",
     "not_held",
+    "not_stated",
     "reduce",
     "reduced_answer",
 ]
@@ -61,6 +62,14 @@ def not_held(names: Sequence[str]) -> str:
     return (
         f"The knowledge base does not answer this question: it holds nothing on {said}, so no "
         "figure or fact about it can be given from it."
+    )
+
+
+def not_stated(wanted: str, thing: str) -> str:
+    """The verdict's lead where the KB states nothing of the property asked of a thing it holds."""
+    return (
+        f"The knowledge base does not answer this question: it does not state the {wanted} of "
+        f"{thing}."
     )
 
 
@@ -130,6 +139,9 @@ class Asked:
     """The property it asks about (`Vocabulary.property_asked`)."""
     unknown: tuple[str, ...] = ()
     """What it asks about that no chunk shown and no name of the KB holds (`Inconel 718`)."""
+    wanted: str = ""
+    """The property it asks of its one thing in its own words, where the KB reads no figure of
+    that property ("thermal conductivity" in "the thermal conductivity of C110 copper")."""
 
     @classmethod
     def read(
@@ -167,7 +179,24 @@ class Asked:
             rest = _without(question, spans)
             ends = [m[1] for m in _SUBJECT.finditer(rest) if m[1].lower() not in STOPWORDS]
             unknown = [w for w in ends if not set(content_words(w)) <= known]
-        return cls(question, things, prop, tuple(dict.fromkeys(unknown)))
+        wanted = ""
+        if prop is None and len(things) == 1 and not unknown:  # a property the KB reads none of
+            start = min(n.start for n in named)
+            said = _PROPERTY_OF.search(question[:start])
+            wanted = said[1] if said and content_words(said[1]) else ""
+        return cls(question, things, prop, tuple(dict.fromkeys(unknown)), wanted)
+
+    def unanswered_by(self, text: str, shown: Mapping[str, Shown]) -> bool:
+        """Whether `text` says nothing of the property asked in words (`wanted`).
+
+        No word of it is in the text or the headings of the chunks the text cites ("the best
+        use of" is answered by a line of a "Uses" section).
+        """
+        if not self.wanted:
+            return False
+        headings = " ".join(c.heading for i, c in shown.items() if f"[KB#{i}]" in text)
+        said = set(content_words(f"{plain(text)} {headings}"))
+        return not set(content_words(self.wanted)) & said
 
 
 _LISTED = re.compile(
@@ -247,6 +276,11 @@ def _without(text: str, spans: Iterable[tuple[int, int]]) -> str:
     return "".join(chars)
 
 
+_PROPERTY_OF = re.compile(
+    r"\bthe\s+((?:[^\W\d_][\w-]*\s+){0,3}?[^\W\d_][\w-]*)\s+(?:of|for)\s+(?:the\s+|an?\s+|my\s+)?$",
+    re.IGNORECASE,
+)
+"""A property named just before the thing it is asked of ("the coefficient of friction of ")."""
 _SUBJECT = re.compile(r"\b(?:of|is|are|does|do)\s+(?:the\s+|an?\s+)?([A-Za-z][\w-]+)")
 """A word after "of", "is", "does" ("the density of hickory", "how hard is jatoba"): what a
 question asks a property of."""

@@ -22,7 +22,7 @@ from collective.kb.words import STOPWORDS, content_words
 from collective.verdict.agreement import Asked
 from collective.verdict.support import Shown, plain
 
-__all__ = ["WIDE_MARGIN", "direct_answer", "readable", "supporting_lines"]
+__all__ = ["WIDE_MARGIN", "direct_answer", "readable", "supporting_lines", "wanted_lines"]
 
 WIDE_MARGIN = 0.2
 """How far ahead of the next the first chunk's retrieval score must be to be kept in any case
@@ -130,6 +130,30 @@ def supporting_lines(
         if len(out) >= most:
             break
     return out
+
+
+def wanted_lines(
+    asked: Asked, shown: Mapping[str, Shown], vocabulary: Vocabulary, most: int = 2
+) -> tuple[bool, list[str]]:
+    """The sentences of the asked thing's chunks that speak of the property asked in words.
+
+    For a question whose property the KB reads no figure of (`Asked.wanted`): each sentence of
+    a chunk shown about the thing asked that shares a word with the property's name (its own or
+    its heading's), most shared first, tagged. Returns whether the first holds every word of it
+    (the KB states it) and the lines.
+    """
+    words = set(content_words(asked.wanted))
+    found: list[tuple[int, str]] = []
+    for i, chunk in shown.items():
+        thing = vocabulary.thing_of(i)
+        if thing is None or thing.key not in asked.things:
+            continue
+        heading = set(content_words(chunk.heading))  # "Uses" speaks for its sentences
+        for sentence in _sentences(readable(chunk.text)):
+            if shared := len(words & (set(content_words(sentence)) | heading)):
+                found.append((shared, f"{_named(sentence.rstrip(), chunk, vocabulary)} {tag(i)}"))
+    found.sort(key=lambda x: -x[0])  # stable: the chunks' order among equals
+    return bool(found) and found[0][0] == len(words), [line for _, line in found[:most]]
 
 
 def _said_already(sentence: str, said: str) -> bool:

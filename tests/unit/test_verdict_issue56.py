@@ -454,3 +454,25 @@ def test_the_chunks_as_shown_are_handed_over_by_the_fit_not_read_back_from_the_p
     assert "trimmed" not in shown.text and len(shown.text) < len(long.text)
     whole = select_chunks(counter, scored_chunks([other]), 500)
     assert as_shown(other, dict(whole.shown)[other.id]).text == other.text
+
+
+async def test_a_property_the_kb_does_not_state_of_a_thing_it_holds_is_said_so() -> None:
+    # held out: "What is the thermal conductivity of C110 copper?" got C110's uses and tensile
+    # strength, both supported, neither about conductivity
+    uses = chunk("C110 copper", "Typical uses", 0.7)
+    strength = chunk("C110 copper", "Strength", 0.6)
+    welding = chunk("C110 copper", "Welding", 0.5)
+    judge = f"{uses.text} {cite(uses)}\n- {strength.text} {cite(strength)}"
+    question = "What is the thermal conductivity of C110 copper?"
+    out = await council(question, judge, [judge], [uses, strength, welding])
+    lead, *rest = out["answer"].splitlines()
+    assert lead == (
+        "The knowledge base does not answer this question: it does not state the thermal "
+        "conductivity of C110 copper."
+    )
+    assert rest == [f"- {welding.text} {cite(welding)}"]  # what it says of conducting heat
+    assert "220 MPa" not in out["answer"] and "bus bars" not in out["answer"]
+    # asked what the KB states in words, the verdict that states it stands as it is
+    question = "What are the typical uses of C110 copper?"
+    out = await council(question, judge, [judge], [uses, strength, welding])
+    assert out["answer"].startswith(uses.text)

@@ -19,7 +19,7 @@ from collective.verdict.agreement import (
     decide,
     not_held,
 )
-from collective.verdict.lines import direct_answer, readable
+from collective.verdict.lines import direct_answer, readable, wanted_lines
 from collective.verdict.support import check_claims, shown_chunks
 
 CHUNKS = [
@@ -408,3 +408,60 @@ def test_a_figure_the_chunk_holds_under_other_words_stands_in_its_sentence(
     assert stands is not None
     expected = verdict if verdict == NO_ANSWER else f"{verdict.text} [KB#{verdict.id}]"
     assert _first_line(stands.text) == expected
+
+
+# -- a property the KB reads no figure of, asked of a thing it holds -------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "wanted"),
+    [
+        ("What is the thermal mass of a cast iron pan?", "thermal mass"),
+        ("What is the boiling point of a silicone mat?", "boiling point"),
+        ("What is the shelf life of an egg timer?", "shelf life"),
+        ("What is the coefficient of friction of a nonstick pan?", "coefficient of friction"),
+        ("What's the heat conductivity of a copper pan?", "heat conductivity"),
+        ("what is the edge angle for a carbon steel knife?", "edge angle"),
+        ("What is the best use of a cast iron pan?", "best use"),
+        # a property the KB reads, no single thing, a thing it lacks, no "the ... of"
+        ("What is the density of a silicone mat?", ""),
+        ("Which knife stays sharp longer?", ""),
+        ("What is the price of a wok?", ""),
+        ("Is a ceramic knife dishwasher safe?", ""),
+        ("Compare the heat of a copper pan and a cast iron pan", ""),
+    ],
+)
+def test_a_property_asked_in_the_questions_own_words_is_read(question, wanted) -> None:
+    assert Asked.read(question, vocabulary(), SHOWN.values()).wanted == wanted
+
+
+@pytest.mark.parametrize(
+    ("question", "states", "quoted"),
+    [
+        ("What is the thermal mass of a cast iron pan?", False, []),  # the KB says nothing of it
+        ("What's the heat conductivity of a copper pan?", True, ["cu_heat"]),
+        ("what is the edge angle for a carbon steel knife?", False, ["cs_edge"]),  # in part
+        ("What is the best use of a cast iron pan?", False, ["ci_uses"]),  # its heading's word
+        ("What is the shelf life of an egg timer?", False, []),
+    ],
+)
+def test_the_sentences_that_speak_of_the_property_asked_are_found(question, states, quoted):
+    asked = Asked.read(question, vocabulary(), SHOWN.values())
+    found, lines = wanted_lines(asked, SHOWN, vocabulary())
+    assert found is states
+    assert [line.rsplit("[KB#mem_", 1)[1].rstrip("]") for line in lines] == quoted
+
+
+@pytest.mark.parametrize(
+    ("question", "verdict", "unanswered"),
+    [
+        ("What is the thermal mass of a cast iron pan?", "heats slowly [KB#mem_ci_heat]", True),
+        ("What is the best use of a cast iron pan?", "suits searing [KB#mem_ci_uses]", False),
+        ("What is the best use of a cast iron pan?", "weighs 3 kg [KB#mem_ci_weight]", True),
+        ("What's the heat conductivity of a copper pan?", "conducts heat [KB#mem_cu_heat]", False),
+        ("What is the density of a silicone mat?", "rated to 250 °C [KB#mem_mat]", False),
+    ],
+)
+def test_a_verdict_that_says_nothing_of_the_property_asked_is_found(question, verdict, unanswered):
+    asked = Asked.read(question, vocabulary(), SHOWN.values())
+    assert asked.unanswered_by(verdict, SHOWN) is unanswered
