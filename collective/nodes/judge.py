@@ -63,7 +63,8 @@ from collective.verdict.agreement import (
     decide,
     not_stated,
 )
-from collective.verdict.comparison import Ranking, compared_figures, rank
+from collective.verdict.comparison import Ranking, compared_figures, property_asked, rank
+from collective.verdict.described import described
 from collective.verdict.entailment import entailment_for
 from collective.verdict.lines import direct_answer, readable, supporting_lines, wanted_lines
 from collective.verdict.shown import ShownVocabulary
@@ -233,20 +234,31 @@ def _vocabulary(
     Only the figures of the chunks retrieved count, and, where the question ranks things it
     names, the chunks that state the figure each is ranked by (`compared_figures`), returned
     beside it (read from the KB where retrieval did not bring them): so every figure a
-    comparison leads with is of a chunk the verdict cites (the store's names all count). What
-    the store's vocabulary would read from the KB later is read here (`KbVocabulary.loaded`).
+    comparison leads with is of a chunk the verdict cites (the store's names all count); so too
+    the figures of the property asked of a thing the question describes by its use
+    (`described`). What the store's vocabulary would read from the KB later is read here
+    (`KbVocabulary.loaded`).
     """
     store = ctx.knowledge if ctx.knowledge is not None else open_knowledge(ctx)
     get = store.get
     if isinstance(store, VocabularySource):
         whole = store.vocabulary()
         by_id = {c.id: c for c in retrieved}
-        wanted = dict.fromkeys(f.chunk_id for f in compared_figures(question, whole))
+        figures = [*compared_figures(question, whole), *_hop_figures(question, by_id, whole)]
+        wanted = dict.fromkeys(f.chunk_id for f in figures)
         compared = [c for i in wanted if (c := by_id.get(i) or get(i)) is not None]
         ids = list(dict.fromkeys([*by_id, *(c.id for c in compared)]))
         loaded = whole.loaded(ids) if isinstance(whole, KbVocabulary) else whole
         return ShownVocabulary(loaded, ids), compared
     return chunk_vocabulary(retrieved), []
+
+
+def _hop_figures(question: str, retrieved: Mapping[str, Chunk], whole: Vocabulary) -> list[Any]:
+    """The figures of the property asked of the things the question describes by their use."""
+    if (prop := property_asked(question, whole)) is None:
+        return []
+    hops = described(question, shown_chunks(retrieved).values(), whole, prop)
+    return [f for d in hops for f in whole.figures(prop, [d.thing])]
 
 
 async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
@@ -441,11 +453,7 @@ class _Ruling:
                 held := _figures_held(asked, self.vocabulary, every)
             ):
                 # no answer gave it, but a chunk shown states the figure asked: quote it
-                text = "\n".join(f"{readable(f.text)} [KB#{f.chunk_id}]" for f in held)
-                final = [*(c for c in final if c.status == "dropped"),
-                         *(Claim(f.text, (f.chunk_id,), "supported", "the KB's figure, quoted")
-                           for f in held)]  # fmt: skip
-                supplied = {**supplied, **shown_chunks(self.chunks, ids=[f.chunk_id for f in held])}
+                text, final, supplied = self._held(held, asked, every, final, supplied)
                 notes.append(f"no answer stated the {asked.property} asked; the chunk's own words")
             if text not in (NO_ANSWER, OFF_QUESTION) and not asked.unknown:
                 shown_to = frozenset(own.shown) | self.seen  # the council's prompts showed
@@ -509,6 +517,28 @@ class _Ruling:
         final = [*(c for c in claims if c.status == "dropped"), *said, *quotes]
         shown = {**supplied, **shown_chunks(self.chunks, ids=ids)}
         return "\n".join(line for line in lines if line), final, shown
+
+    def _held(
+        self,
+        held: Sequence[Any],
+        asked: Asked,
+        every: Mapping[str, Shown],
+        claims: Sequence[Claim],
+        supplied: Mapping[str, Shown],
+    ) -> tuple[str, list[Claim], dict[str, Shown]]:
+        """The verdict as the KB's figures `held` of the property asked, quoted.
+
+        Where the question named its thing by its use, the sentence that says so follows.
+        """
+        hops = [d for d in asked.described if d.chunk_id in every]
+        quoted = [(f"{readable(f.text)}", f.chunk_id, "the KB's figure, quoted") for f in held]
+        quoted += [(d.sentence, d.chunk_id, "quoted: what the question describes the thing by")
+                   for d in hops]  # fmt: skip
+        lines = [f"{'- ' if n else ''}{line} [KB#{i}]" for n, (line, i, _) in enumerate(quoted)]
+        final = [*(c for c in claims if c.status == "dropped"),
+                 *(Claim(line, (i,), "supported", why) for line, i, why in quoted)]  # fmt: skip
+        ids = [i for _, i, _ in quoted]
+        return "\n".join(lines), final, {**supplied, **shown_chunks(self.chunks, ids=ids)}
 
     def _wanted(
         self,

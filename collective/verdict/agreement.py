@@ -24,6 +24,7 @@ from collective.kb.store import Chunk
 from collective.kb.vocabulary import Figure, Named, Vocabulary
 from collective.kb.words import STOPWORDS, content_words
 from collective.verdict.comparison import property_asked
+from collective.verdict.described import Described, described
 from collective.verdict.support import (
     Claim,
     Entail,
@@ -142,6 +143,8 @@ class Asked:
     wanted: str = ""
     """The property it asks of its one thing in its own words, where the KB reads no figure of
     that property ("thermal conductivity" in "the thermal conductivity of C110 copper")."""
+    described: tuple[Described, ...] = ()
+    """The things it names by what the KB says of them ("the wood used for baseball bats")."""
 
     @classmethod
     def read(
@@ -157,10 +160,14 @@ class Asked:
         """
         if vocabulary is None:
             return cls(question)
-        named = vocabulary.named_in(question)
-        things = tuple(dict.fromkeys(n.thing.key for n in named))
+        shown = list(shown)
         prop = property_asked(question, vocabulary)
-        spans = [(n.start, n.start + len(n.written)) for n in named]
+        hops = tuple(described(question, shown, vocabulary, prop))
+        # a name inside a description describes ("ABS" of "the filament used for ABS supports")
+        named = [n for n in vocabulary.named_in(question)
+                 if not any(a <= n.start < b for a, b in (d.span for d in hops))]  # fmt: skip
+        things = tuple(dict.fromkeys([*(d.thing for d in hops), *(n.thing.key for n in named)]))
+        spans = [(n.start, n.start + len(n.written)) for n in named] + [d.span for d in hops]
         text = "\n".join(f"{c.source} {c.heading} {c.text}" for c in shown).lower()
         known = set(content_words(text)) | set(content_words(prop or ""))
         lacking: list[re.Match[str]] = []
@@ -180,11 +187,11 @@ class Asked:
             ends = [m[1] for m in _SUBJECT.finditer(rest) if m[1].lower() not in STOPWORDS]
             unknown = [w for w in ends if not set(content_words(w)) <= known]
         wanted = ""
-        if prop is None and len(things) == 1 and not unknown:  # a property the KB reads none of
+        if prop is None and len(things) == 1 and not unknown and named:  # no figure read of it
             start = min(n.start for n in named)
             said = _PROPERTY_OF.search(question[:start])
             wanted = said[1] if said and content_words(said[1]) else ""
-        return cls(question, things, prop, tuple(dict.fromkeys(unknown)), wanted)
+        return cls(question, things, prop, tuple(dict.fromkeys(unknown)), wanted, hops)
 
     def unanswered_by(self, text: str, shown: Mapping[str, Shown]) -> bool:
         """Whether `text` says nothing of the property asked in words (`wanted`).

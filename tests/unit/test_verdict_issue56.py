@@ -476,3 +476,31 @@ async def test_a_property_the_kb_does_not_state_of_a_thing_it_holds_is_said_so()
     question = "What are the typical uses of C110 copper?"
     out = await council(question, judge, [judge], [uses, strength, welding])
     assert out["answer"].startswith(uses.text)
+
+
+@pytest.mark.parametrize(
+    ("question", "judge_about", "described", "section", "figure"),
+    [
+        # held out: answered with hard maple's density, white ash's use line below it
+        ("How dense is the wood used for baseball bats?", ("hard maple", "Density"),
+         "white ash", "Density", "0.67 g/cm3"),
+        # held out: ABS's bed for "the filament used for dissolvable ABS supports"
+        ("What bed temperature does the filament used for dissolvable ABS supports need?",
+         ("ABS", "Print temperatures"), "HIPS", "Print temperatures", "90-110 °C"),
+    ],
+)  # fmt: skip
+async def test_a_thing_described_by_its_use_gets_its_own_figure(
+    question, judge_about, described, section, figure
+) -> None:
+    neighbour = chunk(*judge_about, 0.8)
+    uses = chunk(described, "Typical uses", 0.7)
+    judge = f"{neighbour.text} {cite(neighbour)}\n- {uses.text} {cite(uses)}"
+    ctx = context(judge=ScriptedBackend("judge", judge),
+                  specialists=[ScriptedBackend("spec0", judge)], k=1,
+                  knowledge=WholeKb([neighbour, uses]), judge_tools=False, planner=None)  # fmt: skip
+    out = await build_graph().ainvoke({"question": question}, context=ctx)
+    held = chunk(described, section)  # retrieval did not bring it: read from the KB
+    lead, *rest = out["answer"].splitlines()
+    assert lead.startswith(held.text.rstrip(".")) and figure in lead and cite(held) in lead
+    assert any(cite(uses) in line for line in rest)
+    assert neighbour.text not in out["answer"], out["answer"]

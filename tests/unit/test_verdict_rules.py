@@ -465,3 +465,32 @@ def test_the_sentences_that_speak_of_the_property_asked_are_found(question, stat
 def test_a_verdict_that_says_nothing_of_the_property_asked_is_found(question, verdict, unanswered):
     asked = Asked.read(question, vocabulary(), SHOWN.values())
     assert asked.unanswered_by(verdict, SHOWN) is unanswered
+
+
+# -- a thing the question describes by its use -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "described", "things"),
+    [
+        ("How much does the pan used for baking cornbread weigh?", "ci_uses", ["cast iron pan"]),
+        ("How heavy is the pan used for searing?", "ci_uses", ["cast iron pan"]),
+        ("How hot can the pan used for frying get?", "ci_uses", ["cast iron pan"]),
+        ("Is the knife used for sharpening at 15-20 degrees rust resistant?", "cs_edge",
+         ["carbon steel knife"]),
+        ("How long do eggs take on the timer used for soft-boiled eggs?", "timer", ["egg timer"]),
+        ("Which is heavier: the pan used for searing or the mat rated to 250 °C?", "ci_uses",
+         ["cast iron pan", "silicone mat"]),
+        # its first word held by no sentence of a thing of that kind: no hop
+        ("Does the board used for chopping dull blades?", None, ["bamboo board"]),
+        ("What is the density of the mat used for baking?", None, ["silicone mat"]),
+        ("At what temperature does the coating of the pan that is used for eggs degrade?", None,
+         []),
+        ("What is the density of a silicone mat?", None, ["silicone mat"]),
+        ("Which pan is used for searing?", None, []),  # asks for it: nothing to hop from
+    ],
+)  # fmt: skip
+def test_a_thing_described_by_its_use_is_the_thing_asked_about(question, described, things):
+    asked = Asked.read(question, vocabulary(), SHOWN.values())
+    assert [d.chunk_id for d in asked.described] == ([f"mem_{described}"] if described else [])
+    assert [t.split("/")[1].removesuffix(".md") for t in asked.things] == things
