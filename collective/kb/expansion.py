@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from collective import environment
 from collective.errors import BackendTimeout, ConfigError
@@ -369,6 +369,23 @@ class ExpansionStats:
         }
 
 
+T = TypeVar("T")
+
+
+def _batches(model: object, items: list[T], batch: int) -> list[list[T]]:
+    """`items` in groups of `batch` where `model` is asked for several at once (`many`)."""
+    size = max(1, batch) if callable(getattr(model, "many", None)) else 1
+    return [items[start : start + size] for start in range(0, len(items), size)]
+
+
+def _ask(model: Callable[[str, str], str] | None, pairs: list[tuple[str, str]]) -> list[str]:
+    """`model`'s replies to `pairs`: together where it can (`many`), else one at a time."""
+    many = getattr(model, "many", None)
+    if callable(many) and len(pairs) > 1:
+        return list(many(pairs))
+    return [model(a, b) for a, b in pairs] if model is not None else []
+
+
 def expand_missing(
     store: SqliteKnowledgeStore,
     expander: Expander | None,
@@ -408,27 +425,15 @@ def expand_missing(
     todo = [] if names_only else store.unexpanded()
     total = len(unnamed) + len(todo)
     done = 0
-    if namer is not None:
-        name_many = getattr(namer, "many", None)
-        size = max(1, batch) if callable(name_many) else 1
-        for start in range(0, len(unnamed), size):
-            named = unnamed[start : start + size]
-            documents = [(title, opening) for _, title, opening in named]
-            names = (
-                name_many(documents)
-                if callable(name_many) and len(named) > 1
-                else [namer(title, opening) for title, opening in documents]
-            )
-            for (source, _, _), written in zip(named, names, strict=True):
-                store.set_model_names(source, written, namer_model or model)
-            stats.named += len(named)
-            done += len(named)
-            if progress is not None:
-                progress(done, total)
-    many = getattr(expander, "many", None)
-    size = max(1, batch) if callable(many) else 1
-    for start in range(0, len(todo), size):
-        group = todo[start : start + size]
+    for named in _batches(namer, unnamed, batch):
+        documents = [(title, opening) for _, title, opening in named]
+        for (source, _, _), written in zip(named, _ask(namer, documents), strict=True):
+            store.set_model_names(source, written, namer_model or model)
+        stats.named += len(named)
+        done += len(named)
+        if progress is not None:
+            progress(done, total)
+    for group in _batches(expander, todo, batch):
         asked = []
         for rowid, source, heading, text in group:
             known = (cache or {}).get(content_key(heading, text))
@@ -439,10 +444,7 @@ def expand_missing(
                 asked.append((rowid, contextual_header(source, heading), text))
         if asked and expander is not None:
             started = time.perf_counter()
-            if callable(many) and len(asked) > 1:
-                texts = many([(header, text) for _, header, text in asked])
-            else:
-                texts = [expander(header, text) for _, header, text in asked]
+            texts = _ask(expander, [(header, text) for _, header, text in asked])
             seconds = (time.perf_counter() - started) / len(asked)
             for (rowid, header, _), raw in zip(asked, texts, strict=True):
                 written = clean_expansion(raw)

@@ -63,8 +63,7 @@ from collective.verdict.agreement import (
     decide,
     not_stated,
 )
-from collective.verdict.comparison import Ranking, compared_figures, property_asked, rank
-from collective.verdict.described import described
+from collective.verdict.comparison import Ranking, compared_figures, rank
 from collective.verdict.entailment import entailment_for
 from collective.verdict.lines import direct_answer, readable, supporting_lines, wanted_lines
 from collective.verdict.shown import ShownVocabulary
@@ -235,16 +234,16 @@ def _vocabulary(
     names, the chunks that state the figure each is ranked by (`compared_figures`), returned
     beside it (read from the KB where retrieval did not bring them): so every figure a
     comparison leads with is of a chunk the verdict cites (the store's names all count); so too
-    the figures of the property asked of a thing the question describes by its use
-    (`described`). What the store's vocabulary would read from the KB later is read here
-    (`KbVocabulary.loaded`).
+    the figures of the property asked of the things the question names or describes by their
+    use (`Asked.described`). What the store's vocabulary would read from the KB later is read
+    here (`KbVocabulary.loaded`).
     """
     store = ctx.knowledge if ctx.knowledge is not None else open_knowledge(ctx)
     get = store.get
     if isinstance(store, VocabularySource):
         whole = store.vocabulary()
         by_id = {c.id: c for c in retrieved}
-        figures = [*compared_figures(question, whole), *_hop_figures(question, by_id, whole)]
+        figures = [*compared_figures(question, whole), *_asked_figures(question, by_id, whole)]
         wanted = dict.fromkeys(f.chunk_id for f in figures)
         compared = [c for i in wanted if (c := by_id.get(i) or get(i)) is not None]
         ids = list(dict.fromkeys([*by_id, *(c.id for c in compared)]))
@@ -253,12 +252,10 @@ def _vocabulary(
     return chunk_vocabulary(retrieved), []
 
 
-def _hop_figures(question: str, retrieved: Mapping[str, Chunk], whole: Vocabulary) -> list[Any]:
-    """The figures of the property asked of the things the question describes by their use."""
-    if (prop := property_asked(question, whole)) is None:
-        return []
-    hops = described(question, shown_chunks(retrieved).values(), whole, prop)
-    return [f for d in hops for f in whole.figures(prop, [d.thing])]
+def _asked_figures(question: str, retrieved: Mapping[str, Chunk], whole: Vocabulary) -> list[Any]:
+    """The KB's figures of the property asked of the things the question names or describes."""
+    asked = Asked.read(question, whole, shown_chunks(retrieved).values())
+    return whole.figures(asked.property, asked.things) if asked.property and asked.things else []
 
 
 async def judge(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
@@ -459,8 +456,9 @@ class _Ruling:
                 shown_to = frozenset(own.shown) | self.seen  # the council's prompts showed
                 text, final, supplied = self._lines(text, final, supplied, every, asked, check,
                                                     notes, shown_to)  # fmt: skip
-                if asked.unanswered_by(text, supplied):
-                    text, final, supplied = self._wanted(final, supplied, every, asked, notes)
+                if unspoken := asked.unspoken(text, supplied, self.vocabulary):
+                    text, final, supplied = self._wanted(final, supplied, every, asked, unspoken,
+                                                         notes)  # fmt: skip
         text = text.strip()
         _emit_shown(supplied, self.chunks)  # what the verdict's tags resolve to
         citations, unknown = check_citations(text, supplied)
@@ -546,6 +544,7 @@ class _Ruling:
         supplied: Mapping[str, Shown],
         every: Mapping[str, Shown],
         asked: Asked,
+        unspoken: Iterable[str],
         notes: list[str],
     ) -> tuple[str, list[Claim], dict[str, Shown]]:
         """The verdict where its lines say nothing of the property asked (`Asked.wanted`).
@@ -553,7 +552,7 @@ class _Ruling:
         The chunks' sentences that state it, else a lead that the KB does not, with those that
         speak of it in part ("conducts heat away so fast" for a thermal conductivity).
         """
-        states, quoted = wanted_lines(asked, every, self.vocabulary)
+        states, quoted = wanted_lines(asked, every, self.vocabulary, unspoken)
         title = next(t.title for t in self.vocabulary.things() if t.key == asked.things[0])
         lead = [] if states else [not_stated(asked.wanted, title)]
         found = "the chunk's sentence that states it" if states else "the KB states none"

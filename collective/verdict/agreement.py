@@ -141,8 +141,10 @@ class Asked:
     unknown: tuple[str, ...] = ()
     """What it asks about that no chunk shown and no name of the KB holds (`Inconel 718`)."""
     wanted: str = ""
-    """The property it asks of its one thing in its own words, where the KB reads no figure of
-    that property ("thermal conductivity" in "the thermal conductivity of C110 copper")."""
+    """The property it asks of its one thing where the KB holds no figure of it for that thing:
+    the KB's property ("drying temperature" of polypropylene), or the question's own words for
+    one the KB reads none of ("thermal conductivity" in "the thermal conductivity of C110
+    copper")."""
     described: tuple[Described, ...] = ()
     """The things it names by what the KB says of them ("the wood used for baseball bats")."""
 
@@ -187,23 +189,36 @@ class Asked:
             ends = [m[1] for m in _SUBJECT.finditer(rest) if m[1].lower() not in STOPWORDS]
             unknown = [w for w in ends if not set(content_words(w)) <= known]
         wanted = ""
-        if prop is None and len(things) == 1 and not unknown and named:  # no figure read of it
+        if prop and len(things) == 1 and not vocabulary.figures(prop, things):
+            wanted = prop
+        elif prop is None and len(things) == 1 and not unknown and named:  # no figure read of it
             start = min(n.start for n in named)
             said = _PROPERTY_OF.search(question[:start])
             wanted = said[1] if said and content_words(said[1]) else ""
         return cls(question, things, prop, tuple(dict.fromkeys(unknown)), wanted, hops)
 
-    def unanswered_by(self, text: str, shown: Mapping[str, Shown]) -> bool:
-        """Whether `text` says nothing of the property asked in words (`wanted`).
+    def unspoken(
+        self, text: str, shown: Mapping[str, Shown], vocabulary: Vocabulary
+    ) -> frozenset[str]:
+        """The words of the property asked (`wanted`) that `text` should speak of and does not.
 
-        No word of it is in the text or the headings of the chunks the text cites ("the best
-        use of" is answered by a line of a "Uses" section).
+        Its words less those of the properties of the figures the chunks `text` cites state
+        ("temperature" of a nozzle temperature tells nothing of a drying temperature; a "rated
+        to 250 °C" of a property named "limits temperature" is a temperature); empty where the
+        text or a heading of a chunk it cites holds one of them ("the best use of" is spoken of
+        by a line of a "Uses" section).
         """
         if not self.wanted:
-            return False
-        headings = " ".join(c.heading for i, c in shown.items() if f"[KB#{i}]" in text)
+            return frozenset()
+        cited = {i for i in shown if f"[KB#{i}]" in text}
+        headings = " ".join(shown[i].heading for i in cited)
         said = set(content_words(f"{plain(text)} {headings}"))
-        return not set(content_words(self.wanted)) & said
+        others: set[str] = set()
+        for p in vocabulary.properties():
+            if p != self.wanted and any(f.chunk_id in cited for f in vocabulary.figures(p)):
+                others.update(content_words(p))
+        telling = set(content_words(self.wanted)) - others
+        return frozenset() if not telling or telling & said else frozenset(telling)
 
 
 _LISTED = re.compile(

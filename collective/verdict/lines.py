@@ -13,7 +13,7 @@ memory neutralised (`[KB-ref ...]`).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from collective.kb.chunking import HEADING_SEPARATOR
 from collective.kb.citations import tag
@@ -133,16 +133,21 @@ def supporting_lines(
 
 
 def wanted_lines(
-    asked: Asked, shown: Mapping[str, Shown], vocabulary: Vocabulary, most: int = 2
+    asked: Asked,
+    shown: Mapping[str, Shown],
+    vocabulary: Vocabulary,
+    words: Iterable[str],
+    most: int = 2,
 ) -> tuple[bool, list[str]]:
     """The sentences of the asked thing's chunks that speak of the property asked in words.
 
-    For a question whose property the KB reads no figure of (`Asked.wanted`): each sentence of
-    a chunk shown about the thing asked that shares a word with the property's name (its own or
-    its heading's), most shared first, tagged. Returns whether the first holds every word of it
-    (the KB states it) and the lines.
+    For a question whose property the KB holds no figure of for its thing (`Asked.wanted`):
+    each sentence of a chunk shown about the thing asked that shares one of `words` (the
+    property's telling words, `Asked.unspoken`), its own or its heading's, most shared first,
+    tagged. Returns whether the first holds every one of them (the KB states it in words) and
+    the lines.
     """
-    words = set(content_words(asked.wanted))
+    words = set(words)
     found: list[tuple[int, str]] = []
     for i, chunk in shown.items():
         thing = vocabulary.thing_of(i)

@@ -495,12 +495,43 @@ async def test_a_thing_described_by_its_use_gets_its_own_figure(
     neighbour = chunk(*judge_about, 0.8)
     uses = chunk(described, "Typical uses", 0.7)
     judge = f"{neighbour.text} {cite(neighbour)}\n- {uses.text} {cite(uses)}"
-    ctx = context(judge=ScriptedBackend("judge", judge),
-                  specialists=[ScriptedBackend("spec0", judge)], k=1,
-                  knowledge=WholeKb([neighbour, uses]), judge_tools=False, planner=None)  # fmt: skip
+    ctx = context(judge=ScriptedBackend("judge", judge), k=1, planner=None,
+                  specialists=[ScriptedBackend("spec0", judge)],
+                  knowledge=WholeKb([neighbour, uses]), judge_tools=False)  # fmt: skip
     out = await build_graph().ainvoke({"question": question}, context=ctx)
     held = chunk(described, section)  # retrieval did not bring it: read from the KB
     lead, *rest = out["answer"].splitlines()
     assert lead.startswith(held.text.rstrip(".")) and figure in lead and cite(held) in lead
     assert any(cite(uses) in line for line in rest)
     assert neighbour.text not in out["answer"], out["answer"]
+
+
+async def test_a_line_on_the_property_asked_is_quoted_over_figures_of_others() -> None:
+    # held out: "Do I really have to dry polypropylene filament before printing?" got its
+    # print temperatures and density; the drying chunk ("rarely needed") was retrieved
+    temps = chunk("polypropylene", "Print temperatures", 0.62)
+    dry = chunk("polypropylene", "Drying", 0.58)
+    notes = chunk("polypropylene", "Notes", 0.5)
+    judge = f"{temps.text} {cite(temps)}\n- {notes.text} {cite(notes)}"
+
+    async def ask(question: str, judge: str, retrieved: list) -> dict:
+        ctx = context(judge=ScriptedBackend("judge", judge), k=1, planner=None,
+                      specialists=[ScriptedBackend("spec0", judge)],
+                      knowledge=WholeKb(retrieved), judge_tools=False)  # fmt: skip
+        return await build_graph().ainvoke({"question": question}, context=ctx)
+
+    question = "Do I really have to dry polypropylene filament before printing?"
+    out = await ask(question, judge, [temps, dry, notes])
+    assert out["answer"] == f"{dry.text} {cite(dry)}"
+    # the KB has no drying line of it at all: it says so, and states no other figure
+    out = await ask(question, judge, [temps, notes])
+    assert out["answer"] == (
+        "The knowledge base does not answer this question: it does not state the drying "
+        "temperature of polypropylene."
+    )
+    # a drying figure the KB holds stands as the answer
+    dry = chunk("PETG", "Drying", 0.58)
+    temps = chunk("PETG", "Print temperatures", 0.62)
+    judge = f"{dry.text} {cite(dry)}"
+    out = await ask("How long should PETG be dried?", judge, [temps, dry])
+    assert direct(out) == judge

@@ -423,6 +423,9 @@ def test_a_figure_the_chunk_holds_under_other_words_stands_in_its_sentence(
         ("What's the heat conductivity of a copper pan?", "heat conductivity"),
         ("what is the edge angle for a carbon steel knife?", "edge angle"),
         ("What is the best use of a cast iron pan?", "best use"),
+        # a property the KB reads, of which it holds no figure for the thing asked
+        ("What is the density of a cast iron pan?", "density"),
+        ("What temperature can a ceramic knife take?", "temperature"),
         # a property the KB reads, no single thing, a thing it lacks, no "the ... of"
         ("What is the density of a silicone mat?", ""),
         ("Which knife stays sharp longer?", ""),
@@ -447,7 +450,7 @@ def test_a_property_asked_in_the_questions_own_words_is_read(question, wanted) -
 )
 def test_the_sentences_that_speak_of_the_property_asked_are_found(question, states, quoted):
     asked = Asked.read(question, vocabulary(), SHOWN.values())
-    found, lines = wanted_lines(asked, SHOWN, vocabulary())
+    found, lines = wanted_lines(asked, SHOWN, vocabulary(), asked.unspoken("", SHOWN, vocabulary()))
     assert found is states
     assert [line.rsplit("[KB#mem_", 1)[1].rstrip("]") for line in lines] == quoted
 
@@ -460,11 +463,15 @@ def test_the_sentences_that_speak_of_the_property_asked_are_found(question, stat
         ("What is the best use of a cast iron pan?", "weighs 3 kg [KB#mem_ci_weight]", True),
         ("What's the heat conductivity of a copper pan?", "conducts heat [KB#mem_cu_heat]", False),
         ("What is the density of a silicone mat?", "rated to 250 °C [KB#mem_mat]", False),
+        # a figure of a property named otherwise ("limits temperature") is a temperature
+        ("What temperature is a silicone mat rated to?", "rated to 250 °C [KB#mem_mat]", False),
+        ("What temperature can a ceramic knife take?", "stays sharp [KB#mem_ceramic]", True),
+        ("What is the density of a cast iron pan?", "weighs 2.5 kg [KB#mem_ci_weight]", True),
     ],
 )
 def test_a_verdict_that_says_nothing_of_the_property_asked_is_found(question, verdict, unanswered):
     asked = Asked.read(question, vocabulary(), SHOWN.values())
-    assert asked.unanswered_by(verdict, SHOWN) is unanswered
+    assert bool(asked.unspoken(verdict, SHOWN, vocabulary())) is unanswered
 
 
 # -- a thing the question describes by its use -------------------------------------------------
