@@ -446,6 +446,10 @@ def _whole_sentences(pieces: Sequence[str], at: Iterable[int]) -> str:
     return " ".join(pieces[k] for k in sorted(keep))
 
 
+_NO_THING = "names no thing of the chunk"
+"""Why a claim that names no thing is not its chunk's: words the chunk lacks stand for one."""
+
+
 def _judge(
     claim: _Read, chunk: Shown, sentences: Sequence[_Read], heading: _Read, vocab: _Vocabulary
 ) -> _Finding:
@@ -484,7 +488,7 @@ def _judge(
         # ("Hickory has a density of about 0.67 g/cm3" of white ash's sentence) is no subject
         # of another document's sentence, whatever entailment would make of it
         written = [claim.text[a:b] for w, a, b in claim.words if w in novel]
-        missing.append("names no thing of the chunk: " + ", ".join(dict.fromkeys(written)))
+        missing.append(f"{_NO_THING}: " + ", ".join(dict.fromkeys(written)))
     if not anchors and words:
         overlap = [len(set(words) & s.stems) for s in sentences]
         if max(overlap, default=0) > 0:
@@ -494,8 +498,13 @@ def _judge(
         # every number it gives the chunk holds, some tied to other words ("the build plate at
         # 70-90 °C when printing" of "prints at 240-270 °C with the bed at 70-90 °C"): not
         # stated, but the chunk's sentence holds what it answers (`Claim.stated_as`)
-        other = [m for m in missing if m not in apart and not m.startswith("words: ")]
-        held_answer = bool(apart) and not other and claim.named(in_passing=False)
+        # So too a claim that names no thing ("The build plate should be at least 95-110 °C"):
+        # it stands for no thing, but its numbers are the chunk's, which the chunk's thing
+        # answers with where the question asks for it (`agreement.reduce`).
+        named = claim.named(in_passing=False)
+        other = [m for m in missing if m not in apart and not m.startswith("words: ")
+                 and (named or not m.startswith(_NO_THING))]  # fmt: skip
+        held_answer = (bool(apart) or (numbers_hold and not named)) and not other
         return _Finding("no", tuple(dict.fromkeys(missing)), share=share,
                         stating=stating if held_answer else "")  # fmt: skip
     if novel:  # only entailment (the judge's model) may read other words as the chunk's

@@ -208,6 +208,49 @@ async def test_a_bed_temperature_tied_to_other_words_is_answered_in_the_chunk_s(
     assert "build plate" not in out["answer"]
 
 
+@pytest.mark.parametrize(
+    ("thing", "sample"),
+    [
+        # build-plate re-run after that fix: ABS, TPU 95A, PA6 nylon, PEEK and PETG-CF still
+        # missed, the samples giving the figure with no subject
+        ("ABS", "The build plate should be at least {low}-{high} °C."),
+        ("TPU 95A", "Keep the build plate around {low}-{high} °C."),
+        ("PA6 nylon", "Set the plate to {low}-{high} °C."),
+        ("PEEK", "A build plate of {low}-{high} °C is needed."),
+        ("PETG-CF", "The build plate: {low}-{high} °C."),
+    ],
+)
+async def test_a_figure_given_with_no_subject_votes_as_its_chunk_s(thing, sample) -> None:
+    printing, other = chunk(thing, "Print", 0.8), chunk(thing, "Heat", 0.6)
+    low, high = re.search(r"bed at (\d+)-(\d+)", printing.text).groups()
+    judge = f"{other.text} {cite(other)}"
+    sample = f"{sample.format(low=low, high=high)[:-1]} {cite(printing)}."
+    question = f"How warm should the build plate be when printing {thing}?"
+    out = await council(question, judge, [sample, sample], [printing, other])
+    assert direct(out) == f"{printing.text} {cite(printing)}"
+    assert "plate" not in out["answer"]
+
+
+@pytest.mark.parametrize(
+    ("question", "sample"),
+    [
+        # a subjectless figure of another thing's chunk never answers for the thing asked
+        ("How warm should the build plate be when printing ABS?",
+         "The build plate should be at least 40-60 °C {tpu}."),
+        # nor a thing the KB does not hold
+        ("How warm should the build plate be when printing PEKK?",
+         "The build plate should be at least 95-110 °C {abs}."),
+    ],
+)  # fmt: skip
+async def test_a_subjectless_figure_stands_only_for_the_chunk_s_own_thing(question, sample):
+    abs_, tpu = chunk("ABS", "Print", 0.8), chunk("TPU 95A", "Print", 0.7)
+    sample = sample.format(tpu=cite(tpu), abs=cite(abs_))
+    out = await council(question, sample, [sample, sample], [abs_, tpu])
+    assert "40-60" not in direct(out) and "plate" not in out["answer"]
+    if "PEKK" in question:
+        assert out["answer"].startswith("The knowledge base does not answer this question")
+
+
 class WholeKb(ListStore):
     """A KB that knows its names and figures (as the SQLite store does) and holds more chunks
     than its search brings: `search` returns the `retrieved` ones only."""
