@@ -456,7 +456,8 @@ class _Ruling:
                 shown_to = frozenset(own.shown) | self.seen  # the council's prompts showed
                 text, final, supplied = self._lines(text, final, supplied, every, asked, check,
                                                     notes, shown_to)  # fmt: skip
-                if unspoken := asked.unspoken(text, supplied, self.vocabulary):
+                lead = text.strip().split("\n", 1)[0]  # the answer's lead speaks of it, or none
+                if unspoken := asked.unspoken(lead, supplied, self.vocabulary):
                     text, final, supplied = self._wanted(final, supplied, every, asked, unspoken,
                                                          notes)  # fmt: skip
         text = text.strip()
@@ -547,7 +548,7 @@ class _Ruling:
         unspoken: Iterable[str],
         notes: list[str],
     ) -> tuple[str, list[Claim], dict[str, Shown]]:
-        """The verdict where its lines say nothing of the property asked (`Asked.wanted`).
+        """The verdict where its lead says nothing of the property asked (`Asked.wanted`).
 
         The chunks' sentences that state it, else a lead that the KB does not, with those that
         speak of it in part ("conducts heat away so fast" for a thermal conductivity).
@@ -556,7 +557,7 @@ class _Ruling:
         title = next(t.title for t in self.vocabulary.things() if t.key == asked.things[0])
         lead = [] if states else [not_stated(asked.wanted, title)]
         found = "the chunk's sentence that states it" if states else "the KB states none"
-        notes.append(f"no line of the answers spoke of the {asked.wanted} asked; {found}")
+        notes.append(f"the lead spoke not of the {asked.wanted} asked; {found}")
         lines = [*lead, *(f"- {q}" if lead or n else q for n, q in enumerate(quoted))]
         quotes = [Claim(q, tuple(i for i in every if f"[KB#{i}]" in q), "supported",
                         "quoted: the chunk's own sentence") for q in quoted]  # fmt: skip

@@ -142,7 +142,8 @@ class Asked:
     """What it asks about that no chunk shown and no name of the KB holds (`Inconel 718`)."""
     wanted: str = ""
     """The property it asks of its one thing where the KB holds no figure of it for that thing:
-    the KB's property ("drying temperature" of polypropylene), or the question's own words for
+    the KB's property, named whole ("the drying temperature of polypropylene"), or the
+    question's own words for
     one the KB reads none of ("thermal conductivity" in "the thermal conductivity of C110
     copper")."""
     described: tuple[Described, ...] = ()
@@ -190,7 +191,8 @@ class Asked:
             unknown = [w for w in ends if not set(content_words(w)) <= known]
         wanted = ""
         if prop and len(things) == 1 and not vocabulary.figures(prop, things):
-            wanted = prop
+            # only where the question uses its every word: "print speed" is read off "printing"
+            wanted = prop if set(content_words(prop)) <= set(content_words(question)) else ""
         elif prop is None and len(things) == 1 and not unknown and named:  # no figure read of it
             start = min(n.start for n in named)
             said = _PROPERTY_OF.search(question[:start])

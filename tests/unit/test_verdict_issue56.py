@@ -550,8 +550,9 @@ async def test_a_thing_described_by_its_use_gets_its_own_figure(
 
 
 async def test_a_line_on_the_property_asked_is_quoted_over_figures_of_others() -> None:
-    # held out: "Do I really have to dry polypropylene filament before printing?" got its
-    # print temperatures and density; the drying chunk ("rarely needed") was retrieved
+    # held out, "Do I really have to dry polypropylene filament before printing?", asked by
+    # the property's name: its print temperatures and density were the verdict; the drying
+    # chunk ("rarely needed") was retrieved
     temps = chunk("polypropylene", "Print temperatures", 0.62)
     dry = chunk("polypropylene", "Drying", 0.58)
     notes = chunk("polypropylene", "Notes", 0.5)
@@ -563,7 +564,7 @@ async def test_a_line_on_the_property_asked_is_quoted_over_figures_of_others() -
                       knowledge=WholeKb(retrieved), judge_tools=False)  # fmt: skip
         return await build_graph().ainvoke({"question": question}, context=ctx)
 
-    question = "Do I really have to dry polypropylene filament before printing?"
+    question = "What drying temperature does polypropylene filament need before printing?"
     out = await ask(question, judge, [temps, dry, notes])
     assert out["answer"] == f"{dry.text} {cite(dry)}"
     # the KB has no drying line of it at all: it says so, and states no other figure
@@ -572,6 +573,11 @@ async def test_a_line_on_the_property_asked_is_quoted_over_figures_of_others() -
         "The knowledge base does not answer this question: it does not state the drying "
         "temperature of polypropylene."
     )
+    # a property read off a word of its name only ("print speed" off "print") is no property
+    # the verdict must speak of: the density answers whether it floats
+    out = await ask("Will a polypropylene print float in water?", f"{notes.text} {cite(notes)}",
+                    [notes, temps])  # fmt: skip
+    assert out["answer"] == f"{notes.text} {cite(notes)}"
     # a drying figure the KB holds stands as the answer
     dry = chunk("PETG", "Drying", 0.58)
     temps = chunk("PETG", "Print temperatures", 0.62)
