@@ -143,9 +143,8 @@ class Asked:
     wanted: str = ""
     """The property it asks of its one thing where the KB holds no figure of it for that thing:
     the KB's property, named whole ("the drying temperature of polypropylene"), or the
-    question's own words for
-    one the KB reads none of ("thermal conductivity" in "the thermal conductivity of C110
-    copper")."""
+    question's own words for one the KB reads none of ("thermal conductivity" in "the thermal
+    conductivity of C110 copper")."""
     described: tuple[Described, ...] = ()
     """The things it names by what the KB says of them ("the wood used for baseball bats")."""
 
@@ -159,7 +158,7 @@ class Asked:
         question says that nothing shown holds: a word written as a name (capitalised inside
         the sentence, letters and digits mixed), or, where the question asks for a property of
         no thing the KB names, a word of its own no chunk shown uses ("the Janka hardness of
-        hickory").
+        hickory"). A thing it describes by its use is read off the chunks shown (`described`).
         """
         if vocabulary is None:
             return cls(question)
@@ -301,7 +300,8 @@ def _without(text: str, spans: Iterable[tuple[int, int]]) -> str:
 
 
 _PROPERTY_OF = re.compile(
-    r"\bthe\s+((?:[^\W\d_][\w-]*\s+){0,3}?[^\W\d_][\w-]*)\s+(?:of|for)\s+(?:the\s+|an?\s+|my\s+)?$",
+    r"\bthe\s+((?:[^\W\d_][\w-]*\s+){0,3}?[^\W\d_][\w-]*)"
+    r"\s+(?:of|for)\s+(?:the\s+|an?\s+|my\s+)?$",
     re.IGNORECASE,
 )
 """A property named just before the thing it is asked of ("the coefficient of friction of ")."""
