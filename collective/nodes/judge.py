@@ -530,7 +530,7 @@ class _Ruling:
         Where the question named its thing by its use, the sentence that says so follows.
         """
         hops = [d for d in asked.described if d.chunk_id in every]
-        quoted = [(f"{readable(f.text)}", f.chunk_id, "the KB's figure, quoted") for f in held]
+        quoted = [(readable(f.text), f.chunk_id, "the KB's figure, quoted") for f in held]
         quoted += [(d.sentence, d.chunk_id, "quoted: what the question describes the thing by")
                    for d in hops]  # fmt: skip
         lines = [f"{'- ' if n else ''}{line} [KB#{i}]" for n, (line, i, _) in enumerate(quoted)]
