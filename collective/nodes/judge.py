@@ -65,7 +65,13 @@ from collective.verdict.agreement import (
 )
 from collective.verdict.comparison import Ranking, compared_figures, rank
 from collective.verdict.entailment import entailment_for
-from collective.verdict.lines import direct_answer, readable, supporting_lines, wanted_lines
+from collective.verdict.lines import (
+    direct_answer,
+    readable,
+    said_once,
+    supporting_lines,
+    wanted_lines,
+)
 from collective.verdict.shown import ShownVocabulary
 from collective.verdict.support import (
     Claim,
@@ -585,7 +591,10 @@ class _Ruling:
         scores = {i: chunk.score for i, chunk in self.chunks.items()}
         vocabulary = ShownVocabulary(self.vocabulary, every)
         quoted = supporting_lines(asked, every, scores, cited, vocabulary, said=direct)
-        lines = [direct, *(f"- {line}" for line in quoted)] if direct else quoted
+        direct, quoted = said_once(direct, quoted)
+        kept = kept if direct else []
+        lead, rest = ([direct], quoted) if direct else (quoted[:1], quoted[1:])
+        lines = [*lead, *(f"- {line}" for line in rest)]
         ids = _cited(Claim(line, (), "supported", "") for line in quoted)
         supplied = {**supplied, **shown_chunks(self.chunks, ids=[i for i in every if i in ids])}
         quotes = [Claim(line, tuple(i for i in every if f"[KB#{i}]" in line), "supported",

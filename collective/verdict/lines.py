@@ -22,7 +22,14 @@ from collective.kb.words import STOPWORDS, content_words
 from collective.verdict.agreement import Asked
 from collective.verdict.support import Shown, plain
 
-__all__ = ["WIDE_MARGIN", "direct_answer", "readable", "supporting_lines", "wanted_lines"]
+__all__ = [
+    "WIDE_MARGIN",
+    "direct_answer",
+    "readable",
+    "said_once",
+    "supporting_lines",
+    "wanted_lines",
+]
 
 WIDE_MARGIN = 0.2
 """How far ahead of the next the first chunk's retrieval score must be to be kept in any case
@@ -38,6 +45,8 @@ retrieval score: a tie-break among the relevant, not a pass for the irrelevant."
 _MIN_SHARED = 2
 """Of a line no answer cites and that states no figure asked, the question's telling words (those
 at most half the chunks shown use) it must share: one is a thing's name as often as an answer."""
+_MIN_SAID = 3
+"""Content words a direct answer must have to be said by a line that holds them all."""
 _LEADING_PRONOUN = re.compile(r"(?:It|They|This|These|That|Those|Its|Their)\b")
 """A sentence that opens on a pronoun reads only after the one before it."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\[])")
@@ -159,6 +168,22 @@ def wanted_lines(
                 found.append((shared, f"{_named(sentence.rstrip(), chunk, vocabulary)} {tag(i)}"))
     found.sort(key=lambda x: -x[0])  # stable: the chunks' order among equals
     return bool(found) and found[0][0] == len(words), [line for _, line in found[:most]]
+
+
+def said_once(direct: str, quoted: Sequence[str]) -> tuple[str, list[str]]:
+    """The direct answer and the quoted lines, the direct answer left out where a line holds it.
+
+    A direct answer every word of which a quoted sentence holds ("C932 bearing bronze has a
+    density of about 8.90 g/cm3" of "... 8.90 g/cm3 and melts over 855-980 °C") would be said
+    twice: the sentence, in the chunk's words, leads instead.
+    """
+    said = set(content_words(plain(direct)))
+    if len(said) < _MIN_SAID:  # "ABS." is the answer, which a line naming it in passing is not
+        return direct, list(quoted)
+    holding = [q for q in quoted if said <= set(content_words(plain(q)))]
+    if not holding:
+        return direct, list(quoted)
+    return "", [holding[0], *(q for q in quoted if q is not holding[0])]
 
 
 def _said_already(sentence: str, said: str) -> bool:

@@ -66,7 +66,8 @@ async def test_a_supported_answer_to_another_question_never_wins() -> None:
     sample = f"C360 brass melts over 885-900 °C {cite(melt)}."
     question = "At roughly what temperature does C360 brass turn liquid?"
     out = await council(question, judge, [sample, sample], [melt, weld, glue])
-    assert direct(out) == sample
+    assert direct(out) == f"{melt.text} {cite(melt)}"  # the sample's answer, said by its chunk
+    assert out["answer"].count("885-900") == 1
     assert "hot melt glue" not in out["answer"].lower()
     assert out["claim_check"]["selected"] == "specialist-1"
     assert any("judge: it answers about another thing" in n for n in out["notes"])
@@ -584,3 +585,15 @@ async def test_a_line_on_the_property_asked_is_quoted_over_figures_of_others() -
     judge = f"{dry.text} {cite(dry)}"
     out = await ask("How long should PETG be dried?", judge, [temps, dry])
     assert direct(out) == judge
+
+
+async def test_a_direct_answer_its_quoted_sentence_holds_is_not_said_twice() -> None:
+    # held out, "How heavy is C932 bearing bronze, roughly, per cubic centimetre?": the direct
+    # answer, then the chunk's sentence that holds it, the same density twice
+    density = chunk("C932 bearing bronze", "Density", 0.8)
+    strength = chunk("C932 bearing bronze", "Strength", 0.6)
+    judge = f"C932 bearing bronze has a density of about 8.90 g/cm3 {cite(density)}."
+    question = "How heavy is C932 bearing bronze, roughly, per cubic centimetre?"
+    out = await council(question, judge, [judge], [density, strength])
+    assert out["answer"].count("8.90") == 1
+    assert direct(out) == f"{density.text} {cite(density)}"

@@ -19,7 +19,7 @@ from collective.verdict.agreement import (
     decide,
     not_held,
 )
-from collective.verdict.lines import direct_answer, readable, wanted_lines
+from collective.verdict.lines import direct_answer, readable, said_once, wanted_lines
 from collective.verdict.support import check_claims, shown_chunks
 
 CHUNKS = [
@@ -501,3 +501,59 @@ def test_a_thing_described_by_its_use_is_the_thing_asked_about(question, describ
     asked = Asked.read(question, vocabulary(), SHOWN.values())
     assert [d.chunk_id for d in asked.described] == ([f"mem_{described}"] if described else [])
     assert [t.split("/")[1].removesuffix(".md") for t in asked.things] == things
+
+
+# -- said once ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("direct", "quoted", "expected"),
+    [
+        # the direct answer is part of a quoted sentence: the sentence leads, said once
+        ("A cast iron pan weighs about 2.5-3.2 kg [KB#mem_ci_weight].",
+         ["A 26 cm cast iron pan weighs about 2.5-3.2 kg. [KB#mem_ci_weight]"],
+         ("", ["A 26 cm cast iron pan weighs about 2.5-3.2 kg. [KB#mem_ci_weight]"])),
+        ("A silicone mat is rated to 250 °C.",
+         ["A bamboo board dulls blades. [KB#mem_bamboo]",
+          "A silicone mat is rated to 250 °C, density 1.15 g/cm3. [KB#mem_mat]"],
+         ("", ["A silicone mat is rated to 250 °C, density 1.15 g/cm3. [KB#mem_mat]",
+               "A bamboo board dulls blades. [KB#mem_bamboo]"])),
+        ("a  silicone MAT is rated to 250 °C",  # spacing and case
+         ["A silicone mat is rated to 250 °C, density 1.15 g/cm3. [KB#mem_mat]"],
+         ("", ["A silicone mat is rated to 250 °C, density 1.15 g/cm3. [KB#mem_mat]"])),
+        # a direct answer no line holds stays, the lines after it
+        ("Use a cast iron pan.", ["A cast iron pan suits searing. [KB#mem_ci_uses]"],
+         ("Use a cast iron pan.", ["A cast iron pan suits searing. [KB#mem_ci_uses]"])),
+        ("A copper pan conducts heat far better than a cast iron pan.",
+         ["A copper pan conducts heat far better than a stainless pan. [KB#mem_cu_heat]"],
+         ("A copper pan conducts heat far better than a cast iron pan.",
+          ["A copper pan conducts heat far better than a stainless pan. [KB#mem_cu_heat]"])),
+        # a name alone is the answer: a line naming it in passing does not replace it
+        ("A bamboo board.", ["A bamboo board resists knife scarring better than maple. "
+                             "[KB#mem_bamboo]"],
+         ("A bamboo board.", ["A bamboo board resists knife scarring better than maple. "
+                              "[KB#mem_bamboo]"])),
+        ("Soft-boiled eggs take 6-7 minutes.", [],
+         ("Soft-boiled eggs take 6-7 minutes.", [])),
+        ("", ["A silicone mat is rated to 250 °C. [KB#mem_mat]"],
+         ("", ["A silicone mat is rated to 250 °C. [KB#mem_mat]"])),
+        # every word of it in the line: the chunk's sentence says it, and more
+        ("A ceramic knife stays sharp longer than steel and chips.",
+         ["A ceramic knife stays sharp longer than steel but chips easily. [KB#mem_ceramic]"],
+         ("", ["A ceramic knife stays sharp longer than steel but chips easily. "
+               "[KB#mem_ceramic]"])),
+        # a line holding only part of the direct answer does not replace it
+        ("A ceramic knife stays sharp longer than steel and resists prying.",
+         ["A ceramic knife stays sharp longer than steel but chips easily. [KB#mem_ceramic]"],
+         ("A ceramic knife stays sharp longer than steel and resists prying.",
+          ["A ceramic knife stays sharp longer than steel but chips easily. [KB#mem_ceramic]"])),
+        ("Hard-boiled eggs take 9-12 minutes [KB#mem_timer].",
+         ["Soft-boiled eggs take 6-7 minutes; hard-boiled eggs take 9-12 minutes. [KB#mem_timer]"],
+         ("", ["Soft-boiled eggs take 6-7 minutes; hard-boiled eggs take 9-12 minutes. "
+               "[KB#mem_timer]"])),
+        ("A 24 cm pan", ["A 26 cm cast iron pan weighs about 2.5-3.2 kg. [KB#mem_ci_weight]"],
+         ("A 24 cm pan", ["A 26 cm cast iron pan weighs about 2.5-3.2 kg. [KB#mem_ci_weight]"])),
+    ],
+)  # fmt: skip
+def test_a_direct_answer_a_quoted_line_holds_is_said_once(direct, quoted, expected) -> None:
+    assert said_once(direct, quoted) == expected
