@@ -493,8 +493,8 @@ def decide(
                if a.supported and r.direct and r.on_question]  # fmt: skip
     if len(asked.things) == 1 and any(r.figure is not None for _, r in counted):
         # asked for a figure of one thing: answers that give it outvote those that do not
-        off += [f"{r.who}: it states no {asked.property} figure" for _, r in counted
-                if r.figure is None]  # fmt: skip
+        figure = f"{asked.property} figure" if asked.property else "figure of the thing asked"
+        off += [f"{r.who}: it states no {figure}" for _, r in counted if r.figure is None]
         counted = [(a, r) for a, r in counted if r.figure is not None]
     sides: dict[tuple[object, ...], list[tuple[Checked, Reduced]]] = {}
     for answer, r in counted:
