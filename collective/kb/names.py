@@ -607,10 +607,17 @@ class KbVocabulary(Vocabulary):
         stems = set(content_words(text))
         asked = {a for w in re.findall(r"[A-Za-z]+", text) if (a := _asked(w))}
         asked_stems = {stem(a) for a in asked}
+        # an adjective of one kind ("warm": a temperature) rules out properties of another
+        # kind named only in part ("print speed" off "printing"); "fast" may ask a time or a
+        # speed, so a time asked rules out nothing
+        kind_asked = bool(asked_stems) and stem("time") not in asked_stems
         scored: dict[str, int] = {}
-        for prop in self._by_property:
+        for prop, figures in self._by_property.items():
             words = set(content_words(prop))
             own = words - _NOUN_STEMS  # "nozzle" of "nozzle temperature", all of "heat resistance"
+            says = _KINDS.get(_dimension(figures[0].unit), ("", frozenset()))[1]
+            if kind_asked and says and not (words | says) & asked_stems and not words <= stems:
+                continue
             if (own and own <= stems) or words & asked_stems:
                 scored[prop] = 2 * len(words & stems) + len(words & asked_stems)
         if not scored:

@@ -70,6 +70,7 @@ from collective.verdict.lines import (
     readable,
     said_once,
     supporting_lines,
+    unlabelled,
     wanted_lines,
 )
 from collective.verdict.shown import ShownVocabulary
@@ -512,7 +513,8 @@ class _Ruling:
         if fetched := [f.chunk_id for f in ranked.order if f.chunk_id not in shown_to]:
             notes.append(f"{len(fetched)} of its figures read from the KB: no prompt of the "
                          "council showed their chunks")  # fmt: skip
-        direct = _agreeing(direct_answer(text), ranked, vocabulary)
+        direct = unlabelled(direct_answer(text), [c.heading for c in every.values()])
+        direct = _agreeing(direct, ranked, vocabulary)
         lines = [ranked.line(), direct, *(f"- {o}" for o in ranked.others())]
         ids = [f.chunk_id for f in ranked.order]
         quotes = [Claim(line, (f.chunk_id,), "supported", "the KB's figure, ranked")
@@ -587,6 +589,7 @@ class _Ruling:
         """
         direct = direct_answer(text)
         kept = [c for c in claims if c.status != "dropped" and plain(c.text) in plain(direct)]
+        direct = unlabelled(direct, [c.heading for c in every.values()])
         cited = _cited(c for c in claims if c.supported)
         scores = {i: chunk.score for i, chunk in self.chunks.items()}
         vocabulary = ShownVocabulary(self.vocabulary, every)

@@ -28,6 +28,7 @@ __all__ = [
     "readable",
     "said_once",
     "supporting_lines",
+    "unlabelled",
     "wanted_lines",
 ]
 
@@ -68,6 +69,27 @@ def direct_answer(text: str, most: int = 2) -> str:
     first = next((readable(x) for x in text.splitlines() if x.strip(" -*•")), "")
     pieces = [p for p in _SENTENCE_END.split(first.strip(" -*•")) if p.strip()]
     return " ".join(pieces[:most])
+
+
+_LABEL = re.compile(r"^[\W_]*(?P<label>[^\W\d_][^:\n\[]{0,40}?)[\W_]*:[*_]*\s+")
+
+
+def unlabelled(line: str, headings: Iterable[str]) -> str:
+    """`line` without a label the model copied from a chunk's section heading before it.
+
+    "notes: TPU 95A: print slowly ..." under "TPU 95A > Notes", "Temperature**: 70-80 °C" under
+    "ASA > Temperature": a section's name is the prompt's, not the answer's. A label that is no
+    section's name ("Drying ASA:", "ABS:") is the line's own.
+    """
+    m = _LABEL.match(line)
+    if m is None:
+        return line
+    sections = {
+        " ".join(part.lower().split())
+        for heading in headings
+        for part in heading.split(HEADING_SEPARATOR)[1:]
+    }
+    return line[m.end() :] if " ".join(m["label"].lower().split()) in sections else line
 
 
 def _sentences(text: str) -> list[str]:

@@ -14,7 +14,7 @@ import pytest
 from collective.kb.chunking import split_text
 from collective.kb.names import chunk_vocabulary
 from collective.kb.store import Chunk, chunk_id
-from collective.verdict.comparison import asked, compared_figures, negated, rank
+from collective.verdict.comparison import asked, compared_figures, negated, property_asked, rank
 
 EVAL_KB = Path(__file__).resolve().parents[1] / "data" / "eval_kb"
 
@@ -147,3 +147,27 @@ def test_a_ranking_reads_each_named_thing_s_figure_from_the_kb(question: str, ra
     found = compared_figures(question, vocabulary())
     titles = {t.key: t.title for t in vocabulary().things()}
     assert sorted(titles[f.thing].lower() for f in found) == sorted(m.lower() for m in ranked)
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        # an adjective of one kind rules out a property of another named only in part: every
+        # "print..." question read "print speed" before
+        ("How hot should I print PETG?", None),  # nozzle or bed: not told
+        ("How heavy is a printed PLA part?", "density"),
+        ("Which prints hottest, ABS or PLA?", None),
+        ("How strong is a printed PETG part?", "tensile strength"),
+        ("How cheap is printing with PLA?", None),
+        ("Which is the hardest wood for printing jigs?", "janka hardness"),
+        ("How warm does the build plate need to be for PETG?", None),
+        # named whole, or asked by its own kind, or "fast" (a time or a speed): as before
+        ("How warm should the bed be when printing PLA?", "bed temperature"),
+        ("How fast can I print TPU 95A?", "print speed"),
+        ("How fast does two-part epoxy cure?", "cure time"),
+        ("What is the print speed of TPU 95A?", "print speed"),
+        ("How warm should the drying oven be for printed nylon?", "drying temperature"),
+    ],
+)
+def test_a_property_of_another_kind_than_the_one_asked_is_not_read(question, expected) -> None:
+    assert property_asked(question, chunk_vocabulary(eval_chunks())) == expected

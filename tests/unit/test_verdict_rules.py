@@ -19,7 +19,7 @@ from collective.verdict.agreement import (
     decide,
     not_held,
 )
-from collective.verdict.lines import direct_answer, readable, said_once, wanted_lines
+from collective.verdict.lines import direct_answer, readable, said_once, unlabelled, wanted_lines
 from collective.verdict.support import check_claims, shown_chunks
 
 CHUNKS = [
@@ -557,3 +557,32 @@ def test_a_thing_described_by_its_use_is_the_thing_asked_about(question, describ
 )  # fmt: skip
 def test_a_direct_answer_a_quoted_line_holds_is_said_once(direct, quoted, expected) -> None:
     assert said_once(direct, quoted) == expected
+
+
+# -- a label copied from the prompt -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        # a section's name before the answer is the prompt's heading, copied
+        ("notes: A silicone mat is rated to 250 °C.", "A silicone mat is rated to 250 °C."),
+        ("Limits**: A silicone mat is rated to 250 °C.", "A silicone mat is rated to 250 °C."),
+        ("**Care:** Carbon steel knives rust quickly.", "Carbon steel knives rust quickly."),
+        ("Heat: a cast iron pan heats slowly.", "a cast iron pan heats slowly."),
+        ("settings : Soft-boiled eggs take 6-7 minutes.", "Soft-boiled eggs take 6-7 minutes."),
+        # a label that names no section is the line's own
+        ("Cast iron pan: heats slowly.", "Cast iron pan: heats slowly."),
+        ("Outdoor storage of cast iron pans: poor.", "Outdoor storage of cast iron pans: poor."),
+        ("Decision: the cast iron pan.", "Decision: the cast iron pan."),
+        ("A silicone mat is rated to 250 °C.", "A silicone mat is rated to 250 °C."),
+        ("Note: it is rated to 250 °C.", "Note: it is rated to 250 °C."),  # "Notes" is no "Note"
+        (
+            "Durability of enamel pots: not chip resistant.",
+            "Durability of enamel pots: not chip resistant.",
+        ),
+    ],
+)
+def test_a_label_copied_from_a_sections_heading_is_not_the_answers(line, expected) -> None:
+    headings = [*(c.heading for c in CHUNKS), "silicone mat > Notes"]
+    assert unlabelled(line, headings) == expected
