@@ -154,66 +154,75 @@ EXPANSION_BATCH = 8
 model's batch engine, a server's slots); each batch is committed as it finishes."""
 
 
-def _ask_together(
-    backend: Backend, prompts: Sequence[str], *, max_tokens: int, timeout: float, what: str
-) -> list[str]:
-    """Greedy replies to `prompts`, asked at once (one batch in process, a server's slots).
+class _BackendAsker:
+    """Asks a backend (greedy decoding) one prompt per `(a, b)` pair; `many` asks at once.
 
-    `timeout` bounds each prompt; `what` names one prompt's job in the timeout's message.
+    On the in-process model the prompts are decoded together in one batch, on a server in its
+    slots. A subclass says what it asks (`_prompt`), how it reads a reply (`_read`) and what one
+    prompt is for (`what`, for the timeout's message).
     """
 
-    async def all_of() -> list[str]:
-        results = await asyncio.gather(
-            *(
-                backend.chat(
-                    [{"role": "user", "content": content}],
-                    max_tokens=max_tokens,
-                    temperature=0.0,
-                )
-                for content in prompts
-            )
-        )
-        return [r.text for r in results]
+    what = ""
 
-    limit = timeout * max(1, len(prompts))
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        try:
-            return pool.submit(asyncio.run, all_of()).result(limit)
-        except concurrent.futures.TimeoutError as exc:
-            raise BackendTimeout(
-                f"the model took over {limit:g} s to {what} ({len(prompts)} at once)"
-            ) from exc
-
-
-class BackendExpander:
-    """An `Expander` that asks a backend (greedy decoding) for a chunk's expansion.
-
-    `many` asks for several chunks' at once: on the in-process model they are decoded together
-    in one batch, on a server in its slots. The chunk's text is the user's content, which every
-    backend keeps from becoming control tokens (escaped over HTTP, tokenized as plain text in
-    process).
-    """
-
-    def __init__(self, backend: Backend, *, max_tokens: int = MAX_TOKENS, timeout: float = 120.0):
-        """An expander on `backend`; `timeout` bounds each chunk's expansion."""
+    def __init__(self, backend: Backend, *, max_tokens: int, timeout: float = 120.0):
+        """An asker on `backend`; `timeout` bounds each prompt."""
         self.backend = backend
         self.max_tokens = max_tokens
         self.timeout = timeout
 
-    def __call__(self, header: str, text: str) -> str:
-        """One chunk's expansion (see `Expander`)."""
-        return self.many([(header, text)])[0]
+    def __call__(self, a: str, b: str) -> str:
+        """The reply to one pair, read."""
+        return self.many([(a, b)])[0]
 
-    def many(self, chunks: Sequence[tuple[str, str]]) -> list[str]:
-        """The expansions of several `(header, text)` chunks, asked for together."""
-        prompts = [prompt(header, text) for header, text in chunks]
-        return _ask_together(
-            self.backend,
-            prompts,
-            max_tokens=self.max_tokens,
-            timeout=self.timeout,
-            what="expand a chunk",
-        )
+    def many(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
+        """The replies to several pairs, asked for together, read."""
+
+        async def all_of() -> list[str]:
+            results = await asyncio.gather(
+                *(
+                    self.backend.chat(
+                        [{"role": "user", "content": self._prompt(a, b)}],
+                        max_tokens=self.max_tokens,
+                        temperature=0.0,
+                    )
+                    for a, b in pairs
+                )
+            )
+            return [r.text for r in results]
+
+        limit = self.timeout * max(1, len(pairs))
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            try:
+                written = pool.submit(asyncio.run, all_of()).result(limit)
+            except concurrent.futures.TimeoutError as exc:
+                raise BackendTimeout(
+                    f"the model took over {limit:g} s to {self.what} ({len(pairs)} at once)"
+                ) from exc
+        return [self._read(a, w) for (a, _), w in zip(pairs, written, strict=True)]
+
+    def _prompt(self, a: str, b: str) -> str:
+        raise NotImplementedError
+
+    def _read(self, a: str, written: str) -> str:
+        return written
+
+
+class BackendExpander(_BackendAsker):
+    """An `Expander` that asks a backend (greedy decoding) for a chunk's expansion.
+
+    `many` asks for several chunks' at once. The chunk's text is the user's content, which every
+    backend keeps from becoming control tokens (escaped over HTTP, tokenized as plain text in
+    process).
+    """
+
+    what = "expand a chunk"
+
+    def __init__(self, backend: Backend, *, max_tokens: int = MAX_TOKENS, timeout: float = 120.0):
+        """An expander on `backend`; `timeout` bounds each chunk's expansion."""
+        super().__init__(backend, max_tokens=max_tokens, timeout=timeout)
+
+    def _prompt(self, header: str, text: str) -> str:
+        return prompt(header, text)
 
 
 def backend_expander(
@@ -223,36 +232,26 @@ def backend_expander(
     return BackendExpander(backend, max_tokens=max_tokens, timeout=timeout)
 
 
-class BackendNamer:
+class BackendNamer(_BackendAsker):
     """A `Namer` that asks a backend (greedy decoding) what else a document's thing is called.
 
     Only the title is shown (a passage made the small models copy its sentences); `many`
-    names several documents at once, like `BackendExpander.many`.
+    names several documents at once.
     """
+
+    what = "name a document"
 
     def __init__(
         self, backend: Backend, *, max_tokens: int = NAMES_MAX_TOKENS, timeout: float = 120.0
     ):
         """A namer on `backend`; `timeout` bounds each document's names."""
-        self.backend = backend
-        self.max_tokens = max_tokens
-        self.timeout = timeout
+        super().__init__(backend, max_tokens=max_tokens, timeout=timeout)
 
-    def __call__(self, title: str, text: str) -> str:
-        """One document's other names (see `Namer`)."""
-        return self.many([(title, text)])[0]
+    def _prompt(self, title: str, text: str) -> str:
+        return NAMES_PROMPT.format(title=title)
 
-    def many(self, documents: Sequence[tuple[str, str]]) -> list[str]:
-        """The other names of several `(title, opening)` documents, asked for together."""
-        prompts = [NAMES_PROMPT.format(title=title) for title, _ in documents]
-        written = _ask_together(
-            self.backend,
-            prompts,
-            max_tokens=self.max_tokens,
-            timeout=self.timeout,
-            what="name a document",
-        )
-        return [model_names(title, w) for (title, _), w in zip(documents, written, strict=True)]
+    def _read(self, title: str, written: str) -> str:
+        return model_names(title, written)
 
 
 def backend_namer(
