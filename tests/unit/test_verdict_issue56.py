@@ -193,39 +193,29 @@ async def test_a_melting_range_in_the_model_s_words_is_answered_in_the_chunk_s(
     assert out["claim_check"]["selected"] == selected
 
 
-@pytest.mark.parametrize("thing", ["PA12 nylon", "PEEK", "polypropylene", "TPU 95A"])
-async def test_a_bed_temperature_tied_to_other_words_is_answered_in_the_chunk_s(thing) -> None:
-    # eval sitting at f5fc0af: all eight "How warm should the build plate be when printing X?"
-    # failed in the default, right in self-consistency: "the build plate should be heated to
-    # 70-90 °C when printing X" ties "printing" to the bed's figure, the chunk "prints" to the
-    # nozzle's, so no sentence "states" it, though the chunk holds it
-    printing, other = chunk(thing, "Print", 0.8), chunk(thing, "Heat", 0.6)
-    low, high = re.search(r"bed at (\d+)-(\d+)", printing.text).groups()
-    judge = f"{other.text} {cite(other)}"
-    sample = f"The build plate should be heated to {low}-{high} °C when printing {thing}."
-    question = f"How warm should the build plate be when printing {thing}?"
-    out = await council(question, judge, [sample, sample], [printing, other])
-    assert direct(out) == f"{printing.text} {cite(printing)}"
-    assert "build plate" not in out["answer"]
-
-
 @pytest.mark.parametrize(
     ("thing", "sample"),
     [
+        # eval sitting at f5fc0af: all eight "How warm should the build plate be when printing
+        # X?" failed in the default, right in self-consistency: "the build plate should be
+        # heated to 70-90 °C when printing X" ties "printing" to the bed's figure, the chunk
+        # "prints" to the nozzle's, so no sentence "states" it, though the chunk holds it
+        *((thing, "The build plate should be heated to {low}-{high} °C when printing {thing}.")
+          for thing in ("PA12 nylon", "PEEK", "polypropylene", "TPU 95A")),
         # build-plate re-run after that fix: ABS, TPU 95A, PA6 nylon, PEEK and PETG-CF still
-        # missed, the samples giving the figure with no subject
-        ("ABS", "The build plate should be at least {low}-{high} °C."),
-        ("TPU 95A", "Keep the build plate around {low}-{high} °C."),
-        ("PA6 nylon", "Set the plate to {low}-{high} °C."),
-        ("PEEK", "A build plate of {low}-{high} °C is needed."),
-        ("PETG-CF", "The build plate: {low}-{high} °C."),
+        # missed, the samples giving the figure with no subject, cited
+        ("ABS", "The build plate should be at least {low}-{high} °C {cite}."),
+        ("TPU 95A", "Keep the build plate around {low}-{high} °C {cite}."),
+        ("PA6 nylon", "Set the plate to {low}-{high} °C {cite}."),
+        ("PEEK", "A build plate of {low}-{high} °C is needed {cite}."),
+        ("PETG-CF", "The build plate: {low}-{high} °C {cite}."),
     ],
-)
-async def test_a_figure_given_with_no_subject_votes_as_its_chunk_s(thing, sample) -> None:
+)  # fmt: skip
+async def test_a_bed_figure_in_the_model_s_words_is_answered_in_the_chunk_s(thing, sample):
     printing, other = chunk(thing, "Print", 0.8), chunk(thing, "Heat", 0.6)
     low, high = re.search(r"bed at (\d+)-(\d+)", printing.text).groups()
     judge = f"{other.text} {cite(other)}"
-    sample = f"{sample.format(low=low, high=high)[:-1]} {cite(printing)}."
+    sample = sample.format(low=low, high=high, thing=thing, cite=cite(printing))
     question = f"How warm should the build plate be when printing {thing}?"
     out = await council(question, judge, [sample, sample], [printing, other])
     assert direct(out) == f"{printing.text} {cite(printing)}"
