@@ -34,7 +34,7 @@ import generate_eval_kb as facts  # noqa: E402
 
 from collective.kb.chunking import split_text  # noqa: E402
 from collective.kb.store import Chunk, chunk_id  # noqa: E402
-from collective.verdict.support import check_claims, shown_chunks  # noqa: E402
+from collective.verdict.support import check_claims, shown_whole  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -236,7 +236,7 @@ def main() -> None:
     all_cases = cases(chunks)
     headings = [c.heading for c in chunks.values()]
     for case in all_cases:
-        shown = shown_chunks(by_id, ids=case.shown)
+        shown = shown_whole(by_id, ids=case.shown)
         claims = check_claims(case.text, shown, entail, names=headings)
         stands = bool(claims) and claims[0].status == "supported" and case.cited in claims[0].cited
         right = stands == case.true

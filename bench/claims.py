@@ -479,7 +479,7 @@ def store_vocabulary(chunks: list[Chunk]):  # noqa: ANN201 - a bench helper
 def run(show_misses: bool, store: bool = False) -> dict[str, object]:
     """Every case through the check: caught, kept, and the misses."""
     from collective.kb.names import chunk_vocabulary
-    from collective.verdict.support import check_claims, shown_chunks
+    from collective.verdict.support import check_claims, shown_whole
 
     chunks = load_chunks()
     vocabulary = store_vocabulary(chunks) if store else chunk_vocabulary(chunks)
@@ -488,7 +488,7 @@ def run(show_misses: bool, store: bool = False) -> dict[str, object]:
     misses: list[tuple[Case, str, str]] = []
     by_kind: Counter[tuple[str, bool, bool]] = Counter()
     for case in CASES:
-        shown = shown_chunks({c.id: c for c in shown_for(case, chunks)})
+        shown = shown_whole({c.id: c for c in shown_for(case, chunks)})
         claims = check_claims(cited_text(case, chunks), shown, names=names, vocabulary=vocabulary)
         cited = {find(chunks, *c).id for c in case.cites}
         if case.true:

@@ -23,12 +23,12 @@ import functools
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, Required, TypedDict, Unpack
 
-from collective.budget.assembly import AssembledPrompt, SectionContent, assemble
+from collective.budget.assembly import AssembledPrompt, SectionContent, Sections, assemble
 from collective.budget.counting import ChatMessage, TokenCounter
 from collective.budget.plans import ModelBudget
 from collective.budget.report import BudgetReport
@@ -44,7 +44,6 @@ from collective.models.admission import default_admission
 from collective.models.base import Backend, ChatDelta, ChatOptions, ChatResult, collect
 from collective.models.replicas import ReplicaFault
 from collective.models.tool_calls import text_calls, tool_call_schema
-from collective.prompts import council
 from collective.telemetry import model_call_span, record_budget_report, record_replica_fault
 
 if TYPE_CHECKING:
@@ -117,7 +116,7 @@ class Request(TypedDict, total=False):
 
     contents: Required[Sequence[SectionContent]]
     """Content per budget section."""
-    compose: Required[Callable[[Mapping[str, str]], list[ChatMessage]]]
+    compose: Required[Callable[[Sections], list[ChatMessage]]]
     """Turns the fitted section texts into messages."""
     question: Required[str]
     """The task (its complexity sets the agent's memory budget)."""
@@ -627,13 +626,12 @@ def _why(error: BaseException) -> str:
 
 
 async def _shared_tokens(prompt: AssembledPrompt, counter: TokenCounter) -> int | None:
-    """Prompt tokens outside the role's own part (None: the prompt has no own part).
+    """Prompt tokens outside the caller's own parts (None: the prompt has none).
 
-    The own part is counted as text; the template's tokens after it (the end of the turn, the
-    answer's opening) are the same for every member and count as shared.
+    The own parts (`AssembledPrompt.own`) are counted as text; the template's tokens after them
+    (the end of the turn, the answer's opening) are the same for every member and count as shared.
     """
-    content = prompt.messages[-1].get("content") if prompt.messages else None
-    own = council.own_part(content) if isinstance(content, str) else ""
+    own = "\n\n".join(prompt.own())
     if not own:
         return None
     n = await asyncio.to_thread(counter.count, own) if counter.blocking else counter.count(own)

@@ -58,7 +58,7 @@ from collective.prompts import select as select_prompt
 from collective.prompts import specialist
 from collective.prompts.judge import clean
 from collective.verdict.agreement import reduced_answer
-from collective.verdict.support import check_claims, shown_chunks, support_share
+from collective.verdict.support import check_claims, shown_whole, support_share
 
 __all__ = ["MODES", "ArmsRun", "Mode", "ModeResult", "confident_vote", "run_arms", "run_mode"]
 
@@ -359,7 +359,7 @@ def _result(
             chosen["text"], [specialist.ANSWER], (), [c.heading for c in supplied.values()]
         )
         cited, unknown = split_citations(answer, list(supplied))
-        support = support_share(check_claims(answer, shown_chunks(supplied)))
+        support = support_share(check_claims(answer, shown_whole(supplied)))
         evidence = council_evidence(settings.evidence, proposals)
         confidence = confidence_fields(None, chosen.get("confidence_note"))
         if chosen.get("confidence"):

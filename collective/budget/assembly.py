@@ -34,6 +34,7 @@ from collective.errors import BudgetError, ConfigError
 __all__ = [
     "AssembledPrompt",
     "SectionContent",
+    "Sections",
     "assemble",
     "chunks_section",
     "labelled_section",
@@ -52,27 +53,41 @@ class SectionContent:
 
 
 def text_section(
-    name: str, text: str, keep: Keep = "start", alike: Sequence[str] = ()
+    name: str, text: str, keep: Keep = "start", alike: Sequence[str] = (), own: str = ""
 ) -> SectionContent:
     """Plain text, trimmed on token boundaries with a marker where cut.
 
-    `alike` are the texts sibling calls put in this section (the other members' tasks, which
-    differ only in their own part): while every one fits, the section counts as the largest of
-    them, so it leaves every sibling the same slack and the sections fitted after it (the KB
+    `own` is the caller's own part of the section (a role's part of its task: who it is, the
+    answer's format), composed after every shared part (`Fitted.own`); it is kept whole while
+    it fits, and `text` trimmed to what it leaves. `alike` are the own parts sibling calls put
+    here (the other members'): while every one fits, the section counts as if it held the
+    largest, so it leaves every sibling the same slack and the sections fitted after it (the KB
     chunks) come out the same: the members' prompts keep one shared prefix.
     """
 
     def fit(counter: TokenCounter, limit: int) -> Fitted:
-        fitted = trim_text(counter, text, limit, keep)
-        if not alike or fitted.trimmed:
-            return fitted
-        largest = max(counter.count_many(counter.within_reach(alike, limit)))
-        if fitted.tokens < largest <= limit:
-            note = f"sized as its largest sibling ({largest} tokens) for one shared prefix"
-            return Fitted(fitted.text, largest, note=note)
-        return fitted
+        if not own:
+            return trim_text(counter, text, limit, keep)
+        mine = trim_text(counter, own, limit, "start")
+        sizes = counter.count_many(counter.within_reach(alike, limit)) if alike else []
+        reserved = max([mine.tokens, *(n for n in sizes if n <= limit)])
+        join = counter.count(_OWN_JOIN) if text else 0
+        shared = trim_text(counter, text, max(0, limit - reserved - join), keep)
+        used = shared.tokens + (join if shared.text else 0) + reserved
+        note = f"sized as its largest sibling ({used} tokens) for one shared prefix"
+        return Fitted(
+            shared.text,
+            used,
+            shared.trimmed or mine.trimmed,
+            note if reserved > mine.tokens else "",
+            own=mine.text,
+        )
 
     return SectionContent(name, fit)
+
+
+_OWN_JOIN = "\n\n"
+"""What `compose` puts between a section's shared text and the own parts after it."""
 
 
 def chunks_section(name: str, chunks: Sequence[Scored]) -> SectionContent:
@@ -113,6 +128,10 @@ class AssembledPrompt:
         keys = (key for name in names if name in self.sections for key in self.sections[name].kept)
         return list(dict.fromkeys(keys))
 
+    def own(self) -> list[str]:
+        """The caller's own parts of its sections (`Fitted.own`), in plan order."""
+        return [f.own for f in self.sections.values() if f.own]
+
 
 _MAX_REFITS = 8
 
@@ -121,7 +140,7 @@ def assemble(
     plan: ModelBudget,
     counter: TokenCounter,
     contents: Sequence[SectionContent],
-    compose: Callable[[Mapping[str, str]], list[ChatMessage]],
+    compose: Callable[[Sections], list[ChatMessage]],
     *,
     node: str,
     model: str,
@@ -135,7 +154,8 @@ def assemble(
         counter: The model's counter; the report names its kind.
         contents: Content per plan section; plan sections without content count as unused, and
             content for a section the plan lacks is left out (the report notes it).
-        compose: Builds the chat messages from the fitted section texts (by section name).
+        compose: Builds the chat messages from the fitted section texts (by section name) and
+            their own parts (`Sections.own`).
         node: The graph node making the call, for the report.
         model: The model name, for the report.
         notes: Extra lines for the report (e.g. why the KB allocation changed).
@@ -154,7 +174,7 @@ def assemble(
     notes = [*notes, *(f"{name}: not in plan {plan.name!r}, content left out" for name in dropped)]
     limits, fitted = _fit_all(plan, counter, offered)
     for _ in range(_MAX_REFITS):
-        messages = compose(_Sections(plan, node, {name: f.text for name, f in fitted.items()}))
+        messages = compose(Sections(fitted, plan, node))
         total = counter.count_messages(messages, tools)
         excess = total + plan.output_budget - plan.n_ctx
         if excess <= 0:
@@ -173,18 +193,24 @@ def assemble(
     )
 
 
-class _Sections(dict[str, str]):
-    """The fitted section texts handed to `compose`.
+class Sections(dict[str, str]):
+    """The fitted section texts handed to `compose`, and each section's own part (`own`).
 
     A section the plan lacks is refused by name (`ConfigError`), not a bare `KeyError` from
     inside the prompt module.
     """
 
-    def __init__(self, plan: ModelBudget, node: str, texts: Mapping[str, str]) -> None:
-        super().__init__(texts)
+    def __init__(
+        self, fitted: Mapping[str, Fitted], plan: ModelBudget | None = None, node: str = ""
+    ) -> None:
+        super().__init__({name: f.text for name, f in fitted.items()})
         self.plan, self.node = plan, node
+        self.own: dict[str, str] = {name: f.own for name, f in fitted.items() if f.own}
+        """The caller's own part of each section that has one, to compose after the shared."""
 
     def __missing__(self, name: str) -> str:
+        if self.plan is None:
+            raise KeyError(name)
         raise ConfigError(
             f"{self.node}: the budget plan {self.plan.name!r} has no {name!r} section, which "
             f"this prompt needs (its sections: {', '.join(self.plan.sections)}); add the "

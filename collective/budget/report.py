@@ -52,8 +52,9 @@ class BudgetReport:
     """Completions of the one prompt (same-prompt samples), each within the prompt's window:
     `fits` holds for every one."""
     shared_tokens: int | None = None
-    """Prompt tokens outside the role's own part (`collective.prompts.council.OWN_PART`): the
-    council's shared prefix, the same in every member's prompt; None for prompts without one."""
+    """Prompt tokens outside the caller's own parts (`Fitted.own`: a role's part of its task, a
+    member's KB slice): the council's shared prefix, the same in every member's prompt; None for
+    prompts without one."""
     reused_tokens: int | None = None
     """Prompt tokens the server reused from its KV instead of computing them (llama-server
     `cache_n`, Ollama `prompt_eval_cached_count`, in process the batch engine's); None when the

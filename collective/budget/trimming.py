@@ -45,6 +45,10 @@ class Fitted:
     shown: tuple[tuple[str, str], ...] = ()
     """Each piece kept with its text as shown (a trimmed one up to its trim marker), so a reader
     of the prompt (the claim check) is handed what each piece showed rather than parsing it."""
+    own: str = ""
+    """The caller's own part of the section (a member's KB slice, a role's part of its task),
+    composed after every section's shared part, so sibling calls share one prefix; `tokens`
+    counts it with `text`."""
 
 
 @dataclass(frozen=True)

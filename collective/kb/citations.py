@@ -49,7 +49,6 @@ __all__ = [
     "normalise",
     "parse_citations",
     "resolve",
-    "shown_ids",
     "split_citations",
     "tag",
     "visible_chunks",
@@ -251,11 +250,6 @@ def split_citations(text: str, shown: Collection[str]) -> tuple[list[str], list[
     """
     ids, malformed = _read(text, shown)
     return [i for i in ids if i in shown], [*(i for i in ids if i not in shown), *malformed]
-
-
-def shown_ids(text: str, ids: Iterable[str]) -> list[str]:
-    """Those of `ids` whose whole tag `[KB#id]` appears in `text` (what a model was shown)."""
-    return [i for i in dict.fromkeys(ids) if tag(i) in text]
 
 
 def visible_chunks(chunks: Sequence[Chunk], hidden_tags: Iterable[str]) -> list[Chunk]:

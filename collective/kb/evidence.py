@@ -40,8 +40,8 @@ __all__ = [
 
 
 SLICE = "## Your own slice of the knowledge base (only you see these chunks: report what they say)"
-"""Heads a member's own chunks in a split KB section; the prompt puts them after the shared
-prefix (`collective.prompts.council.compose`)."""
+"""Heads a member's own chunks (`Fitted.own` of a split KB section), which the prompt puts after
+the shared prefix (`collective.prompts.council.compose`)."""
 
 HEAD_SHARE = 0.25
 """The largest share of a member's KB section the shared head may take (at least one chunk)."""
@@ -171,31 +171,35 @@ class MemberEvidence:
             fitted = select_chunks(counter, self.part.offered, limit)
             self.kept = fitted.kept
             return fitted
-        fitted = select_chunks(counter, self.part.offered, max(0, limit - mark))
+        # in offered order (head, then the slice), whatever the scores say
+        ordered = [dataclasses.replace(c, score=-i) for i, c in enumerate(self.part.offered)]
+        fitted = select_chunks(counter, ordered, max(0, limit - mark))
         self.kept = fitted.kept
         note = (
             f"split evidence, member {self.index + 1}/{self.k}: shared head "
             f"{len(self.part.head)} + own slice {len(self.part.own)} of {len(self.chunks)}"
         )
+        head, own = self._parted(fitted)
         return dataclasses.replace(
-            fitted, text=self._mark_slice(fitted), tokens=fitted.tokens + mark, note=note
+            fitted, text=head, own=f"{SLICE}\n{own}", tokens=fitted.tokens + mark, note=note
         )
 
-    def _mark_slice(self, fitted: Fitted) -> str:
-        """The fitted text as the shared head, then `SLICE` and the member's own chunks.
+    def _parted(self, fitted: Fitted) -> tuple[str, str]:
+        """The fitted text as the shared head and the member's own part (`Fitted.own`).
 
-        The trim header (it differs per member) moves after `SLICE`, so the head stays the same
-        text for every member.
+        The pieces were fitted in offered order (head, then the slice), so the member's own
+        chunks, never trimmed (only the best chunk, the head's first, may be), end the text. The
+        own part is the trim header (it differs per member), then those chunks: the head is the
+        same text for every member.
         """
+        head = self.part.head if self.part else ()
+        pieces = dict(fitted.shown)
+        own = "\n\n".join(pieces[k] for k in fitted.kept if k not in head)
         text, header = fitted.text, ""
-        if text.startswith("[Context trimmed"):
+        if fitted.trimmed:
             header, _, text = text.partition("\n\n")
-        marks = {c.key: c.mark for c in self.part.offered} if self.part else {}
-        own = [k for k in fitted.kept if k not in (self.part.head if self.part else ())]
-        at = text.find(marks[own[0]]) if own and marks.get(own[0]) else -1
-        head, rest = (text[:at].rstrip("\n"), text[at:]) if at >= 0 else (text, "")
-        tail = "\n\n".join(p for p in (header, rest) if p)
-        return f"{head}\n\n{SLICE}\n{tail}".lstrip("\n")
+        shared = text.removesuffix(own).rstrip("\n") if own else text
+        return shared, "\n\n".join(p for p in (header, own) if p)
 
     def summary(self, seen: Sequence[str]) -> dict[str, Any]:
         """The part as a proposal records it: mode, head, own slice, the chunks kept, reason."""

@@ -9,6 +9,7 @@ reading them twice cost the judge's next call about 1,300 of its 1,800 new token
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from langchain_core.tools import BaseTool, StructuredTool
@@ -19,13 +20,32 @@ from collective.kb.citations import format_chunk, neutralise, tag
 from collective.kb.retrieval import retrieve
 from collective.kb.store import Chunk, KnowledgeStore
 
-__all__ = ["ID_CHARS", "QUERY_CHARS", "VerificationTools"]
+__all__ = ["ID_CHARS", "QUERY_CHARS", "ToolResult", "VerificationTools"]
 
 QUERY_CHARS = 120
 """The longest search query (a few key words): its schema's `maxLength`, so a call held to
 the schema by a grammar always closes (`collective.models.tool_calls.tool_call_schema`)."""
 ID_CHARS = 40
 """The longest chunk id a call may name (`mem_` and 16 hex digits, perhaps tagged `KB#`)."""
+
+
+Parts = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A tool's answer in parts, which its text joins by lines.
+
+    A part is `(chunk id, its rendering)` for a chunk the answer shows in full, `("", text)` for
+    anything else (a chunk named only, a message).
+    """
+
+    parts: Parts
+
+    @property
+    def text(self) -> str:
+        """The result as the model reads it."""
+        return "\n".join(text for _, text in self.parts)
 
 
 class VerificationTools:
@@ -49,18 +69,20 @@ class VerificationTools:
                 name="kb_search",
                 description="Search the knowledge base. Returns tagged chunks: [KB#id] text.",
                 parse_docstring=True,
+                response_format="content_and_artifact",
             ),
             StructuredTool.from_function(
                 self.kb_get,
                 name="kb_get",
                 description="The full text of one knowledge-base chunk by its id (mem_...).",
                 parse_docstring=True,
+                response_format="content_and_artifact",
             ),
         ]
         self.schemas: list[dict[str, Any]] = [convert_to_openai_tool(t) for t in self.tools]
         """The tools in OpenAI's function-calling shape, as backends send them."""
 
-    def kb_search(self, query: Annotated[str, Field(max_length=QUERY_CHARS)]) -> str:
+    def kb_search(self, query: Annotated[str, Field(max_length=QUERY_CHARS)]) -> tuple[str, Parts]:
         """Search the knowledge base for `query`.
 
         Args:
@@ -68,16 +90,16 @@ class VerificationTools:
         """
         chunks = retrieve(self.store, query, self.profile).injected
         self.fetched.update((c.id, c) for c in chunks)
-        return "\n".join(self._found(c) for c in chunks) or "(no matching chunks)"
+        return _answer(tuple(self._found(c) for c in chunks) or (("", "(no matching chunks)"),))
 
-    def _found(self, chunk: Chunk) -> str:
+    def _found(self, chunk: Chunk) -> tuple[str, str]:
         """A search hit: the chunk, or its tag and heading where the prompt shows it already."""
         if chunk.id not in self.shown:
-            return format_chunk(chunk)
+            return chunk.id, format_chunk(chunk)
         heading = f" {neutralise(chunk.heading)}" if chunk.heading else ""
-        return f"{tag(chunk.id)}{heading} (its text is in the knowledge base above)"
+        return "", f"{tag(chunk.id)}{heading} (its text is in the knowledge base above)"
 
-    def kb_get(self, id: Annotated[str, Field(max_length=ID_CHARS)]) -> str:  # noqa: A002
+    def kb_get(self, id: Annotated[str, Field(max_length=ID_CHARS)]) -> tuple[str, Parts]:  # noqa: A002
         """The full text of the chunk with this id.
 
         Args:
@@ -85,16 +107,22 @@ class VerificationTools:
         """
         chunk = self.store.get(id.removeprefix("KB#"))
         if chunk is None:
-            return f"(no chunk with id {id})"
+            return _answer((("", f"(no chunk with id {id})"),))
         self.fetched[chunk.id] = chunk
-        return format_chunk(chunk)
+        return _answer(((chunk.id, format_chunk(chunk)),))
 
-    def run(self, name: str, arguments: dict[str, Any]) -> str:
+    def run(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         """Run the tool called `name`; a bad call becomes a message the model can read."""
         tool = next((t for t in self.tools if t.name == name), None)
         if tool is None:
-            return f"(unknown tool {name}; available: kb_search, kb_get)"
+            return ToolResult((("", f"(unknown tool {name}; available: kb_search, kb_get)"),))
         try:
-            return str(tool.invoke(arguments))
+            call = {"type": "tool_call", "name": name, "args": arguments, "id": name}
+            return ToolResult(tool.invoke(call).artifact)
         except Exception as error:  # a model's malformed arguments must not end the verdict
-            return f"(tool {name} failed: {str(error).splitlines()[0]})"
+            return ToolResult((("", f"(tool {name} failed: {str(error).splitlines()[0]})"),))
+
+
+def _answer(parts: Parts) -> tuple[str, Parts]:
+    """A tool function's answer: its text for the model, its parts as the artifact."""
+    return ToolResult(parts).text, parts

@@ -33,18 +33,18 @@ import numpy as np
 from langgraph.runtime import Runtime
 
 from collective import agents, environment
-from collective.budget.assembly import SectionContent, chunks_section, text_section
+from collective.budget.assembly import SectionContent, Sections, chunks_section, text_section
 from collective.budget.counting import ChatMessage, TokenCounter
-from collective.budget.trimming import Fitted, share_fairly
+from collective.budget.trimming import Fitted, Scored, select_chunks, share_fairly
 from collective.errors import BackendError, BackendUnavailable, BudgetError, InvalidResponse
 from collective.graph.context import CouncilContext, open_knowledge
 from collective.graph.state import CouncilState, Proposal, answered, applied_profile
-from collective.kb.citations import check_citations, neutralise, shown_ids
+from collective.kb.citations import check_citations, neutralise, tag
 from collective.kb.embeddings import embedder_for
 from collective.kb.evidence import council_evidence
 from collective.kb.names import KbVocabulary, chunk_vocabulary
 from collective.kb.store import Chunk
-from collective.kb.tools import VerificationTools
+from collective.kb.tools import ToolResult, VerificationTools
 from collective.kb.vocabulary import Vocabulary, VocabularySource
 from collective.models.base import Backend, ChatResult, ToolCall
 from collective.models.confidence import confidence_fields
@@ -52,6 +52,7 @@ from collective.models.refs import resolve_backend
 from collective.nodes.chunks import chunks_from_state, scored_chunks
 from collective.nodes.model_call import ModelCall, NodeProgress, call_model, emit
 from collective.nodes.review import aggregate_rankings
+from collective.prompts import council
 from collective.prompts import judge as prompt
 from collective.telemetry import record_fallback, record_tool_call
 from collective.verdict.agreement import (
@@ -82,7 +83,7 @@ from collective.verdict.support import (
     check_claims,
     mark_fixed,
     plain,
-    shown_chunks,
+    shown_whole,
     support_share,
 )
 
@@ -93,19 +94,28 @@ class ToolTranscript:
     """The judge's tool rounds so far: the `tools` budget section and the messages it implies.
 
     The section holds the tool schemas (sent beside the messages) and every tool result; results
-    share what the schemas leave fairly and are trimmed with the usual markers. `messages()`
-    replays the rounds with the results exactly as last fitted.
+    share what the schemas leave fairly, and one over its share keeps its chunks in order while
+    they fit, with the usual trim header. `messages()` replays the rounds with the results
+    exactly as last fitted; `shown` is what each chunk of them showed.
     """
 
-    def __init__(self, rounds: Sequence[Sequence[tuple[ToolCall, str]]], schemas: list[dict]):
+    def __init__(
+        self, rounds: Sequence[Sequence[tuple[ToolCall, ToolResult]]], schemas: list[dict]
+    ) -> None:
         self.rounds = rounds
         self.schema_text = json.dumps(schemas) if schemas else ""
-        self.fitted = [result for calls in rounds for _, result in calls]
+        self.fitted = self.results
+        self.shown = {key: text for r in self._each for key, text in r.parts if key}
+        """Each chunk the fitted results show, with its rendering as shown (maybe cut)."""
+
+    @property
+    def _each(self) -> list[ToolResult]:
+        return [result for calls in self.rounds for _, result in calls]
 
     @property
     def results(self) -> list[str]:
         """Every tool result, round by round, as the tools returned it."""
-        return [result for calls in self.rounds for _, result in calls]
+        return [result.text for result in self._each]
 
     def section(self) -> SectionContent:
         """The `tools` section content."""
@@ -113,15 +123,25 @@ class ToolTranscript:
 
     def _fit(self, counter: TokenCounter, limit: int) -> Fitted:
         schema = counter.count(self.schema_text)
-        results = self.results
-        parts = share_fairly(counter, results, max(0, limit - schema), keep="start")
+        each = self._each
+        shares = share_fairly(counter, self.results, max(0, limit - schema), keep="start")
+        parts = [
+            _fit_result(counter, result, share.tokens) if share.trimmed else share
+            for result, share in zip(each, shares, strict=True)
+        ]
         self.fitted = [p.text for p in parts]
+        self.shown = {
+            key: text
+            for result, part in zip(each, parts, strict=True)
+            for key, text in (part.shown if part.trimmed else result.parts)
+            if key
+        }
         used = schema + sum(p.tokens for p in parts)
         return Fitted(self.schema_text, used, trimmed=any(p.trimmed for p in parts))
 
     def compose(
         self, base: Callable[..., list[ChatMessage]]
-    ) -> Callable[[Mapping[str, str]], list[ChatMessage]]:
+    ) -> Callable[[Sections], list[ChatMessage]]:
         """`base`'s messages followed by the tool rounds, or with them told as text.
 
         In the final round no tools are offered: the rounds are then told as text inside the
@@ -171,9 +191,20 @@ class ToolTranscript:
         return out
 
 
+def _fit_result(counter: TokenCounter, result: ToolResult, limit: int) -> Fitted:
+    """A tool result over its share: its parts in order while they fit (the first cut, not lost).
+
+    Each chunk's rendering, as far as it is shown, is in `Fitted.shown`.
+    """
+    parts = enumerate(result.parts)
+    return select_chunks(
+        counter, [Scored(k, text, -i, tag(k) if k else "") for i, (k, text) in parts], limit
+    )
+
+
 def run_tools(
     tools: VerificationTools, counter: TokenCounter, calls: Sequence[ToolCall], n_ctx: int
-) -> list[tuple[ToolCall, str, int]]:
+) -> list[tuple[ToolCall, ToolResult, int]]:
     """Run one round's tool calls (blocking: the KB, and counting may be HTTP): results, tokens.
 
     A result is counted up to the judge's context `n_ctx` (`TokenCounter.within_reach`): a
@@ -182,8 +213,8 @@ def run_tools(
     results = []
     for call in calls:
         result = tools.run(call.name, call.arguments)
-        tokens = counter.count(counter.within_reach([result], n_ctx)[0])
-        record_tool_call(call.name, call.arguments, len(result), tokens)
+        tokens = counter.count(counter.within_reach([result.text], n_ctx)[0])
+        record_tool_call(call.name, call.arguments, len(result.text), tokens)
         results.append((call, result, tokens))
     return results
 
@@ -223,7 +254,7 @@ async def _ruling(
             text_section("system", prompt.SYSTEM.format(k=ctx.k)),
             text_section("conversation_summary", state.get("conversation", ""), keep="end"),
             chunks_section("kb_chunks", scored_chunks(retrieved)),
-            text_section("task", prompt.task_text(state["question"], verify=verify)),
+            council.task_section(prompt.task_text(state["question"], verify=verify)),
         ]
 
     aggregate = aggregate_rankings(state.get("rankings", []), members)
@@ -261,7 +292,7 @@ def _vocabulary(
 
 def _asked_figures(question: str, retrieved: Mapping[str, Chunk], whole: Vocabulary) -> list[Any]:
     """The KB's figures of the property asked of the things the question names or describes."""
-    asked = Asked.read(question, whole, shown_chunks(retrieved).values())
+    asked = Asked.read(question, whole, shown_whole(retrieved).values())
     return whole.figures(asked.property, asked.things) if asked.property and asked.things else []
 
 
@@ -320,7 +351,7 @@ def _check_member(
     proposal: Proposal, chunks: Mapping[str, Chunk], headings: list[str], vocabulary: Vocabulary
 ) -> Checked:
     """A member's answer checked against the chunks its prompt showed (whole: as retrieved)."""
-    shown = shown_chunks(chunks, ids=_seen(proposal, chunks))
+    shown = shown_whole(chunks, ids=_seen(proposal, chunks))
     confidence = _confidence(proposal.get("confidence"))
     return check_answer(
         proposal["member"],
@@ -387,7 +418,7 @@ class _Draft:
     """The last call: its answer is the draft verdict."""
     transcript: ToolTranscript
     contents: list[SectionContent]
-    compose: Callable[[Mapping[str, str]], list[ChatMessage]]
+    compose: Callable[[Sections], list[ChatMessage]]
     tools: list[dict[str, Any]] | None
     """The tool schemas the draft's call offered."""
     tool_log: list[dict[str, Any]]
@@ -430,8 +461,8 @@ class _Ruling:
         seen = [
             i for i in self.chunks if i not in own.shown and (i in self.seen or i in self.compared)
         ]
-        every = {**own.shown, **shown_chunks(self.chunks, ids=seen)}
-        asked = Asked.read(question, self.vocabulary, shown_chunks(self.chunks).values())
+        every = {**own.shown, **shown_whole(self.chunks, ids=seen)}
+        asked = Asked.read(question, self.vocabulary, shown_whole(self.chunks).values())
         ranks = {row["member"]: row["mean_rank"] for row in self.ranking}
         decision = decide(asked, [verdict, *self.members], self.vocabulary, ranks)
         notes += [decision.why] if decision.why else []
@@ -448,7 +479,7 @@ class _Ruling:
         if stands is None:  # an even split: each side's line, with its support
             sides = [c for side in decision.split for c in side.claims if c.status != "dropped"]
             final, text = sides, decision.text
-            supplied = {**own.shown, **shown_chunks(self.chunks, ids=_cited(sides))}
+            supplied = {**own.shown, **shown_whole(self.chunks, ids=_cited(sides))}
         else:
             final = own.claims if stands is verdict else list(stands.claims)
             supplied = own.shown if stands is verdict else _member_shown(stands, self.chunks)
@@ -522,7 +553,7 @@ class _Ruling:
                                      strict=True)]  # fmt: skip
         said = [c for c in claims if c.supported and direct and plain(c.text) in direct]
         final = [*(c for c in claims if c.status == "dropped"), *said, *quotes]
-        shown = {**supplied, **shown_chunks(self.chunks, ids=ids)}
+        shown = {**supplied, **shown_whole(self.chunks, ids=ids)}
         return "\n".join(line for line in lines if line), final, shown
 
     def _held(
@@ -545,7 +576,7 @@ class _Ruling:
         final = [*(c for c in claims if c.status == "dropped"),
                  *(Claim(line, (i,), "supported", why) for line, i, why in quoted)]  # fmt: skip
         ids = [i for _, i, _ in quoted]
-        return "\n".join(lines), final, {**supplied, **shown_chunks(self.chunks, ids=ids)}
+        return "\n".join(lines), final, {**supplied, **shown_whole(self.chunks, ids=ids)}
 
     def _wanted(
         self,
@@ -570,7 +601,7 @@ class _Ruling:
         quotes = [Claim(q, tuple(i for i in every if f"[KB#{i}]" in q), "supported",
                         "quoted: the chunk's own sentence") for q in quoted]  # fmt: skip
         ids = [i for q in quotes for i in q.cited]
-        supplied = {**supplied, **shown_chunks(self.chunks, ids=ids)}
+        supplied = {**supplied, **shown_whole(self.chunks, ids=ids)}
         dropped = [c for c in claims if c.status == "dropped"]
         return "\n".join(readable(line) for line in lines), [*dropped, *quotes], supplied
 
@@ -599,7 +630,7 @@ class _Ruling:
         lead, rest = ([direct], quoted) if direct else (quoted[:1], quoted[1:])
         lines = [*lead, *(f"- {line}" for line in rest)]
         ids = _cited(Claim(line, (), "supported", "") for line in quoted)
-        supplied = {**supplied, **shown_chunks(self.chunks, ids=[i for i in every if i in ids])}
+        supplied = {**supplied, **shown_whole(self.chunks, ids=[i for i in every if i in ids])}
         quotes = [Claim(line, tuple(i for i in every if f"[KB#{i}]" in line), "supported",
                         "quoted: the chunk's own sentence") for line in quoted]  # fmt: skip
         dropped = [c for c in claims if c.status == "dropped"]  # reported, never shown
@@ -682,7 +713,7 @@ class _Ruling:
         )
 
     def _clean(self, result: ChatResult, tool_output: Sequence[str]) -> str:
-        instructions = [prompt.task_text(self.state["question"], verify=True), prompt.REVISE]
+        instructions = [*prompt.task_text(self.state["question"], verify=True), prompt.REVISE]
         cut = result.finish_reason == "length"
         return prompt.clean(
             result.text, instructions, tool_output, self.headings, prompt.LINES, cut=cut
@@ -705,8 +736,9 @@ class _Ruling:
             if (chunk := self.chunks.get(key)) is not None:
                 shown[key] = as_shown(chunk, text)
         if tools:
-            fetched = shown_ids("\n".join(transcript.fitted), tools.fetched)
-            shown.update(shown_chunks(tools.fetched, transcript.fitted, ids=fetched))
+            for key, text in transcript.shown.items():
+                if (chunk := tools.fetched.get(key)) is not None:
+                    shown[key] = as_shown(chunk, text)
         return shown
 
     async def _tool_rounds(self, tools: VerificationTools | None, notes: list[str]) -> _Draft:
@@ -716,7 +748,7 @@ class _Ruling:
         """
         ctx, backend = self.ctx, self.backend
         counter = await backend.token_counter()
-        rounds: list[list[tuple[ToolCall, str]]] = []
+        rounds: list[list[tuple[ToolCall, ToolResult]]] = []
         tool_log: list[dict[str, Any]] = []
         budgets: list[dict[str, Any]] = []
         usable = tools is not None
@@ -892,17 +924,19 @@ def _agreeing(direct: str, ranked: Ranking, vocabulary: Vocabulary) -> str:
 
 
 def _member_shown(member: Checked, chunks: Mapping[str, Chunk]) -> dict[str, Shown]:
-    return shown_chunks(chunks, ids=[i for c in member.claims for i in c.cited if i in chunks])
+    return shown_whole(chunks, ids=[i for c in member.claims for i in c.cited if i in chunks])
 
 
-def _logged(results: list[tuple[ToolCall, str, int]], round_number: int) -> list[dict[str, Any]]:
+def _logged(
+    results: list[tuple[ToolCall, ToolResult, int]], round_number: int
+) -> list[dict[str, Any]]:
     """The tool log's entries of one round, each also sent to the stream as it is logged."""
     entries = []
     for tool_call, result, tokens in results:
         entry = {
             "name": tool_call.name,
             "arguments": tool_call.arguments,
-            "result_chars": len(result),
+            "result_chars": len(result.text),
             "tokens": tokens,
             "round": round_number,
         }

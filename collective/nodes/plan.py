@@ -14,6 +14,7 @@ from collective.graph.state import CouncilState, applied_profile
 from collective.models.refs import resolve_backend
 from collective.nodes.chunks import chunks_from_state, scored_chunks
 from collective.nodes.model_call import NodeProgress, call_model
+from collective.prompts import council
 from collective.prompts import planner as prompt
 
 __all__ = ["plan"]
@@ -33,7 +34,7 @@ async def plan(state: CouncilState, runtime: Runtime[CouncilContext]) -> dict[st
         contents=[
             text_section("system", prompt.SYSTEM.format(k=ctx.k)),
             text_section("conversation_summary", state.get("conversation", ""), keep="end"),
-            text_section("task", prompt.task_text(state["question"])),
+            council.task_section(prompt.task_text(state["question"])),
             chunks_section(
                 "kb_chunks",
                 scored_chunks(chunks_from_state(state.get("chunks", [])), ctx.hidden_tags),

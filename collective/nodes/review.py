@@ -16,6 +16,7 @@ from collective.graph.state import Proposal, ReviewTask
 from collective.kb.citations import neutralise
 from collective.models.refs import resolve_backend
 from collective.nodes.model_call import NodeProgress, call_model
+from collective.prompts import council
 from collective.prompts import review as prompt
 
 __all__ = ["aggregate_rankings", "review"]
@@ -43,8 +44,7 @@ async def review(task: ReviewTask, runtime: Runtime[CouncilContext]) -> dict[str
             contents=[
                 text_section("system", prompt.SYSTEM.format(k=ctx.k)),
                 text_section("conversation_summary", task["conversation"], keep="end"),
-                text_section(
-                    "task",
+                council.task_section(
                     prompt.task_text(task["question"], member),
                     alike=[prompt.task_text(task["question"], m) for m in agents.members(ctx.k)],
                 ),

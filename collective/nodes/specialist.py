@@ -179,7 +179,7 @@ def member_sections(
 ) -> list[SectionContent]:
     """A member's prompt sections: all but its own part are the same for every member.
 
-    The task is sized alike for the K members (`text_section(alike=...)`), so every section
+    The task is sized alike for the K members (`council.task_section`), so every section
     fitted after it comes out the same and the members' prompts share one prefix. With split
     `evidence` the KB section is the shared head plus the member's own slice, which the prompt
     puts after the shared prefix (`collective.prompts.council.compose`).
@@ -188,8 +188,7 @@ def member_sections(
         text_section("system", prompt.SYSTEM.format(k=k)),
         text_section("conversation_summary", conversation, keep="end"),
         evidence.section("kb_chunks") if evidence else chunks_section("kb_chunks", chunks),
-        text_section(
-            "task",
+        council.task_section(
             prompt.task_text(question, plan, member, k),
             alike=[prompt.task_text(question, plan, m, k) for m in agents.members(k)],
         ),

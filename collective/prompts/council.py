@@ -10,12 +10,13 @@ instead of reading it once per member: in process the batch engine copies it
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import NamedTuple
 
+from collective.budget.assembly import SectionContent, Sections, text_section
 from collective.budget.counting import ChatMessage
-from collective.kb.evidence import SLICE
 
-__all__ = ["OWN_PART", "SYSTEM", "compose", "finished", "own_part", "task_text"]
+__all__ = ["OWN_PART", "SYSTEM", "Task", "compose", "finished", "task_section", "task_text"]
 
 SYSTEM = """You are on a council of {k} specialists that answers a question from a knowledge \
 base: a planner sets a strategy, each specialist answers on its own, then a judge writes the \
@@ -28,40 +29,40 @@ Your own part in the council comes at the end."""
 """The same for the planner and every specialist (so it opens their shared prefix)."""
 
 OWN_PART = "## Your part"
-"""The heading of a role's own part: everything before it is shared."""
+"""The heading a role's own part opens with (`Task.own`)."""
 
 
-def task_text(question: str, own: str) -> str:
-    """The task section: the question (shared), then the role's own part (last)."""
-    return f"Question: {question}\n\n{own}"
+class Task(NamedTuple):
+    """A role's task section: the question, the same for every role, then the role's own part."""
+
+    shared: str
+    own: str
 
 
-def own_part(text: str) -> str:
-    """The role's own part of a composed prompt's last message (empty when it has none)."""
-    at = text.rfind(OWN_PART)
-    return text[at:] if at >= 0 else ""
+def task_text(question: str, own: str) -> Task:
+    """The task section: the question (shared), then the role's own part (composed last)."""
+    return Task(f"Question: {question}", own)
 
 
-def compose(sections: Mapping[str, str]) -> list[ChatMessage]:
-    """Messages from the fitted sections: the shared part first, the task (own part) last.
+def task_section(task: Task, alike: Sequence[Task] = ()) -> SectionContent:
+    """The `task` section of `task`, sized alike with its siblings' (`text_section`)."""
+    return text_section("task", task.shared, own=task.own, alike=[t.own for t in alike])
 
-    With split evidence the KB section ends with the member's own slice (`SLICE` and its
-    chunks): it goes after the question, just before the member's own part, so the shared
-    prefix holds only the chunks every member reads.
+
+def compose(sections: Sections, before_own: str = "") -> list[ChatMessage]:
+    """Messages from the fitted sections: the shared part first, the own parts last.
+
+    The own parts (`Sections.own`: a member's own slice of split evidence, then the role's part
+    of its task) go after the question, so the shared prefix holds only what every member reads;
+    `before_own` goes between the two (the judge's tool rounds told as text).
     """
     user = []
     if sections.get("conversation_summary"):
         user.append(f"## Conversation so far\n{sections['conversation_summary']}")
-    # -- evidence: the member's own slice after the shared prefix --
-    kb, mark, own = (sections.get("kb_chunks") or "").partition(SLICE)
-    task = sections["task"]
-    if mark:
-        at = task.rfind(OWN_PART)
-        at = len(task) if at < 0 else at
-        task = f"{task[:at].rstrip()}\n\n{SLICE}\n{own.strip()}\n\n{task[at:]}".rstrip()
-    # -- end evidence --
-    user.append(f"## Knowledge base\n{kb.strip() or '(no chunks retrieved)'}")
-    user.append(f"## Task\n{task}")
+    kb = sections.get("kb_chunks", "").strip() or "(no chunks retrieved)"
+    user.append(f"## Knowledge base\n{kb}")
+    own = (sections.own.get(name, "").strip() for name in ("kb_chunks", "task"))
+    user.append("## Task\n" + "\n\n".join(p for p in (sections["task"], before_own, *own) if p))
     # Tools travel beside the messages (the backend's native tool calling), never as text here.
     return [
         {"role": "system", "content": sections["system"]},

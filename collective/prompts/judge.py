@@ -11,8 +11,9 @@ draft whose claims fail the check gets one more turn after it (`revision_turn`).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
+from collective.budget.assembly import Sections
 from collective.budget.counting import ChatMessage
 from collective.kb.citations import SHOWN_SCORE, neutralise, parse_citations, without_tags
 from collective.kb.quantities import Quantity, quantities, same_quantity
@@ -85,13 +86,13 @@ def revision_turn(problems: Sequence[tuple[str, str, Sequence[str]]], keep: Sequ
     return "\n".join(lines) + f"\n\n{council.OWN_PART}\n{REVISE}\n{FORMAT}"
 
 
-def task_text(question: str, verify: bool = False) -> str:
+def task_text(question: str, verify: bool = False) -> council.Task:
     """The task: the question (as the members read it), then the judge's own part."""
     own = "\n".join(p for p in (_OWN, VERIFY if verify else "", FORMAT) if p)
     return council.task_text(question, own)
 
 
-def compose(sections: Mapping[str, str], checked: str = "") -> list[ChatMessage]:
+def compose(sections: Sections, checked: str = "") -> list[ChatMessage]:
     """Messages from the fitted sections: the council's root, then the judge's part.
 
     Args:
@@ -100,13 +101,7 @@ def compose(sections: Mapping[str, str], checked: str = "") -> list[ChatMessage]
         checked: The judge's tool rounds told as text (the final round, no tools on offer): they
             go after the question, before the judge's part.
     """
-    messages = council.compose(sections)
-    if checked:
-        user = messages[-1]["content"]
-        at = user.rfind(council.OWN_PART)
-        told = f"## Your knowledge-base check\n{checked}"
-        messages[-1] = {**messages[-1], "content": f"{user[:at]}{told}\n\n{user[at:]}"}
-    return messages
+    return council.compose(sections, f"## Your knowledge-base check\n{checked}" if checked else "")
 
 
 # -- what the verdict must not hold ----------------------------------------------------------

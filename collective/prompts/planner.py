@@ -27,6 +27,6 @@ MAX_TOKENS = 160
 and the plan took 35-40 s of `make demo`'s council."""
 
 
-def task_text(question: str) -> str:
+def task_text(question: str) -> council.Task:
     """The task: the question (shared with the members), then the planner's part."""
     return council.task_text(question, OWN)

@@ -7,11 +7,11 @@ reviewer's name and instructions come last.
 from __future__ import annotations
 
 import string
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from collective.budget.assembly import Sections
 from collective.budget.counting import ChatMessage
 from collective.prompts import council
 
@@ -54,14 +54,15 @@ def labels(n: int) -> list[str]:
     return [f"Response {string.ascii_uppercase[i]}" for i in range(n)]
 
 
-def task_text(question: str, member: str) -> str:
+def task_text(question: str, member: str) -> council.Task:
     """The task section: the question, then the reviewer's own part."""
     return council.task_text(question, OWN.format(member=member))
 
 
-def compose(sections: Mapping[str, str]) -> list[ChatMessage]:
+def compose(sections: Sections) -> list[ChatMessage]:
     """Messages from the fitted sections: the responses before the task (own part last)."""
-    user = [f"## Responses\n{sections.get('proposals', '')}", f"## Task\n{sections['task']}"]
+    task = "\n\n".join(p for p in (sections["task"], sections.own.get("task", "")) if p)
+    user = [f"## Responses\n{sections.get('proposals', '')}", f"## Task\n{task}"]
     if sections.get("conversation_summary"):
         user.insert(0, f"## Conversation so far\n{sections['conversation_summary']}")
     user.append("Reply with the JSON object only.")

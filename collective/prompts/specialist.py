@@ -31,17 +31,19 @@ wrote 186-227 tokens on `make demo` (copying chunks whole), all decoded beside t
 answer."""
 
 
-def task_text(question: str, plan: str, member: str | None, k: int = 0) -> str:
+def task_text(question: str, plan: str, member: str | None, k: int = 0) -> council.Task:
     """The task: the question, the council's plan (neutralised: model text), the member's part.
 
     The question and the plan are the same for every member; only the part after
     `council.OWN_PART` names the member, and its angle where there is a plan. Same-prompt
     samples (`member` None, no plan) are named by none: one prompt serves them all.
     """
-    text = f"Question: {question}"
-    if plan:
-        text += f"\n\n## Council plan\n{neutralise(plan)}"
     of = f"one of {k} specialists on the council" if k else ""
     who = ", ".join(part for part in (member, of) if part) or "a specialist"
     follow = "Follow your angle from the council's plan, but answer" if plan else "Answer"
-    return f"{text}\n\n{council.OWN_PART}\nYou are {who}. {follow} the whole question.\n{ANSWER}"
+    task = council.task_text(
+        question, f"{council.OWN_PART}\nYou are {who}. {follow} the whole question.\n{ANSWER}"
+    )
+    if plan:  # shared by every member, after the question
+        task = task._replace(shared=f"{task.shared}\n\n## Council plan\n{neutralise(plan)}")
+    return task

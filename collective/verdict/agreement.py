@@ -33,7 +33,7 @@ from collective.verdict.support import (
     check_claims,
     plain,
     revise,
-    shown_chunks,
+    shown_whole,
 )
 
 __all__ = [
@@ -571,7 +571,7 @@ def reduced_answer(
         ids: The ones the answer's prompt showed (None: all).
     """
     first = next((line for line in text.splitlines() if line.strip(" -*•")), "")
-    shown = shown_chunks(chunks, ids=ids if ids is not None else list(chunks))
+    shown = shown_whole(chunks, ids=ids if ids is not None else list(chunks))
     names = [c.heading for c in chunks.values()]
     named = answer_entities(first, shown, names)
     return next(iter(named), None)

@@ -36,7 +36,6 @@ from typing import Literal
 
 from collective.kb.chunking import MAX_CHUNK_CHARS
 from collective.kb.citations import (
-    SHOWN_SCORE,
     format_chunk,
     neutralise,
     normalise,
@@ -61,7 +60,7 @@ __all__ = [
     "mark_fixed",
     "plain",
     "revise",
-    "shown_chunks",
+    "shown_whole",
     "support_share",
 ]
 
@@ -167,35 +166,21 @@ def _untagged(text: str) -> str:
     return re.sub(r"\s{2,}", " ", without_tags(_BRACKETS.sub(" ", text), bare=True))
 
 
-def shown_chunks(
-    supplied: Mapping[str, Chunk], sections: Iterable[str] = (), ids: Iterable[str] | None = None
+def shown_whole(
+    supplied: Mapping[str, Chunk], ids: Iterable[str] | None = None
 ) -> dict[str, Shown]:
-    """Each chunk of `ids` (all supplied: None) as the fitted `sections` showed it.
+    """Each chunk of `ids` (all supplied: None) as a prompt shows it whole.
 
-    A chunk is shown as `[KB#id] [Score: 0.85] heading: body` (`format_chunk`); its shown body
-    ends where the next shown chunk begins, or at a trim marker. One no section holds is taken
-    as a prompt could show it: its first `MAX_CHUNK_CHARS` (an old KB's chunk can be 20 MB).
+    Whole as far as a prompt could show it: an old KB's chunk can be 20 MB, so its first
+    `MAX_CHUNK_CHARS`. What a fitted prompt showed of a chunk comes from its fit instead
+    (`Fitted.shown`, through `as_shown`).
     """
-    texts = list(sections)
     out: dict[str, Shown] = {}
     for i in dict.fromkeys(supplied if ids is None else ids):
-        chunk = supplied.get(i)
-        if chunk is None:
-            continue
-        shown = neutralise(chunk.text[:MAX_CHUNK_CHARS])
-        for text in texts:
-            at = text.find(tag(i))
-            if at < 0:
-                continue
-            rest = text[at + len(tag(i)) :]
-            end = re.search(r"\n\n(?=\[KB#)|\[… \d+\+? tokens trimmed …\]|\n\n## ", rest)
-            shown = rest[: end.start()] if end else rest
-            break
-        shown = re.sub(rf"^\s*{SHOWN_SCORE}\s*", "", shown)
-        heading = normalise(chunk.heading)
-        if heading and shown.startswith(f"{heading}: "):
-            shown = shown[len(heading) + 2 :]
-        out[i] = Shown(i, chunk.heading, shown.strip(), chunk.source)
+        if (chunk := supplied.get(i)) is not None:
+            out[i] = Shown(
+                i, chunk.heading, neutralise(chunk.text[:MAX_CHUNK_CHARS]).strip(), chunk.source
+            )
     return out
 
 

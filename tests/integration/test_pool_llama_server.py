@@ -30,6 +30,7 @@ from collective.kb.citations import tag
 from collective.models.admission import POOL_TTL_S, AdmissionControl
 from collective.models.llama_server import LlamaServerBackend
 from collective.prompts import specialist as prompt
+from collective.prompts.council import task_section
 
 pytestmark = pytest.mark.integration
 
@@ -77,7 +78,7 @@ def specialist_contents(member: str, k: int) -> list:
     return [
         text_section("system", prompt.SYSTEM.format(member=member, k=k)),
         chunks_section("kb_chunks", [chunk]),
-        text_section("task", prompt.task_text(QUESTION, "", member)),
+        task_section(prompt.task_text(QUESTION, "", member)),
     ]
 
 

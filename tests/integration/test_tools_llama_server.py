@@ -59,7 +59,7 @@ async def test_tools_round_trip_through_the_real_server(tool_server, tmp_path):
 
         # the replay the judge sends after a round: assistant tool calls, then tool results
         call = first.tool_calls[0]
-        result = tools.run(call.name, call.arguments)
+        result = tools.run(call.name, call.arguments).text
         replay = [
             *messages,
             {
@@ -148,7 +148,7 @@ async def test_a_required_call_from_qwen_on_the_real_server_is_a_call(qwen_serve
     assert len(call.result.tool_calls) == 1, call.result
     tool_call = call.result.tool_calls[0]
     assert set(tool_call.arguments) == {"query" if tool_call.name == "kb_search" else "id"}
-    assert "failed" not in tools.run(tool_call.name, tool_call.arguments)
+    assert "failed" not in tools.run(tool_call.name, tool_call.arguments).text
 
 
 async def test_the_judge_runs_its_tool_loop_against_the_real_server(qwen_server, tmp_path):

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+from collective.kb.citations import format_chunk
 from collective.kb.quantities import quantities, same_quantity
 from collective.kb.store import Chunk
-from collective.verdict.support import check_claims, revise, shown_chunks, support_share
+from collective.verdict.support import as_shown, check_claims, revise, shown_whole, support_share
 
 PLA = Chunk(
     "mem_pla",
@@ -53,7 +54,7 @@ TPU = Chunk(
     "filament/tpu.md",
     heading="TPU > Properties",
 )
-SHOWN = shown_chunks({c.id: c for c in (PLA, ABS, NYLON, ASA, PETG, TPU)})
+SHOWN = shown_whole({c.id: c for c in (PLA, ABS, NYLON, ASA, PETG, TPU)})
 
 
 def status(claim: str) -> str:
@@ -140,12 +141,9 @@ def test_quantities_keep_units_signs_ranges_and_decimals() -> None:
 
 
 def test_a_claim_is_checked_against_the_chunk_as_the_model_was_shown_it() -> None:
-    # the KB section showed PLA trimmed after its first sentence
-    section = (
-        "[KB#mem_pla] [Score: 0.90] PLA > Heat: PLA softens near its glass transition of about "
-        "55-60 °C, so parts sag in hot cars. [… 30 tokens trimmed …]"
-    )
-    shown = shown_chunks({"mem_pla": PLA}, [section])
+    # the KB section showed PLA trimmed after its first sentence (`Fitted.shown`)
+    rendered = format_chunk(PLA)
+    shown = {"mem_pla": as_shown(PLA, rendered[: rendered.index(" Dry it")])}
     assert "45-50" not in shown["mem_pla"].text
     (claim,) = check_claims("Dry PLA at 45-50 °C for 4-6 hours [KB#mem_pla].", shown)
     assert claim.status == "dropped"
@@ -168,7 +166,7 @@ def test_an_entity_is_one_thing_by_either_of_its_heading_names() -> None:
         "adhesive/cyanoacrylate.md",
         heading="cyanoacrylate (super glue) > Limits",
     )
-    shown = shown_chunks({c.id: c for c in (pla, glue, PETG)})
+    shown = shown_whole({c.id: c for c in (pla, glue, PETG)})
 
     def check(claim: str) -> tuple[str, str]:
         (checked,) = check_claims(claim, shown)
@@ -194,7 +192,7 @@ def test_a_dropped_claim_says_what_the_chunk_is_about_as_both_write_it() -> None
         heading="Filament heat",
     )
     (checked,) = check_claims(
-        "PA6 softens near 55-60 °C [KB#mem_both].", shown_chunks({"mem_both": both})
+        "PA6 softens near 55-60 °C [KB#mem_both].", shown_whole({"mem_both": both})
     )
     assert (checked.status, checked.reason) == ("dropped", "PA6 (the chunk says it of PLA)")
 

@@ -93,8 +93,8 @@ def test_tool_templates_are_recognised_by_what_they_render():
 def test_the_judge_is_asked_to_verify_only_while_tools_are_offered():
     from collective.prompts import judge as prompt
 
-    assert "call kb_search" in prompt.task_text("q", verify=True)
-    assert "kb_search" not in prompt.task_text("q")
+    assert "call kb_search" in prompt.task_text("q", verify=True).own
+    assert "kb_search" not in prompt.task_text("q").own
 
 
 def test_a_deep_kb_allocation_never_takes_the_judges_tool_results():
@@ -127,12 +127,21 @@ def test_the_final_no_tool_round_tells_the_tool_rounds_as_text_before_the_instru
     # its verdict until the cap; shown its own turn "I checked the knowledge base: ...", it
     # repeated that turn as its verdict. Without tools on offer, the rounds are text in the
     # user turn, and the instructions with the tag format come last.
+    from collective.budget.assembly import Sections
+    from collective.budget.trimming import Fitted
+    from collective.kb.tools import ToolResult
     from collective.models.base import ToolCall
     from collective.nodes.judge import ToolTranscript
     from collective.prompts import judge as prompt
 
-    rounds = [[(ToolCall("call_0", "kb_search", {"query": "PETG"}), "[KB#mem_1] PETG ...")]]
-    sections = {"system": "s", "task": prompt.task_text("q"), "kb_chunks": "[KB#mem_0] PLA ..."}
+    result = ToolResult((("mem_1", "[KB#mem_1] PETG ..."),))
+    rounds = [[(ToolCall("call_0", "kb_search", {"query": "PETG"}), result)]]
+    task = prompt.task_text("q")
+    sections = Sections({
+        "system": Fitted("s", 1),
+        "task": Fitted(task.shared, 2, own=task.own),
+        "kb_chunks": Fitted("[KB#mem_0] PLA ...", 3),
+    })  # fmt: skip
     offered = ToolTranscript(rounds, [{"type": "function"}]).compose(prompt.compose)(sections)
     assert offered[2]["tool_calls"] and offered[3]["role"] == "tool"
     final = ToolTranscript(rounds, []).compose(prompt.compose)(sections)

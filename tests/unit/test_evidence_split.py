@@ -14,6 +14,7 @@ from collective.budget.trimming import Scored, select_chunks
 from collective.graph import build_graph
 from collective.kb.evidence import SLICE, MemberEvidence, council_evidence, split
 from collective.kb.store import Chunk
+from collective.prompts import council
 from collective.prompts import specialist as prompt
 from tests.fakes import ListStore, ScriptedBackend
 from tests.unit.test_graph_council import context
@@ -81,7 +82,7 @@ def test_every_member_prompt_fits_its_budget(counter_index, items, k, n_ctx, rep
             [
                 text_section("system", prompt.SYSTEM.format(member=member, k=k)),
                 kb.section(),
-                text_section("task", prompt.task_text("Which is hottest?", "", member)),
+                council.task_section(prompt.task_text("Which is hottest?", "", member)),
             ],
             prompt.compose,
             node=member,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collective.graph import build_graph
 from collective.kb.store import Chunk
 from collective.models.base import ToolCall
-from collective.verdict.support import check_claims, revise, shown_chunks, support_share
+from collective.verdict.support import check_claims, revise, shown_whole, support_share
 from tests.fakes import ListStore, ScriptedBackend
 from tests.unit.test_graph_council import context
 from tests.verdicts import direct, quoted
@@ -38,7 +38,7 @@ def test_claims_state_numbers_and_names_as_their_chunk_does() -> None:
         "- Polypropylene floats kb#mem_pp\n"
         "Decision: polypropylene"
     )
-    claims = check_claims(answer, shown_chunks(SUPPLIED))
+    claims = check_claims(answer, shown_whole(SUPPLIED))
     # a word the chunk does not hold ("sits") is left to entailment: without it, kept out; the
     # decision is checked like any line, and tagged with the chunk that states it
     statuses = ["dropped", "dropped", "dropped", "supported", "retagged"]
@@ -58,7 +58,7 @@ def test_a_claim_about_one_entity_citing_a_look_alike_entitys_chunk_is_not_suppo
         "filament/petg_cf.md",
         heading="PETG-CF > Print temperatures",
     )
-    shown = shown_chunks({"mem_cf": petg_cf})
+    shown = shown_whole({"mem_cf": petg_cf})
     (claim,) = check_claims("PETG prints at 240-260 °C [KB#mem_cf].", shown)
     assert claim.status == "dropped" and "PETG" in claim.missing
     (claim,) = check_claims("PETG-CF prints at 240-260 °C [KB#mem_cf].", shown)

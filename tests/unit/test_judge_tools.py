@@ -182,7 +182,10 @@ async def test_a_search_names_the_chunks_the_judge_was_shown_instead_of_repeatin
 def test_a_search_shows_the_chunks_the_prompt_does_not():
     tools = VerificationTools(ListStore(CHUNKS), "lean")
     tools.shown = {"mem_asa"}
-    found = tools.kb_search("hot car")
+    found, parts = tools.kb_search("hot car")
     assert "[KB#mem_asa] (its text" in found and "keeps its shape" not in found
     assert "PLA softens near 55 C" in found  # not shown: its text
+    # the parts say which chunks the answer shows in full: a chunk only named is none of them
+    assert "mem_pla" in dict(parts) and "mem_asa" not in dict(parts)
+    assert "\n".join(text for _, text in parts) == found
     assert set(tools.fetched) >= {"mem_asa", "mem_pla"}  # both citable

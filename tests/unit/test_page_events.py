@@ -24,7 +24,7 @@ from collective.kb.store import Chunk
 from collective.nodes.chunks import scored_chunks
 from collective.nodes.judge import seen_chunks
 from collective.verdict.marks import MARKED, line_statuses, verdict_lines
-from collective.verdict.support import shown_chunks
+from collective.verdict.support import as_shown
 
 LONG = " ".join(f"Sentence {i} says PETG prints at {230 + i % 20} °C." for i in range(400))
 
@@ -51,7 +51,7 @@ def test_a_shown_chunk_and_its_trimmed_rest_are_the_whole_chunk(
     counter = tiktoken_counter("cl100k_base")
     fitted = select_chunks(counter, scored_chunks([chunk]), budget)
     assert fitted.kept == ("mem_case",)
-    shown = shown_chunks({chunk.id: chunk}, [fitted.text], ids=fitted.kept)
+    shown = {key: as_shown(chunk, text) for key, text in fitted.shown}
     seen = seen_chunks(shown, {chunk.id: chunk})["mem_case"]
     whole = neutralise(body).strip()
     assert seen["text"] + seen["trimmed"] == whole

@@ -20,7 +20,7 @@ from collective.kb.store import Chunk
 from collective.models.base import ChatDelta
 from collective.prompts import judge as judge_prompt
 from collective.verdict.agreement import Asked, check_answer, decide
-from collective.verdict.support import shown_chunks
+from collective.verdict.support import shown_whole
 from tests.fakes import ListStore, ScriptedBackend
 from tests.unit.test_graph_council import context
 from tests.verdicts import direct, quoted
@@ -110,7 +110,7 @@ async def test_a_verdict_never_echoes_its_format_a_placeholder_or_tool_output(ec
 
 def test_clean_drops_the_labels_a_small_model_puts_on_its_lines() -> None:
     # measured on `make demo`: "Reason 1:" made a claim of the number 1, which no chunk states
-    told = [judge_prompt.task_text("Which filament for a hot car?")]
+    told = [*judge_prompt.task_text("Which filament for a hot car?")]
     text = (
         "- **Answer:** ABS.\nReasons:\n- **Reason 1:** It handles heat.\n- Reason 2: It is tough."
     )
@@ -162,7 +162,7 @@ async def test_a_verdict_cut_at_its_output_cap_ends_at_its_last_finished_sentenc
 
 
 def test_clean_keeps_the_answer_after_an_echoed_lead_in() -> None:
-    told = [judge_prompt.task_text("Which filament for a hot car?")]
+    told = [*judge_prompt.task_text("Which filament for a hot car?")]
     text = "Start with one short sentence that names the answer: ABS.\nDecision: ABS\nThanks!"
     assert judge_prompt.clean(text, told) == "ABS.\nDecision: ABS"
 
@@ -170,7 +170,7 @@ def test_clean_keeps_the_answer_after_an_echoed_lead_in() -> None:
 def test_clean_drops_a_short_line_copied_from_the_prompt() -> None:
     # measured through the Agent Server: gemma-3-270m's verdict began with the prompt's own
     # "You are the judge.", which stood as the whole answer
-    told = [judge_prompt.task_text("Is PLA a good choice for a part in a hot car?")]
+    told = [*judge_prompt.task_text("Is PLA a good choice for a part in a hot car?")]
     text = "You are the judge.\nIs PLA a good choice?\nPLA softens near 55 C [KB#mem_pla]."
     assert judge_prompt.clean(text, told) == "PLA softens near 55 C [KB#mem_pla]."
     assert judge_prompt.clean("PLA is a poor choice.", told) == "PLA is a poor choice."
@@ -203,7 +203,7 @@ async def test_a_member_answer_stands_when_the_judge_has_nothing_supported() -> 
 
 
 def test_the_peer_reviews_ranks_break_a_tie_between_member_answers() -> None:
-    shown = shown_chunks({ABS.id: ABS})
+    shown = shown_whole({ABS.id: ABS})
     judge = check_answer("judge", "ABS melts at 400 °C [KB#mem_abs].", shown)
     said = "ABS handles heat to around 95-100 °C [KB#mem_abs]."
     members = [check_answer(f"specialist-{i}", said, shown) for i in (1, 2)]

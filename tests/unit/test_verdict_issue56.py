@@ -17,7 +17,7 @@ from collective.graph import build_graph
 from collective.kb.names import chunk_vocabulary
 from collective.kb.store import Chunk
 from collective.memory.conversation import remember_turn
-from collective.verdict.support import check_claims, shown_chunks
+from collective.verdict.support import check_claims, shown_whole
 from tests.fakes import ListStore, ScriptedBackend
 from tests.unit.test_graph_council import context
 from tests.unit.test_verdict_comparison import eval_chunks
@@ -96,7 +96,7 @@ async def test_a_wood_the_kb_does_not_hold_is_never_the_subject_of_another_woods
     fabricated = (
         f"Hickory has a density of about 0.67 g/cm3; Janka hardness about 1320 lbf {cite(ash)}."
     )
-    (claim,) = check_claims(fabricated, shown_chunks({ash.id: ash}))
+    (claim,) = check_claims(fabricated, shown_whole({ash.id: ash}))
     assert claim.status == "dropped" and "Hickory" in claim.reason
     out = await council("What is the Janka hardness of hickory?", fabricated, [fabricated], [ash])
     assert out["answer"].startswith("The knowledge base does not answer this question")
@@ -326,7 +326,7 @@ async def test_a_ranking_reads_the_figures_no_prompt_showed_from_the_kb() -> Non
 )
 def test_the_issues_false_claims_are_dropped(claim: str, title: str, section: str) -> None:
     cited = chunk(title, section)
-    shown = shown_chunks({c.id: c for c in eval_chunks() if c.heading.startswith(f"{title} >")})
+    shown = shown_whole({c.id: c for c in eval_chunks() if c.heading.startswith(f"{title} >")})
     claims = check_claims(f"{claim} {cite(cited)}.", shown, vocabulary=VOCABULARY)
     assert [c.status for c in claims] == ["dropped"], claims
 
@@ -344,14 +344,14 @@ def test_the_issues_false_claims_are_dropped(claim: str, title: str, section: st
 )
 def test_the_issues_true_claims_stand(claim: str, title: str, section: str) -> None:
     cited = chunk(title, section)
-    shown = shown_chunks({c.id: c for c in eval_chunks() if c.heading.startswith(f"{title} >")})
+    shown = shown_whole({c.id: c for c in eval_chunks() if c.heading.startswith(f"{title} >")})
     (checked,) = check_claims(f"{claim} {cite(cited)}.", shown, vocabulary=VOCABULARY)
     assert checked.status == "supported", checked.reason
 
 
 def test_a_sentence_whose_clauses_cite_two_chunks_is_checked_clause_by_clause() -> None:
     service, tensile = chunk("PTFE", "Service"), chunk("PTFE", "Tensile")
-    shown = shown_chunks({service.id: service, tensile.id: tensile})
+    shown = shown_whole({service.id: service, tensile.id: tensile})
     answer = (
         f"PTFE is rated for continuous service up to 260 °C {cite(service)}, and its tensile "
         f"strength is about 24 MPa {cite(tensile)}."
@@ -397,7 +397,7 @@ def test_a_name_a_user_gave_the_kb_is_read_by_the_claim_check(
     store_vocabulary, claim: str, title: str, section: str, status: str
 ) -> None:
     cited = chunk(title, section)
-    shown = shown_chunks({cited.id: cited})
+    shown = shown_whole({cited.id: cited})
     (checked,) = check_claims(f"{claim} {cite(cited)}.", shown, vocabulary=store_vocabulary)
     assert checked.status == status, checked.reason
 

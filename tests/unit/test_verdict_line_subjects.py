@@ -12,7 +12,7 @@ from collective.kb.names import chunk_vocabulary
 from collective.kb.store import Chunk
 from collective.verdict.agreement import Asked
 from collective.verdict.lines import supporting_lines
-from collective.verdict.support import shown_chunks
+from collective.verdict.support import shown_whole
 
 CASES = [
     # (heading, the chunk's text, the line as quoted)
@@ -44,7 +44,7 @@ CHUNKS = [
     for n, (heading, text, _) in enumerate(CASES)
 ]
 VOCABULARY = chunk_vocabulary(CHUNKS)
-SHOWN = shown_chunks({c.id: c for c in CHUNKS})
+SHOWN = shown_whole({c.id: c for c in CHUNKS})
 
 
 @pytest.mark.parametrize(("n", "expected"), [(n, case[2]) for n, case in enumerate(CASES)])

@@ -20,7 +20,7 @@ from collective.verdict.agreement import (
     not_held,
 )
 from collective.verdict.lines import direct_answer, readable, said_once, unlabelled, wanted_lines
-from collective.verdict.support import check_claims, shown_chunks
+from collective.verdict.support import check_claims, shown_whole
 
 CHUNKS = [
     Chunk(f"mem_{key}", text, f"kitchen/{heading.split(' > ')[0]}.md", heading=heading)
@@ -56,7 +56,7 @@ CHUNKS = [
     ]
 ]  # fmt: skip
 BY_ID = {c.id: c for c in CHUNKS}
-SHOWN = shown_chunks(BY_ID)
+SHOWN = shown_whole(BY_ID)
 
 
 @functools.cache
@@ -378,7 +378,7 @@ OVEN = Chunk("mem_oven", "The oven bakes bread at 220-230 °C with the grill at 
              "kitchen/oven.md", heading="oven > Settings")  # fmt: skip
 KILN = Chunk("mem_kiln", "A kiln fires bisque at 900-1000 °C and glaze at 1200-1260 °C.",
              "kitchen/kiln.md", heading="kiln > Firing")  # fmt: skip
-MORE = shown_chunks({c.id: c for c in (*CHUNKS, OVEN, KILN)})
+MORE = shown_whole({c.id: c for c in (*CHUNKS, OVEN, KILN)})
 
 
 @pytest.mark.parametrize(
