@@ -483,6 +483,14 @@ _ASKS = {
 against the KB's own property names."""
 
 
+_WHETHER = re.compile(
+    r"\W*(?:do|does|did|is|are|was|were|can|could|should|must|will|would|has|have|had|may|"
+    r"might|need)\b",
+    re.IGNORECASE,
+)
+"""A question that opens with an auxiliary asks whether, not how much."""
+
+
 def _asked(word: str) -> str | None:
     """The noun `word`'s comparison asks for (`heaviest`, `densest`, `hotter`), if any."""
     w = word.lower()
@@ -603,10 +611,16 @@ class KbVocabulary(Vocabulary):
         the noun an adjective's comparison asks for ("lightest": density) picks the properties
         that name it. Among several, those with figures of the things the text names win, then
         the one with most figures. None when the KB has no figure of what is asked.
+
+        A question that asks whether ("Do I have to dry PP?") asks a figure only where it names
+        the property whole or asks its kind (an adjective, or a quantity it states: "at 80 °C");
+        a verb that shares a property's word ("dry" of "drying temperature") asks none.
         """
         stems = set(content_words(text))
         asked = {a for w in re.findall(r"[A-Za-z]+", text) if (a := _asked(w))}
         asked_stems = {stem(a) for a in asked}
+        stated = {_dimension(q.unit) for q in _quantities(text)}
+        whether = _WHETHER.match(text) is not None
         # an adjective of one kind ("warm": a temperature) rules out properties of another
         # kind named only in part ("print speed" off "printing"); "fast" may ask a time or a
         # speed, so a time asked rules out nothing
@@ -617,6 +631,9 @@ class KbVocabulary(Vocabulary):
             own = words - _NOUN_STEMS  # "nozzle" of "nozzle temperature", all of "heat resistance"
             says = _KINDS.get(_dimension(figures[0].unit), ("", frozenset()))[1]
             if kind_asked and says and not (words | says) & asked_stems and not words <= stems:
+                continue
+            kind = bool((words | says) & asked_stems) or _dimension(figures[0].unit) in stated
+            if whether and not words <= stems and not kind:
                 continue
             if (own and own <= stems) or words & asked_stems:
                 scored[prop] = 2 * len(words & stems) + len(words & asked_stems)

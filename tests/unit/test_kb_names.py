@@ -195,3 +195,29 @@ def test_figures_of_one_property_in_two_units_are_converted_to_one():
 )
 def test_the_property_a_question_asks_about(vocab, question, prop):
     assert vocab.property_asked(question) == prop
+
+
+@pytest.mark.parametrize(
+    ("question", "prop"),
+    [
+        # asked whether: a verb sharing a property's word asks no figure (it read the drying
+        # temperature, and the verdict quoted print settings for "do I have to dry it?")
+        ("Do I really have to dry polypropylene filament before printing?", None),
+        ("Does PETG need drying before use?", None),
+        ("Are PLA prints safe to dry in an oven?", None),
+        ("Will a polypropylene print float in water?", None),  # it read the print speed
+        # ... unless it states a quantity of the property's kind, or asks its kind by adjective
+        ("Should I dry PA6 nylon at 80 °C?", "drying temperature"),
+        ("Is ABS printed with the bed at 100 °C?", "bed temperature"),
+        ("Will PEEK survive continuous use at 200 °C?", "continuous use temperature"),
+        ("Does cyanoacrylate cure fast?", "cure time"),
+        ("Must PVA wood glue be clamped for long?", "clamp time"),
+        ("Is 304 stainless denser than 6061-T6?", "density"),
+        ("Is a heated chamber needed for PEEK?", "heated chamber"),  # named whole
+        # not asked whether: unchanged
+        ("How long should I dry PA6 nylon?", "drying time"),
+        ("What temperature should I dry ABS at?", "drying temperature"),
+    ],
+)
+def test_a_question_asking_whether_asks_a_figure_only_of_its_kind(vocab, question, prop):
+    assert vocab.property_asked(question) == prop

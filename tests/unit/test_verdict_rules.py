@@ -439,6 +439,27 @@ def test_a_property_asked_in_the_questions_own_words_is_read(question, wanted) -
 
 
 @pytest.mark.parametrize(
+    ("question", "prop"),
+    [
+        ("Is the nonstick coating degraded by metal utensils?", None),  # no temperature asked
+        ("Has the copper pan's lining worn through?", None),
+        ("Should a bamboo board be oiled?", None),
+        ("Does the nonstick coating degrade above 300 °C?", "coating degrades temperature"),
+        ("Will a cast iron pan's seasoning smoke in a hot oven?", "temperature"),
+        ("Are soft-boiled eggs quick to make?", "eggs take time"),
+        ("Do eggs take long on the egg timer?", "eggs take time"),
+        ("Should I take eggs off after 6 minutes?", "eggs take time"),
+        ("Must a carbon steel knife be sharpened at 15-20 degrees?", "sharpening"),
+        ("Does a cast iron pan weigh a lot?", "weighs"),  # the property's whole name
+        ("How hot can a nonstick pan's coating get before it degrades?",
+         "coating degrades temperature"),  # not asked whether
+    ],
+)  # fmt: skip
+def test_a_question_asking_whether_reads_a_property_only_of_its_kind(question, prop) -> None:
+    assert vocabulary().property_asked(question) == prop
+
+
+@pytest.mark.parametrize(
     ("question", "states", "quoted"),
     [
         ("What is the thermal mass of a cast iron pan?", False, []),  # the KB says nothing of it
