@@ -490,10 +490,15 @@ class _Ruling:
                 # no answer gave it, but a chunk shown states the figure asked: quote it
                 text, final, supplied = self._held(held, asked, every, final, supplied)
                 notes.append(f"no answer stated the {asked.property} asked; the chunk's own words")
-            if text not in (NO_ANSWER, OFF_QUESTION) and not asked.unknown:
+            answered = text not in (NO_ANSWER, OFF_QUESTION)
+            ranked = None if asked.unknown else self._ranked(asked, every)
+            if ranked is not None or (answered and not asked.unknown):
+                # a ranking the KB's figures settle needs no answer to have been supported
                 shown_to = frozenset(own.shown) | self.seen  # the council's prompts showed
-                text, final, supplied = self._lines(text, final, supplied, every, asked, check,
-                                                    notes, shown_to)  # fmt: skip
+                text, final, supplied = self._lines(text if answered else "", final, supplied,
+                                                    every, asked, ranked, check, notes,
+                                                    shown_to)  # fmt: skip
+            if text not in (NO_ANSWER, OFF_QUESTION) and not asked.unknown:
                 lead = text.strip().split("\n", 1)[0]  # the answer's lead speaks of it, or none
                 if unspoken := asked.unspoken(lead, supplied, self.vocabulary):
                     text, final, supplied = self._wanted(final, supplied, every, asked, unspoken,
@@ -524,13 +529,13 @@ class _Ruling:
         supplied: Mapping[str, Shown],
         every: Mapping[str, Shown],
         asked: Asked,
+        ranked: Ranking | None,
         check: dict[str, Any],
         notes: list[str],
         shown_to: frozenset[str] = frozenset(),
     ) -> tuple[str, list[Claim], dict[str, Shown]]:
         """The verdict's lines: a ranked lead where the question ranks, else the chunks' words."""
         vocabulary = ShownVocabulary(self.vocabulary, every)  # figures of chunks shown only
-        ranked = rank(asked.question, vocabulary, _things(every, vocabulary))
         if ranked is None:
             check["lines"] = "quoted"
             return self._in_kb_words(text, claims, supplied, every, asked)
@@ -555,6 +560,11 @@ class _Ruling:
         final = [*(c for c in claims if c.status == "dropped"), *said, *quotes]
         shown = {**supplied, **shown_whole(self.chunks, ids=ids)}
         return "\n".join(line for line in lines if line), final, shown
+
+    def _ranked(self, asked: Asked, every: Mapping[str, Shown]) -> Ranking | None:
+        """The things the question compares, ranked on the KB's figures of the chunks shown."""
+        vocabulary = ShownVocabulary(self.vocabulary, every)
+        return rank(asked.question, vocabulary, _things(every, vocabulary))
 
     def _held(
         self,

@@ -587,3 +587,33 @@ async def test_a_direct_answer_its_quoted_sentence_holds_is_not_said_twice() -> 
     out = await council(question, judge, [judge], [density, strength])
     assert out["answer"].count("8.90") == 1
     assert direct(out) == f"{density.text} {cite(density)}"
+
+
+@pytest.mark.parametrize(
+    ("judge", "sample"),
+    [
+        # eval sitting at ecbe820: the answers' figures were none of the KB's, so no answer was
+        # supported, and the verdict said the KB does not answer although it ranks all three
+        (
+            "PLA needs the highest nozzle temperature, about 300 °C {pla}.",
+            "PETG, at 280 °C {petg}.",
+        ),
+        ("The knowledge base does not say.", "The knowledge base does not say."),
+        ("PA-CF needs the highest nozzle temperature, about 330 °C {pacf}.", "PETG {pla}."),
+    ],
+)
+async def test_a_ranking_the_kbs_figures_settle_leads_though_no_answer_is_supported(
+    judge: str, sample: str
+) -> None:
+    prints = {k: chunk(t, "Print", 0.6) for k, t in
+              (("pla", "PLA"), ("petg", "PETG"), ("pacf", "PA-CF"))}  # fmt: skip
+    tags = {k: cite(c) for k, c in prints.items()}
+    question = "Which of these filaments needs the highest nozzle temperature: PETG, PLA or PA-CF?"
+    out = await council(question, judge.format(**tags), [sample.format(**tags)] * 2,
+                        list(prints.values()))  # fmt: skip
+    lead = out["answer"].split("\n")[0]
+    assert (
+        lead.startswith("Highest nozzle temperature of 3 compared: PA-CF") and tags["pacf"] in lead
+    )
+    assert "does not answer" not in out["answer"] and "330" not in out["answer"]
+    assert {c["id"] for c in out["citations"]} >= {prints["pacf"].id}
