@@ -243,13 +243,31 @@ def _names_a_thing(title: str) -> bool:
     return bool(words) and not any(w in STOPWORDS for w in words)
 
 
+def _opens_with_thing(sentence: str, section: str, vocabulary: Vocabulary | None) -> bool:
+    """Whether `sentence` opens with `section`'s name (its alias left out), a thing's name.
+
+    Not a property's: "Drying", "Heat", "Print temperatures" name what a KB's figures measure.
+    """
+    name = _ALIAS.sub(" ", section).strip()
+    if not name or not re.match(rf"{re.escape(name)}(?!\w)", sentence.strip(), re.IGNORECASE):
+        return False
+    measured = {
+        w for p in (vocabulary.properties() if vocabulary else ()) for w in content_words(p)
+    }
+    return _names_a_thing(name) and not set(content_words(name)) & measured
+
+
 def _named(sentence: str, chunk: Shown, vocabulary: Vocabulary | None) -> str:
     """`sentence`, its subject named first where it names none (a bare "dry at 45-50 °C").
 
     Only a thing's name is put first: a topic's title ("Choosing a material") is no sentence's
-    subject.
+    subject. A sentence that opens with its section's name, where that names no property
+    ("Polycarbonate is strong" under "Engineering filaments > Polycarbonate (PC)", not "Drying
+    takes 4 hours" under "ABS > Drying"), names the thing it is about.
     """
-    title = chunk.heading.split(HEADING_SEPARATOR)[0].strip()
+    title, *sections = (p.strip() for p in chunk.heading.split(HEADING_SEPARATOR))
+    if sections and _opens_with_thing(sentence, sections[-1], vocabulary):
+        return sentence
     names: tuple[str, ...] = (title,)
     if vocabulary is not None and (thing := vocabulary.thing_of(chunk.id)) is not None:
         title, names = thing.title, (thing.title, *thing.names)
