@@ -56,7 +56,8 @@ class Proposal(TypedDict):
     confidence_note: NotRequired[str]
     evidence: NotRequired[dict[str, Any]]
     """What the member read (`collective.kb.evidence`): `mode` (shared or split), the shared
-    `head` and its `own` slice (split), the chunks its prompt kept (`seen`) and the `reason`."""
+    `head` and its `own` slice (split), the chunks its prompt kept (`seen`), those it cut with
+    their rendering as shown (`cut`) and the `reason`."""
 
 
 class CouncilInput(TypedDict):

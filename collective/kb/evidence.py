@@ -154,6 +154,8 @@ class MemberEvidence:
         self.part: EvidencePart | None = None
         self.kept: tuple[str, ...] = ()
         """The chunks the last fit kept: what the member's prompt showed."""
+        self.cut: dict[str, str] = {}
+        """The chunks the last fit cut, each with its rendering as far as it was shown."""
 
     def section(self, name: str = "kb_chunks") -> SectionContent:
         """The section content: fits the member's part, with the split in the report's note."""
@@ -168,13 +170,10 @@ class MemberEvidence:
             if self.part.mode == "split":
                 self.part = split(counter, self.chunks, max(0, limit - mark), *args)
         if self.part.mode == "shared":
-            fitted = select_chunks(counter, self.part.offered, limit)
-            self.kept = fitted.kept
-            return fitted
+            return self._kept(select_chunks(counter, self.part.offered, limit))
         # in offered order (head, then the slice), whatever the scores say
         ordered = [dataclasses.replace(c, score=-i) for i, c in enumerate(self.part.offered)]
-        fitted = select_chunks(counter, ordered, max(0, limit - mark))
-        self.kept = fitted.kept
+        fitted = self._kept(select_chunks(counter, ordered, max(0, limit - mark)))
         note = (
             f"split evidence, member {self.index + 1}/{self.k}: shared head "
             f"{len(self.part.head)} + own slice {len(self.part.own)} of {len(self.chunks)}"
@@ -183,6 +182,13 @@ class MemberEvidence:
         return dataclasses.replace(
             fitted, text=head, own=f"{SLICE}\n{own}", tokens=fitted.tokens + mark, note=note
         )
+
+    def _kept(self, fitted: Fitted) -> Fitted:
+        """`fitted`, its chunks and those it cut remembered (what the member's prompt showed)."""
+        whole = {c.key: c.text for c in self.chunks}
+        self.kept = fitted.kept
+        self.cut = {key: text for key, text in fitted.shown if text != whole.get(key)}
+        return fitted
 
     def _parted(self, fitted: Fitted) -> tuple[str, str]:
         """The fitted text as the shared head and the member's own part (`Fitted.own`).
@@ -202,13 +208,17 @@ class MemberEvidence:
         return shared, "\n\n".join(p for p in (header, own) if p)
 
     def summary(self, seen: Sequence[str]) -> dict[str, Any]:
-        """The part as a proposal records it: mode, head, own slice, the chunks kept, reason."""
+        """The part as a proposal records it: mode, head, own slice, the chunks kept, reason.
+
+        `cut` holds each chunk seen that the prompt cut, with its rendering as far as shown.
+        """
         part = self.part or EvidencePart("shared")
         return {
             "mode": part.mode,
             "head": list(part.head),
             "own": list(part.own),
             "seen": list(seen),
+            "cut": {key: text for key, text in self.cut.items() if key in seen},
             "reason": part.reason,
         }
 

@@ -350,8 +350,11 @@ def _seen(proposal: Proposal, chunks: Mapping[str, Chunk]) -> list[str]:
 def _check_member(
     proposal: Proposal, chunks: Mapping[str, Chunk], headings: list[str], vocabulary: Vocabulary
 ) -> Checked:
-    """A member's answer checked against the chunks its prompt showed (whole: as retrieved)."""
+    """A member's answer checked against the chunks its prompt showed, as far as it showed them."""
     shown = shown_whole(chunks, ids=_seen(proposal, chunks))
+    for key, rendered in ((proposal.get("evidence") or {}).get("cut") or {}).items():
+        if key in shown:
+            shown[key] = as_shown(chunks[key], rendered)
     confidence = _confidence(proposal.get("confidence"))
     return check_answer(
         proposal["member"],

@@ -130,3 +130,39 @@ def test_a_tool_results_chunks_are_shown_as_far_as_the_fit_kept_them() -> None:
     assert format_chunk(a).startswith(cut) and len(cut) < len(format_chunk(a))
     assert cut in transcript.fitted[0] and tag(b.id) not in transcript.fitted[0]
     assert fitted.tokens <= COUNTER.count(format_chunk(a)) // 2
+
+
+async def test_a_members_claim_is_checked_against_its_chunk_as_far_as_its_prompt_showed_it() -> (
+    None
+):
+    # the member's small KB section cut the chunk before its last sentence; the judge's showed
+    # it whole. Before, the member's claim on the cut part was checked against the whole chunk.
+    from collective.budget.plans import ModelBudget
+    from collective.graph import build_graph
+    from tests.fakes import ListStore, ScriptedBackend
+    from tests.unit.test_graph_council import context
+
+    long = Chunk(
+        "mem_hips",
+        "HIPS prints at a nozzle temperature of 220-240 °C with the bed at 90-110 °C. " * 6
+        + "HIPS dissolves in limonene, which makes it a support material for ABS.",
+        "kb/hips.md", (), 0.9, "HIPS > Printing",
+    )  # fmt: skip
+    member = f"HIPS dissolves in limonene {tag(long.id)}."
+    judge = f"HIPS prints at a nozzle temperature of 220-240 °C {tag(long.id)}."
+    small = {"system": 120, "kb_chunks": 90, "task": 110, "safety_margin": 0}
+    large = {"system": 120, "kb_chunks": 1500, "task": 110, "proposals": 200, "safety_margin": 0}
+    budgets = {r: ModelBudget(r, 8192, sum(p.values()), 256, p)
+               for r, p in (("specialist", small), ("judge", large))}  # fmt: skip
+    ctx = context(judge=ScriptedBackend("judge", judge), budgets=budgets, k=2, planner=None,
+                  specialists=[ScriptedBackend(f"s{n}", member) for n in range(2)],
+                  knowledge=ListStore([long]), judge_tools=False)  # fmt: skip
+    out = await build_graph().ainvoke({"question": "What does HIPS dissolve in?"}, context=ctx)
+    cut = [p["evidence"]["cut"] for p in out["proposals"]]
+    assert all(set(c) == {long.id} and "limonene" not in c[long.id] for c in cut)
+    assert "limonene" in ctx.judge.calls[0][-1]["content"]  # the judge was shown it whole
+    # the members' claim stands on nothing they were shown: not a supported answer (before, it
+    # was one, "not counted" only for stating no figure), and no vote
+    assert not any("specialist" in note for note in out["notes"]), out["notes"]
+    voters = [who for side in out["claim_check"]["agreement"].values() for who in side]
+    assert voters == ["judge"] and out["claim_check"]["selected"] == "judge"
