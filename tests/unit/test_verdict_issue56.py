@@ -660,3 +660,40 @@ async def test_a_comparison_of_two_keeps_both_things_lines() -> None:
     out = await council("Which is denser, C932 bearing bronze or 304 stainless steel?", judge,
                         [judge, judge], [bronze, steel])  # fmt: skip
     assert cite(bronze) in out["answer"] and cite(steel) in out["answer"]
+
+
+TOP_RANKED = [
+    # (question, the chunk retrieval ranked first, the chunk the judge's answer cited, quoted?)
+    ("Do I really have to dry polypropylene filament before printing?", ("polypropylene", "Drying"),
+     ("polypropylene", "Print"), True),  # held-out h04 (read whole: right in one run, not another)
+    ("Does PETG need drying before use?", ("PETG", "Drying"), ("PETG", "Print"), True),
+    ("Can I glue teak without any prep?", ("teak", "Finishing"), ("teak", "Workability"), True),
+    ("Will MDF survive getting wet?", ("MDF", "Outdoor"), ("MDF", "Typical uses"), True),
+    ("Does HIPS dissolve in anything?", ("HIPS", "Notes"), ("HIPS", "Typical uses"), True),
+    ("Does red oak rot outdoors?", ("red oak", "Outdoor"), ("red oak", "Typical uses"), True),
+    ("Is acetal good for gears?", ("acetal", "Applications"), ("acetal", "Friction"), True),
+    ("Is HIPS hard to print without an enclosure?", ("HIPS", "Warping"), ("HIPS", "Print"), True),
+    # the chunk ranked first says nothing the question asks: still not quoted
+    ("Do I really have to dry polypropylene filament before printing?", ("polypropylene", "Heat"),
+     ("polypropylene", "Print"), False),
+    ("Is acetal good for gears?", ("acetal", "Density"), ("acetal", "Friction"), False),  # its name
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("question", "top", "cited", "quoted"), TOP_RANKED)
+def test_the_chunk_ranked_first_is_quoted_where_it_speaks_of_the_question(
+    question, top, cited, quoted
+) -> None:
+    from collective.verdict.agreement import Asked
+    from collective.verdict.lines import supporting_lines
+
+    first, answered = chunk(*top, 0.9), chunk(*cited, 0.78)  # not first by a wide margin
+    others = ("ABS", "Drying"), ("PLA", "Print"), ("white oak", "Cost"), ("PVDF", "Density"),\
+        ("C360 brass", "Machining"), ("teak", "Cost")  # fmt: skip
+    rest = [chunk(*o, 0.5) for o in others]
+    shown = shown_whole({c.id: c for c in [first, answered, *rest]})
+    vocabulary = chunk_vocabulary(eval_chunks())
+    asked = Asked.read(question, vocabulary, shown.values())
+    scores = {c.id: c.score for c in [first, answered, *rest]}
+    lines = supporting_lines(asked, shown, scores, [answered.id], vocabulary)
+    assert (cite(first) in " ".join(lines)) is quoted, lines
