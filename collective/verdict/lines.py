@@ -153,11 +153,12 @@ def supporting_lines(
     already = plain(said).lower()
     out: list[str] = []
     for i in order:
-        sentence = _best_sentence(shown[i], question, figures.get(i))
-        if not sentence or plain(sentence).lower().rstrip(".") in already:
+        # its best sentence the verdict does not say yet (a figure: not its figures either)
+        sentence = next((s for s in _best_sentences(shown[i], question, figures.get(i))
+                         if plain(s).lower().rstrip(".") not in already
+                         and not _said_already(s, said)), "")  # fmt: skip
+        if not sentence:
             continue
-        if _said_already(sentence, said):
-            continue  # its figures are the direct answer's: said once
         bears = i in cited or i in figures or (wide and i == ranked[0])
         relevant = scores.get(i, 0.0) >= RELEVANT_SHARE * scores.get(ranked[0], 0.0)
         shares = len(telling & set(content_words(sentence))) >= _MIN_SHARED
@@ -220,20 +221,24 @@ def _said_already(sentence: str, said: str) -> bool:
     return bool(figures) and all(f in said for f in figures)
 
 
-def _best_sentence(chunk: Shown, question: set[str], figure: object | None) -> str:
-    """The sentence of `chunk` that states the figure asked, else shares most with the question."""
+def _best_sentences(chunk: Shown, question: set[str], figure: object | None) -> list[str]:
+    """The sentences of `chunk`, best first.
+
+    The one that states the figure asked, then by how much each shares with the question (the
+    chunk's order among equals).
+    """
     sentences = _sentences(readable(chunk.text))
-    if not sentences:
-        return ""
     text = getattr(figure, "text", "")
-    at = next((n for n, s in enumerate(sentences) if text and text.strip().rstrip(".") in s), None)
-    if at is None:
-        at = max(
-            range(len(sentences)), key=lambda n: len(question & set(content_words(sentences[n])))
-        )
-    if at > 0 and _LEADING_PRONOUN.match(sentences[at]):
-        return f"{sentences[at - 1]} {sentences[at]}"  # "It needs ...": what "it" is, first
-    return sentences[at].rstrip()
+    states = [bool(text) and text.strip().rstrip(".") in s for s in sentences]
+    shared = [len(question & set(content_words(s))) for s in sentences]
+    order = sorted(range(len(sentences)), key=lambda n: (-states[n], -shared[n]))
+    return [
+        # "It needs ...": what "it" is, first
+        f"{sentences[n - 1]} {sentences[n]}"
+        if n > 0 and _LEADING_PRONOUN.match(sentences[n])
+        else sentences[n].rstrip()
+        for n in order
+    ]
 
 
 _ALIAS = re.compile(r"\([^)]*\)")
