@@ -109,12 +109,18 @@ def test_a_sentence_opening_with_its_sections_thing_names_its_subject(n: int, ex
 # A chunk whose best sentence the verdict already says offers its next one ("ASA or ABS are the
 # usual choices" after a direct answer that said the car's and PLA's temperatures: make demo's
 # verdict then named neither, in one run of three).
-CAR = "A car interior reaches 60-80 °C in summer. PLA softens there and sags. ASA or ABS are the usual choices for a car."
+CAR = (
+    "A car interior reaches 60-80 °C in summer. PLA softens there and sags. "
+    "ASA or ABS are the usual choices for a car."
+)
 IRON = (
     "Cast iron rusts if left wet. Dry it on the stove after washing. A thin coat of oil stops rust."
 )
 WALNUT = "Walnut has a density of about 0.61 g/cm3. It is easy to work. Walnut darkens with age."
-GLUE = "Hide glue sets as it cools. Heat and water release the joint. Luthiers use hide glue for repairs."
+GLUE = (
+    "Hide glue sets as it cools. Heat and water release the joint. "
+    "Luthiers use hide glue for repairs."
+)
 SAID_ALREADY = [
     # (question, the chunk, what the verdict already says, the line quoted or None)
     ("Which filament for a part in a hot car?", CAR, "A car interior reaches 60-80 °C in summer.",
@@ -128,7 +134,8 @@ SAID_ALREADY = [
     ("How do I stop a cast iron pan from rusting?", IRON, "Cast iron rusts if left wet.",
      "A thin coat of oil stops rust."),
     ("How do I stop a cast iron pan from rusting?", IRON,
-     "Cast iron rusts if left wet; a thin coat of oil stops rust.", "Dry it on the stove after washing."),
+     "Cast iron rusts if left wet; a thin coat of oil stops rust.",
+     "Dry it on the stove after washing."),
     ("How dense is walnut?", WALNUT, "Walnut has a density of about 0.61 g/cm3.",
      "Walnut darkens with age."),  # "It is easy to work" holds the said figure with its "it"
     ("What is hide glue good for?", GLUE, "Luthiers use hide glue for repairs.",
