@@ -614,7 +614,7 @@ class _Ruling:
         quotes = [Claim(q, tuple(i for i in every if f"[KB#{i}]" in q), "supported",
                         "quoted: the chunk's own sentence") for q in quoted]  # fmt: skip
         ids = [i for q in quotes for i in q.cited]
-        supplied = {**supplied, **shown_whole(self.chunks, ids=ids)}
+        supplied = {**supplied, **{i: every[i] for i in ids if i in every}}  # as shown
         dropped = [c for c in claims if c.status == "dropped"]
         return "\n".join(readable(line) for line in lines), [*dropped, *quotes], supplied
 
@@ -643,7 +643,7 @@ class _Ruling:
         lead, rest = ([direct], quoted) if direct else (quoted[:1], quoted[1:])
         lines = [*lead, *(f"- {line}" for line in rest)]
         ids = _cited(Claim(line, (), "supported", "") for line in quoted)
-        supplied = {**supplied, **shown_whole(self.chunks, ids=[i for i in every if i in ids])}
+        supplied = {**supplied, **{i: every[i] for i in every if i in ids}}  # as shown
         quotes = [Claim(line, tuple(i for i in every if f"[KB#{i}]" in line), "supported",
                         "quoted: the chunk's own sentence") for line in quoted]  # fmt: skip
         dropped = [c for c in claims if c.status == "dropped"]  # reported, never shown
