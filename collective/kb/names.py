@@ -286,6 +286,13 @@ def _quantities(text: str) -> list[Quantity]:
     return sorted(found, key=lambda q: q.start)
 
 
+def _clause_of(text: str, own: set[str]) -> set[str]:
+    """The content words of the stretch of `text` between two figures that holds `own`."""
+    cuts = [0, *(x for q in _quantities(text) for x in (q.start, q.end)), len(text)]
+    pieces = [set(content_words(text[a:b])) for a, b in zip(cuts[::2], cuts[1::2], strict=False)]
+    return next((p for p in pieces if own & p), set(content_words(text)))
+
+
 _CLAUSE = re.compile(r"[;:]\s|\(")
 _BREAK = re.compile(r"[;:]\s")
 _TOKEN = re.compile(r"[^\W_][\w'’-]*|[^\w\s]")
@@ -644,7 +651,36 @@ class KbVocabulary(Vocabulary):
         rank = {p: (scored[p], covered[p], len(self._by_property[p])) for p in scored}
         best = max(rank.values())
         tied = sorted(p for p in rank if rank[p] == best)
+        if len(tied) > 1:  # "prints hottest": the nozzle's, stated as what a filament prints at
+            tied = self._stated_with(tied, stems, named)
         return tied[0] if len(tied) == 1 else None  # "how hot": nozzle or bed? not told
+
+    def _stated_with(self, tied: list[str], stems: set[str], named: set[str]) -> list[str]:
+        """Of properties a question asks alike, those the KB states with its other words.
+
+        "Which prints hottest" asks a temperature: the nozzle's and the bed's alike. The KB's
+        own sentences tell them apart: "prints at a nozzle temperature of 220-240 °C", "with
+        the bed at 90-110 °C". Each property scores the share of its figures (of the things
+        named, if any) whose clause, the words between the figure and the one before it that
+        name the property, holds every word of the question that names no property, thing or kind
+        ("How warm should the build plate be when printing PLA?" asks of a "build plate" that
+        no clause names: told apart by none).
+        """
+        names = {w for t in self._things if t.key in named for n in (t.title, *t.names)
+                 for w in content_words(n)}  # fmt: skip
+        told = stems - names - _NOUN_STEMS - {w for p in tied for w in content_words(p)}
+        told = {w for w in told if _asked(w) is None}  # "hottest" asks the kind, not which
+        if not told:
+            return tied
+        share: dict[str, float] = {}
+        for prop in tied:
+            own = set(content_words(prop)) - _NOUN_STEMS
+            figures = [f for f in self._by_property[prop] if not named or f.thing in named]
+            figures = figures or self._by_property[prop]
+            said = [told <= _clause_of(f.text, own) for f in figures]
+            share[prop] = sum(said) / len(figures)
+        best = max(share.values())
+        return [p for p in tied if share[p] == best] if best > 0 else tied
 
     def figures(self, property: str, things: Iterable[str] = ()) -> list[Figure]:
         """The figures of one property, of the `things` given (keys; all when empty)."""

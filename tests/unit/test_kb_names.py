@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -221,3 +222,41 @@ def test_the_property_a_question_asks_about(vocab, question, prop):
 )
 def test_a_question_asking_whether_asks_a_figure_only_of_its_kind(vocab, question, prop):
     assert vocab.property_asked(question) == prop
+
+
+@functools.cache
+def _bakery():
+    rows = [
+        ("Sourdough bakes at an oven temperature of 230-250 °C and proofs at a room temperature "
+         "of 24-27 °C.", "sourdough.md", "Sourdough > Baking"),
+        ("Brioche bakes at an oven temperature of 170-180 °C and proofs at a room temperature of "
+         "26-28 °C.", "brioche.md", "Brioche > Baking"),
+        ("Rye bread bakes at an oven temperature of 220-240 °C and proofs at a room temperature "
+         "of 27-30 °C.", "rye.md", "Rye bread > Baking"),
+        ("Sourdough has a density of 0.45 g/cm3.", "sourdough.md", "Sourdough > Crumb"),
+    ]  # fmt: skip
+    return chunk_vocabulary([Chunk(chunk_id(t, s, h), t, s, heading=h) for t, s, h in rows])
+
+
+@pytest.mark.parametrize(
+    ("question", "prop"),
+    [
+        # two temperatures asked alike ("hottest"): the KB's own clause tells which one the
+        # question's verb states ("bakes at an oven temperature", "proofs at a room temperature")
+        ("Which bakes hottest: sourdough, brioche or rye bread?", "oven temperature"),
+        ("Which proofs warmest, brioche or rye bread?", "room temperature"),
+        ("How hot should I bake brioche?", "oven temperature"),
+        ("Does sourdough or rye bread bake hotter?", "oven temperature"),
+        ("Which is proofed coolest: sourdough or brioche?", "room temperature"),
+        ("Which bakes at the coolest, brioche or rye bread?", "oven temperature"),
+        ("Is brioche baked hotter than sourdough?", "oven temperature"),
+        ("How warm should the oven be for rye bread?", "oven temperature"),  # named whole
+        # a word no clause holds tells nothing: not guessed
+        ("How warm should the proving drawer be for brioche?", None),
+        ("How hot can brioche get?", None),
+        ("How hot should I keep rye bread?", None),
+        ("Which rises warmest, brioche or sourdough?", None),
+    ],
+)
+def test_the_kbs_clause_tells_which_of_two_temperatures_a_verb_asks(question, prop):
+    assert _bakery().property_asked(question) == prop
