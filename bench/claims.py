@@ -14,12 +14,12 @@ numbers, a point value from a range's width, rounding, a `Decision:` line, a thi
 document for as the subject of another's sentence) and others (a number or a unit changed, a
 figure of another property, a name swapped, a °F conversion wrong).
 
-    PYTHONPATH=. .venv/bin/python bench/claims.py [--show-misses] [--store]
+    PYTHONPATH=. .venv/bin/python bench/claims.py [--show-misses] [--chunks]
 
-Names are the KB's vocabulary read from the chunks alone (`chunk_vocabulary`: titles and their
-short forms); with `--store`, the SQLite KB's (`kb add` of a copy of the eval KB whose files
-give four trade names in their front matter, as a user adds them: `USER_NAMES`), where the
-figures are the ones the chunks shown state (`collective.verdict.shown`).
+Names are the KB's vocabulary as `kb add` stores it: titles, their short forms and the names
+the files' front matter gives (`names: Teflon`), the figures those of the chunks shown
+(`collective.verdict.shown`); with `--chunks`, the names read from the chunks alone
+(`chunk_vocabulary`: titles and their short forms, no front matter).
 """
 
 from __future__ import annotations
@@ -449,34 +449,20 @@ def cited_text(case: Case, chunks: list[Chunk]) -> str:
     return f"{body} {' '.join(tags)}."
 
 
-USER_NAMES = {
-    "plastic/ptfe.md": "Teflon",
-    "plastic/acrylic.md": "PMMA",
-    "plastic/acetal.md": "POM",
-    "adhesive/cyanoacrylate_super_glue.md": "CA glue",
-}
-"""Front matter a user gives four files (`--store`): names no title holds."""
-
-
 def store_vocabulary(chunks: list[Chunk]):  # noqa: ANN201 - a bench helper
-    """The SQLite KB's vocabulary of a copy of the eval KB with `USER_NAMES` in front matter."""
-    import shutil
+    """The vocabulary of the bundled eval KB as `kb add` stores it (its front matter's names)."""
     import tempfile
 
     from collective.kb.sqlite_store import SqliteKnowledgeStore
     from collective.verdict.shown import ShownVocabulary
 
     root = Path(tempfile.mkdtemp(prefix="claims-bench-"))
-    shutil.copytree(KB, root / "eval_kb")
-    for name, names in USER_NAMES.items():
-        file = root / "eval_kb" / name
-        file.write_text(f"---\nnames: {names}\n---\n{file.read_text()}")
     store = SqliteKnowledgeStore(root / "kb.sqlite", embedder=None)
-    store.add_paths([root / "eval_kb"], base=root, embed=False)
+    store.add_paths([KB], base=KB.parent, embed=False)
     return ShownVocabulary(store.vocabulary(), [c.id for c in chunks])
 
 
-def run(show_misses: bool, store: bool = False) -> dict[str, object]:
+def run(show_misses: bool, store: bool = True) -> dict[str, object]:
     """Every case through the check: caught, kept, and the misses."""
     from collective.kb.names import chunk_vocabulary
     from collective.verdict.support import check_claims, shown_whole
@@ -515,9 +501,11 @@ def run(show_misses: bool, store: bool = False) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--show-misses", action="store_true")
-    parser.add_argument("--store", action="store_true", help="the SQLite KB's names")
+    parser.add_argument(
+        "--chunks", action="store_true", help="names read from the chunks alone, not the KB's"
+    )
     args = parser.parse_args()
-    run(args.show_misses, args.store)
+    run(args.show_misses, store=not args.chunks)
 
 
 if __name__ == "__main__":

@@ -157,6 +157,33 @@ ADHESIVE_SECTIONS = [
 ]
 
 
+# Other names a curator gives a document, in its front matter (`names:`): the trade names,
+# acronyms, chemical names and spellings people ask by, which the KB's vocabulary reads
+# (docs/kb-vocabulary.md) and no title holds.
+NAMES = {
+    "PTFE": "Teflon, polytetrafluoroethylene",
+    "acetal": "POM, Delrin, polyoxymethylene",
+    "acrylic": "PMMA, Plexiglas, Perspex",
+    "polycarbonate sheet": "Lexan",
+    "PVDF": "Kynar, polyvinylidene fluoride",
+    "UHMW-PE": "UHMWPE",
+    "HDPE": "high-density polyethylene",
+    "polysulfone": "PSU",
+    "PVC": "polyvinyl chloride",
+    "nylon 66": "PA66",
+    "cyanoacrylate (super glue)": "CA glue",
+    "hot melt glue": "hot glue",
+    "PLA": "polylactic acid",
+    "ABS": "acrylonitrile butadiene styrene",
+    "TPU 95A": "thermoplastic polyurethane",
+    "PVA": "polyvinyl alcohol",
+    "gray cast iron": "grey cast iron",
+    "Ti-6Al-4V titanium": "grade 5 titanium",
+    "hard maple": "sugar maple, rock maple",
+    "MDF": "medium-density fibreboard",
+}
+
+
 def _table(raw: str) -> list[list[str]]:
     return [line.split("|") for line in raw.strip().splitlines()]
 
@@ -171,7 +198,8 @@ def _render(category: str, rows: list[list[str]], sections: list[tuple[str, str]
     for row in rows:
         name = row[0]
         fields = {f"f{i}": v for i, v in enumerate(row)}
-        lines = [f"# {name}", "", f"tags: {category}", ""]
+        front = ["---", f"names: {NAMES[name]}", "---"] if name in NAMES else []
+        lines = [*front, f"# {name}", "", f"tags: {category}", ""]
         for title, template in sections:
             text = re.sub(r"\{(\d)\}", r"{f\1}", template).format(
                 **fields, name=name, Name=name[0].upper() + name[1:]

@@ -265,17 +265,18 @@ def test_a_user_added_name_is_used_by_retrieval(tmp_path, kb_dir):
 
     kb = SqliteKnowledgeStore(tmp_path / "kb.sqlite", embedder=None)
     kb.add_paths([DATA / "eval_kb" / "plastic"], base=DATA, embed=False)
-    question = "What is the density of Teflon?"
+    # a trade name the files do not give (their front matter gives Teflon)
+    question = "What is the density of Fluon?"
     before = retrieve(kb, question, "balanced")
     assert not any(c.source.endswith("ptfe.md") for c in before.injected[:3])
-    kb.add_names("eval_kb/plastic/ptfe.md", ["Teflon"])
+    kb.add_names("eval_kb/plastic/ptfe.md", ["Fluon"])
     after = retrieve(kb, question, "balanced")
     assert after.injected[0].source == "eval_kb/plastic/ptfe.md"
     assert after.injected[0].heading == "PTFE > Density"
-    assert any(d.startswith("names: Teflon: PTFE; searched as 'What is the density of PTFE?'")
+    assert any(d.startswith("names: Fluon: PTFE; searched as 'What is the density of PTFE?'")
                for d in after.diagnostics)  # fmt: skip
     # The claim check's vocabulary is the same one: the name resolves there too.
-    assert [n.thing.title for n in kb.vocabulary().named_in("Teflon is inert")] == ["PTFE"]
+    assert [n.thing.title for n in kb.vocabulary().named_in("Fluon is inert")] == ["PTFE"]
 
 
 @pytest.mark.parametrize(
