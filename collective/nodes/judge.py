@@ -68,6 +68,7 @@ from collective.verdict.comparison import Ranking, compared_figures, rank
 from collective.verdict.entailment import entailment_for
 from collective.verdict.lines import (
     direct_answer,
+    ordered,
     readable,
     said_once,
     supporting_lines,
@@ -640,8 +641,9 @@ class _Ruling:
         quoted = supporting_lines(asked, every, scores, cited, vocabulary, said=direct)
         direct, quoted = said_once(direct, quoted)
         kept = kept if direct else []
-        lead, rest = ([direct], quoted) if direct else (quoted[:1], quoted[1:])
-        lines = [*lead, *(f"- {line}" for line in rest)]
+        figures = [f.chunk_id for f in vocabulary.figures(asked.property)] if asked.property else []
+        lines = ordered(direct, _cited(kept), quoted, scores, figures)
+        lines = [*lines[:1], *(f"- {line}" for line in lines[1:])]
         ids = _cited(Claim(line, (), "supported", "") for line in quoted)
         supplied = {**supplied, **{i: every[i] for i in every if i in ids}}  # as shown
         quotes = [Claim(line, tuple(i for i in every if f"[KB#{i}]" in line), "supported",

@@ -25,6 +25,7 @@ from collective.verdict.support import Shown, plain
 __all__ = [
     "WIDE_MARGIN",
     "direct_answer",
+    "ordered",
     "readable",
     "said_once",
     "supporting_lines",
@@ -45,7 +46,9 @@ retrieval score: a tie-break among the relevant, not a pass for the irrelevant."
 
 _MIN_SHARED = 2
 """Of a line no answer cites and that states no figure asked, the question's telling words (those
-at most half the chunks shown use) it must share: one is a thing's name as often as an answer."""
+at most half the chunks shown use) it must share: one is a thing's name as often as an answer.
+The chunk retrieval ranks first needs one that names no thing ("dry" of "Do I have to dry
+polypropylene?", where most chunks shown are polypropylene's)."""
 _MIN_SAID = 3
 """Content words a direct answer must have to be said by a line that holds them all."""
 _LEADING_PRONOUN = re.compile(r"(?:It|They|This|These|That|Those|Its|Their)\b")
@@ -150,6 +153,9 @@ def supporting_lines(
     # a word most chunks shown use ("filament" in a KB of filaments) tells none of them apart
     words = {i: set(content_words(f"{shown[i].heading} {shown[i].text}")) for i in shown}
     telling = {w for w in question if sum(w in ws for ws in words.values()) <= len(shown) / 2}
+    # one shared word may be a thing's name; a word of what is asked tells the first chunk apart
+    names = {w for i in shown if vocabulary is not None and (t := vocabulary.thing_of(i))
+             for n in (t.title, *t.names) for w in content_words(n)}  # fmt: skip
     already = plain(said).lower()
     out: list[str] = []
     for i in order:
@@ -161,7 +167,8 @@ def supporting_lines(
             continue
         bears = i in cited or i in figures or (wide and i == ranked[0])
         relevant = scores.get(i, 0.0) >= RELEVANT_SHARE * scores.get(ranked[0], 0.0)
-        shares = len(telling & set(content_words(sentence))) >= _MIN_SHARED
+        shared = telling & set(content_words(sentence))
+        shares = len(shared) >= _MIN_SHARED or (i == ranked[0] and bool(shared - names))
         if not bears and not (relevant and shares):
             continue  # retrieved beside the others, but says nothing the question asks
         out.append(f"{_named(sentence, shown[i], vocabulary)} {tag(i)}")
@@ -197,6 +204,34 @@ def wanted_lines(
                 found.append((shared, f"{_named(sentence.rstrip(), chunk, vocabulary)} {tag(i)}"))
     found.sort(key=lambda x: -x[0])  # stable: the chunks' order among equals
     return bool(found) and found[0][0] == len(words), [line for _, line in found[:most]]
+
+
+def ordered(
+    direct: str,
+    cites: Iterable[str],
+    quoted: Sequence[str],
+    scores: Mapping[str, float],
+    figures: Iterable[str] = (),
+) -> list[str]:
+    """The verdict's lines in order: the direct answer, then the quoted lines, best first.
+
+    Where retrieval ranked the first quoted line's chunk above every chunk the direct answer
+    `cites` by a wide margin (`WIDE_MARGIN`), that line leads and the direct answer follows it:
+    the judge answered about the thing asked, but another chunk of it is what the question asks
+    ("Is birch plywood fine to leave outside?": its outdoor durability, over the workability
+    line the judge copied). A direct answer that cites a chunk with a figure of the property
+    asked (`figures`) answers it, and leads. An uncited one is not compared.
+    """
+    if not direct:
+        return list(quoted)
+    cites, lines = set(cites), [direct, *quoted]
+    if not quoted or not cites or cites & set(figures):
+        return lines
+    first = {i for i in scores if tag(i) in quoted[0]}
+    if not first or first & cites:
+        return lines
+    ahead = min(scores[i] for i in first) - max(scores.get(i, 0.0) for i in cites)
+    return [quoted[0], direct, *quoted[1:]] if ahead >= WIDE_MARGIN else lines
 
 
 def said_once(direct: str, quoted: Sequence[str]) -> tuple[str, list[str]]:
