@@ -633,7 +633,8 @@ class _Ruling:
         checked, then each quoted line's) and the chunks it may cite.
         """
         direct = direct_answer(text)
-        kept = [c for c in claims if c.status != "dropped" and plain(c.text) in plain(direct)]
+        said = plain(direct)  # a claim written as a bullet is said as the direct answer
+        kept = [c for c in claims if c.status != "dropped" and plain(c.text).strip(" -*•") in said]
         direct = unlabelled(direct, [c.heading for c in every.values()])
         cited = _cited(c for c in claims if c.supported)
         scores = {i: chunk.score for i, chunk in self.chunks.items()}
@@ -642,7 +643,7 @@ class _Ruling:
         direct, quoted = said_once(direct, quoted)
         kept = kept if direct else []
         figures = [f.chunk_id for f in vocabulary.figures(asked.property)] if asked.property else []
-        lines = ordered(direct, _cited(kept), quoted, scores, figures)
+        lines = ordered(direct, quoted, scores, figures)
         lines = [*lines[:1], *(f"- {line}" for line in lines[1:])]
         ids = _cited(Claim(line, (), "supported", "") for line in quoted)
         supplied = {**supplied, **{i: every[i] for i in every if i in ids}}  # as shown

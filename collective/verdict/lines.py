@@ -207,16 +207,12 @@ def wanted_lines(
 
 
 def ordered(
-    direct: str,
-    cites: Iterable[str],
-    quoted: Sequence[str],
-    scores: Mapping[str, float],
-    figures: Iterable[str] = (),
+    direct: str, quoted: Sequence[str], scores: Mapping[str, float], figures: Iterable[str] = ()
 ) -> list[str]:
     """The verdict's lines in order: the direct answer, then the quoted lines, best first.
 
     Where retrieval ranked the first quoted line's chunk above every chunk the direct answer
-    `cites` by a wide margin (`WIDE_MARGIN`), that line leads and the direct answer follows it:
+    cites by a wide margin (`WIDE_MARGIN`), that line leads and the direct answer follows it:
     the judge answered about the thing asked, but another chunk of it is what the question asks
     ("Is birch plywood fine to leave outside?": its outdoor durability, over the workability
     line the judge copied). A direct answer that cites a chunk with a figure of the property
@@ -224,7 +220,8 @@ def ordered(
     """
     if not direct:
         return list(quoted)
-    cites, lines = set(cites), [direct, *quoted]
+    lines = [direct, *quoted]
+    cites = {i for i in scores if tag(i) in direct}
     if not quoted or not cites or cites & set(figures):
         return lines
     first = {i for i in scores if tag(i) in quoted[0]}

@@ -760,7 +760,7 @@ def test_a_line_retrieval_ranks_first_by_a_wide_margin_leads_the_judges_answer(
     quoted = [f"{top.text} {cite(top)}", f"{other.text} {cite(other)}"]
     scores = {c.id: c.score for c in (said, top, other)}
     figures = [f.chunk_id for f in VOCABULARY.figures(prop)] if prop else []
-    lines = ordered(direct, [said.id], quoted, scores, figures)
+    lines = ordered(direct, quoted, scores, figures)
     assert lines == ([quoted[0], direct, quoted[1]] if leads else [direct, *quoted])
 
 
@@ -770,19 +770,22 @@ def test_a_line_leads_only_over_a_cited_direct_answer_it_is_not() -> None:
     said, top = chunk("birch plywood", "Workability", 0.5), chunk("birch plywood", "Outdoor", 0.95)
     line = f"{top.text} {cite(top)}"
     scores = {said.id: said.score, top.id: top.score}
-    assert ordered("", [], [line], scores) == [line]  # no direct answer: the lines as they are
-    assert ordered("Use marine plywood.", [], [line], scores) == ["Use marine plywood.", line]
+    assert ordered("", [line], scores) == [line]  # no direct answer: the lines as they are
+    assert ordered("Use marine plywood.", [line], scores) == ["Use marine plywood.", line]
     both = f"{said.text} {cite(said)} {cite(top)}"  # it cites the first one itself
-    assert ordered(both, [said.id, top.id], [line], scores) == [both, line]
+    assert ordered(both, [line], scores) == [both, line]
 
 
 async def test_the_judges_answer_on_another_chunk_follows_the_one_asked() -> None:
     # held-out h13 through the graph: scores as `collective recall` read them on the eval KB
     work = chunk("birch plywood", "Workability", 0.755)
     outdoor = chunk("birch plywood", "Outdoor", 0.958)
-    judge = f"{work.text} {cite(work)}"
+    judge = f"- {work.text} {cite(work)}"  # as the judge wrote it: a bullet
     out = await council("Is birch plywood fine to leave outside?", judge, [judge, judge],
                         [outdoor, work])  # fmt: skip
     first, *rest = out["answer"].splitlines()
     assert cite(outdoor) in first and "delaminate" in first
     assert any(cite(work) in line for line in rest)
+    # the direct answer's claim is reported with the verdict's, though written as a bullet
+    said = [c for c in out["claims"] if c["cited"] == [work.id]]
+    assert said and all(c["status"] == "supported" for c in said), out["claims"]
