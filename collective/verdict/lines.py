@@ -216,19 +216,23 @@ def ordered(
     the judge answered about the thing asked, but another chunk of it is what the question asks
     ("Is birch plywood fine to leave outside?": its outdoor durability, over the workability
     line the judge copied). A direct answer that cites a chunk with a figure of the property
-    asked (`figures`) answers it, and leads. An uncited one is not compared.
+    asked (`figures`) answers it, and leads; one that cites none follows a first line whose
+    chunk has one, however ranked ("the bed temperature of the filament used for ABS
+    supports": HIPS's print settings, over the judge's line on what HIPS is used for). An
+    uncited direct answer is not compared.
     """
     if not direct:
         return list(quoted)
-    lines = [direct, *quoted]
+    lines, figures = [direct, *quoted], set(figures)
     cites = {i for i in scores if tag(i) in direct}
-    if not quoted or not cites or cites & set(figures):
+    if not quoted or not cites or cites & figures:
         return lines
     first = {i for i in scores if tag(i) in quoted[0]}
     if not first or first & cites:
         return lines
     ahead = min(scores[i] for i in first) - max(scores.get(i, 0.0) for i in cites)
-    return [quoted[0], direct, *quoted[1:]] if ahead >= WIDE_MARGIN else lines
+    leads = ahead >= WIDE_MARGIN or bool(first & figures)  # or it states the figure asked
+    return [quoted[0], direct, *quoted[1:]] if leads else lines
 
 
 def said_once(direct: str, quoted: Sequence[str]) -> tuple[str, list[str]]:

@@ -740,6 +740,12 @@ LEADS = [
     # not by a wide margin: the judge's answer leads
     (("PETG", "Print", 0.8), ("PETG", "Drying", 0.9), None, False),
     (("teak", "Cost", 0.7), ("teak", "Outdoor", 0.85), None, False),
+    # a figure asked: a first line whose chunk states it leads a direct answer that states none
+    # (held-out h15: "ABS > HIPS is used for dissolvable supports ..." over its bed figure)
+    (("HIPS", "Typical uses", 0.9), ("HIPS", "Print", 0.7), "bed temperature", True),
+    (("PETG", "Typical uses", 0.8), ("PETG", "Print", 0.85), "nozzle temperature", True),
+    (("acetal", "Applications", 0.8), ("acetal", "Density", 0.75), "density", True),
+    (("teak", "Workability", 0.7), ("teak", "Outdoor", 0.75), "janka hardness", False),
     # the direct answer states the figure asked: it answers, and leads
     (("acetal", "Density", 0.6), ("acetal", "Applications", 0.9), "density", False),
     (("6061-T6 aluminium", "Density", 0.5), ("6061-T6 aluminium", "Typical uses", 0.95),
