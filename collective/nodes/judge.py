@@ -642,8 +642,7 @@ class _Ruling:
         quoted = supporting_lines(asked, every, scores, cited, vocabulary, said=direct)
         direct, quoted = said_once(direct, quoted)
         kept = kept if direct else []
-        figures = [f.chunk_id for f in vocabulary.figures(asked.property)] if asked.property else []
-        lines = ordered(direct, quoted, scores, figures)
+        lines = ordered(asked, direct, quoted, scores, vocabulary)
         lines = [*lines[:1], *(f"- {line}" for line in lines[1:])]
         ids = _cited(Claim(line, (), "supported", "") for line in quoted)
         supplied = {**supplied, **{i: every[i] for i in every if i in ids}}  # as shown

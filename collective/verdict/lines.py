@@ -207,28 +207,35 @@ def wanted_lines(
 
 
 def ordered(
-    direct: str, quoted: Sequence[str], scores: Mapping[str, float], figures: Iterable[str] = ()
+    asked: Asked,
+    direct: str,
+    quoted: Sequence[str],
+    scores: Mapping[str, float],
+    vocabulary: Vocabulary | None = None,
 ) -> list[str]:
     """The verdict's lines in order: the direct answer, then the quoted lines, best first.
 
-    Where retrieval ranked the first quoted line's chunk above every chunk the direct answer
-    cites by a wide margin (`WIDE_MARGIN`), that line leads and the direct answer follows it:
-    the judge answered about the thing asked, but another chunk of it is what the question asks
-    ("Is birch plywood fine to leave outside?": its outdoor durability, over the workability
-    line the judge copied). A direct answer that cites a chunk with a figure of the property
-    asked (`figures`) answers it, and leads; one that cites none follows a first line whose
-    chunk has one, however ranked ("the bed temperature of the filament used for ABS
-    supports": HIPS's print settings, over the judge's line on what HIPS is used for). An
-    uncited direct answer is not compared.
+    Of a question about one thing, where retrieval ranked the first quoted line's chunk above
+    every chunk the direct answer cites by a wide margin (`WIDE_MARGIN`), that line leads and
+    the direct answer follows it: the judge answered about the thing asked, but another chunk of
+    it is what the question asks ("Is birch plywood fine to leave outside?": its outdoor
+    durability, over the workability line the judge copied). A direct answer that cites a chunk
+    with a figure of the property asked answers it, and leads; one that cites none follows a
+    first line whose chunk has one, however ranked ("the bed temperature of the filament used
+    for ABS supports": HIPS's print settings, over the judge's line on what HIPS is used for).
+    An uncited direct answer is not compared, and a choice between things is the answers' to
+    make, not retrieval's.
     """
     if not direct:
         return list(quoted)
-    lines, figures = [direct, *quoted], set(figures)
+    lines = [direct, *quoted]
     cites = {i for i in scores if tag(i) in direct}
-    if not quoted or not cites or cites & figures:
+    first = {i for i in scores if quoted and tag(i) in quoted[0]}
+    if len(asked.things) != 1 or not cites or not first or first & cites:
         return lines
-    first = {i for i in scores if tag(i) in quoted[0]}
-    if not first or first & cites:
+    figures = {f.chunk_id for f in vocabulary.figures(asked.property, asked.things)} if (
+        vocabulary is not None and asked.property) else set()  # fmt: skip
+    if cites & figures:
         return lines
     ahead = min(scores[i] for i in first) - max(scores.get(i, 0.0) for i in cites)
     leads = ahead >= WIDE_MARGIN or bool(first & figures)  # or it states the figure asked

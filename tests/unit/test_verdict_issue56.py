@@ -21,7 +21,7 @@ from collective.verdict.support import check_claims, shown_whole
 from tests.fakes import ListStore, ScriptedBackend
 from tests.unit.test_graph_council import context
 from tests.unit.test_verdict_comparison import eval_chunks
-from tests.verdicts import direct
+from tests.verdicts import direct, quoted
 
 
 def chunk(title: str, section: str, score: float = 0.5) -> Chunk:
@@ -127,10 +127,8 @@ async def test_the_chunk_ranked_first_by_a_wide_margin_is_not_passed_over() -> N
     judge = f"5052-H32 aluminium welds easily and bends tightly without cracking {cite(other)}."
     out = await council("Which aluminium alloy cannot be fusion welded?", judge, [judge],
                         [top, other])  # fmt: skip
-    # it leads: the judge's answer, about another chunk, follows it
-    first, *rest = out["answer"].splitlines()
-    assert cite(top) in first and "unweldable by fusion" in first
-    assert rest == [f"- {judge}"]
+    lines = quoted(out, [top, other])
+    assert lines and cite(top) in lines[0] and "unweldable by fusion" in lines[0]
 
 
 async def test_drying_asked_the_drying_chunk_is_quoted_not_the_heat_deflection() -> None:
@@ -468,7 +466,8 @@ async def test_a_line_on_a_hot_enclosure_is_not_quoted_for_a_hot_car() -> None:
     judge = f"ASA: heat deflection about 95 °C {cite(asa)}."
     out = await council("Which filament for a part in a hot car?", judge, [judge],
                         [car, creep, pla, asa])  # fmt: skip
-    assert cite(car) in out["answer"].splitlines()[0]  # first by a wide margin: it leads
+    lines = quoted(out, [car, creep, pla, asa])
+    assert lines and cite(car) in lines[0]
     assert "heat creep" not in out["answer"]
 
 
@@ -683,9 +682,9 @@ TOP_RANKED = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("question", "top", "cited", "quoted"), TOP_RANKED)
+@pytest.mark.parametrize(("question", "top", "cited", "expected"), TOP_RANKED)
 def test_the_chunk_ranked_first_is_quoted_where_it_speaks_of_the_question(
-    question, top, cited, quoted
+    question, top, cited, expected
 ) -> None:
     from collective.verdict.agreement import Asked
     from collective.verdict.lines import supporting_lines
@@ -699,12 +698,12 @@ def test_the_chunk_ranked_first_is_quoted_where_it_speaks_of_the_question(
     asked = Asked.read(question, vocabulary, shown.values())
     scores = {c.id: c.score for c in [first, answered, *rest]}
     lines = supporting_lines(asked, shown, scores, [answered.id], vocabulary)
-    assert (cite(first) in " ".join(lines)) is quoted, lines
+    assert (cite(first) in " ".join(lines)) is expected, lines
 
 
-@pytest.mark.parametrize(("question", "top", "cited", "quoted"), TOP_RANKED)
+@pytest.mark.parametrize(("question", "top", "cited", "expected"), TOP_RANKED)
 def test_the_chunk_ranked_first_is_quoted_among_its_own_things_chunks(
-    question, top, cited, quoted
+    question, top, cited, expected
 ) -> None:
     # held-out h04 in the eval: most chunks shown were polypropylene's, so its name told none
     # apart, and the drying chunk ranked first shared one word of the question ("dry"): never
@@ -723,7 +722,7 @@ def test_the_chunk_ranked_first_is_quoted_among_its_own_things_chunks(
     asked = Asked.read(question, vocabulary, shown.values())
     lines = supporting_lines(asked, shown, {c.id: c.score for c in every}, [answered.id],
                              vocabulary)  # fmt: skip
-    assert (cite(first) in " ".join(lines)) is quoted, lines
+    assert (cite(first) in " ".join(lines)) is expected, lines
 
 
 LEADS = [
@@ -759,27 +758,38 @@ def test_a_line_retrieval_ranks_first_by_a_wide_margin_leads_the_judges_answer(
 ) -> None:
     # held-out h13 "Is birch plywood fine to leave outside?": the judge's "Working birch
     # plywood: cuts cleanly ..." led, its outdoor durability (0.958 against 0.755) came second
+    from collective.verdict.agreement import Asked
     from collective.verdict.lines import ordered
 
     said, top, other = chunk(*cited), chunk(*first), chunk("teak", "Density", 0.3)
     direct = f"{said.text} {cite(said)}"
     quoted = [f"{top.text} {cite(top)}", f"{other.text} {cite(other)}"]
     scores = {c.id: c.score for c in (said, top, other)}
-    figures = [f.chunk_id for f in VOCABULARY.figures(prop)] if prop else []
-    lines = ordered(direct, quoted, scores, figures)
+    asked = Asked("?", (VOCABULARY.thing_of(said.id).key,), prop)
+    lines = ordered(asked, direct, quoted, scores, VOCABULARY)
     assert lines == ([quoted[0], direct, quoted[1]] if leads else [direct, *quoted])
 
 
-def test_a_line_leads_only_over_a_cited_direct_answer_it_is_not() -> None:
+def test_a_line_leads_only_over_a_cited_direct_answer_on_one_thing() -> None:
+    from collective.verdict.agreement import Asked
     from collective.verdict.lines import ordered
 
     said, top = chunk("birch plywood", "Workability", 0.5), chunk("birch plywood", "Outdoor", 0.95)
-    line = f"{top.text} {cite(top)}"
+    line, direct = f"{top.text} {cite(top)}", f"{said.text} {cite(said)}"
     scores = {said.id: said.score, top.id: top.score}
-    assert ordered("", [line], scores) == [line]  # no direct answer: the lines as they are
-    assert ordered("Use marine plywood.", [line], scores) == ["Use marine plywood.", line]
+    plywood = VOCABULARY.thing_of(said.id).key
+    asked = Asked("Is birch plywood fine outside?", (plywood,))
+    assert ordered(asked, direct, [line], scores) == [line, direct]
+    assert ordered(asked, "", [line], scores) == [line]  # no direct answer: the lines as they are
+    uncited = "Use marine plywood."
+    assert ordered(asked, uncited, [line], scores) == [uncited, line]
     both = f"{said.text} {cite(said)} {cite(top)}"  # it cites the first one itself
-    assert ordered(both, [line], scores) == [both, line]
+    assert ordered(asked, both, [line], scores) == [both, line]
+    # a choice between things (or none named) is the answers' to make, not retrieval's
+    pine = VOCABULARY.thing_of(chunk("eastern white pine", "Outdoor").id).key
+    for things in [(plywood, pine), ()]:
+        choice = Asked("Which is fine outside, birch plywood or pine?", things)
+        assert ordered(choice, direct, [line], scores) == [direct, line]
 
 
 async def test_the_judges_answer_on_another_chunk_follows_the_one_asked() -> None:
