@@ -57,6 +57,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\[])")
 _HEADING_PATH = re.compile(rf"^[^:\n\[]{{1,80}}{re.escape(HEADING_SEPARATOR)}[^:\n\[]{{1,80}}:\s*")
 _KB_REF = re.compile(r"\s*\[KB-ref\b[^\]]*\]", re.IGNORECASE)
 _BULLET = re.compile(r"^\s*[-*•]\s*")
+_FIGURE = re.compile(r"\d[\d.,]*(?:\s?[-–]\s?\d[\d.,]*)?")
+"""A number or a range as written ("50", "2.5-3.2")."""
 
 
 def readable(line: str) -> str:
@@ -247,12 +249,14 @@ def said_once(direct: str, quoted: Sequence[str]) -> tuple[str, list[str]]:
 
     A direct answer every word of which a quoted sentence holds ("C932 bearing bronze has a
     density of about 8.90 g/cm3" of "... 8.90 g/cm3 and melts over 855-980 °C") would be said
-    twice: the sentence, in the chunk's words, leads instead.
+    twice: the sentence, in the chunk's words, leads instead. So is a short one that states a
+    figure ("At 50 °C" of "Drying TPE 85A: dry at 50 °C for 4 hours").
     """
-    said = set(content_words(plain(direct)))
-    if len(said) < _MIN_SAID:  # "ABS." is the answer, which a line naming it in passing is not
+    said, figures = set(content_words(plain(direct))), _FIGURE.findall(plain(direct))
+    if len(said) < _MIN_SAID and not figures:  # "ABS." is the answer, not a line naming it
         return direct, list(quoted)
-    holding = [q for q in quoted if said <= set(content_words(plain(q)))]
+    holding = [q for q in quoted if said <= set(content_words(plain(q)))
+               and set(figures) <= set(_FIGURE.findall(plain(q)))]  # fmt: skip
     if not holding:
         return direct, list(quoted)
     return "", [holding[0], *(q for q in quoted if q is not holding[0])]
@@ -260,7 +264,7 @@ def said_once(direct: str, quoted: Sequence[str]) -> tuple[str, list[str]]:
 
 def _said_already(sentence: str, said: str) -> bool:
     """Whether every figure of `sentence` is in `said` (and it states one)."""
-    figures = re.findall(r"\d[\d.,]*(?:\s?[-–]\s?\d[\d.,]*)?", sentence)
+    figures = _FIGURE.findall(sentence)
     return bool(figures) and all(f in said for f in figures)
 
 

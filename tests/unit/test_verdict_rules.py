@@ -574,6 +574,27 @@ def test_a_thing_described_by_its_use_is_the_thing_asked_about(question, describ
                "[KB#mem_timer]"])),
         ("A 24 cm pan", ["A 26 cm cast iron pan weighs about 2.5-3.2 kg. [KB#mem_ci_weight]"],
          ("A 24 cm pan", ["A 26 cm cast iron pan weighs about 2.5-3.2 kg. [KB#mem_ci_weight]"])),
+        # a short answer that states a figure a line holds is said by the line (held-out h17:
+        # "At 50 °C", then "Drying TPE 85A: dry at 50 °C for 4 hours.")
+        ("At 250 °C [KB#mem_mat].", ["A silicone mat is rated to 250 °C. [KB#mem_mat]"],
+         ("", ["A silicone mat is rated to 250 °C. [KB#mem_mat]"])),
+        ("About 2.5-3.2 kg.", ["A 26 cm cast iron pan weighs about 2.5-3.2 kg. [KB#mem_ci_weight]"],
+         ("", ["A 26 cm cast iron pan weighs about 2.5-3.2 kg. [KB#mem_ci_weight]"])),
+        ("6-7 minutes.", ["A bamboo board dulls blades. [KB#mem_bamboo]",
+                          "Soft-boiled eggs take 6-7 minutes. [KB#mem_timer]"],
+         ("", ["Soft-boiled eggs take 6-7 minutes. [KB#mem_timer]",
+               "A bamboo board dulls blades. [KB#mem_bamboo]"])),
+        ("250 °C", ["A silicone mat is rated to 250 °C, density 1.15 g/cm3. [KB#mem_mat]"],
+         ("", ["A silicone mat is rated to 250 °C, density 1.15 g/cm3. [KB#mem_mat]"])),
+        # ... not where the line holds another figure, or a word the answer adds
+        ("At 260 °C", ["A silicone mat is rated to 250 °C. [KB#mem_mat]"],
+         ("At 260 °C", ["A silicone mat is rated to 250 °C. [KB#mem_mat]"])),
+        ("2.5 kg.", ["A 26 cm cast iron pan weighs about 2.5-3.2 kg. [KB#mem_ci_weight]"],
+         ("2.5 kg.", ["A 26 cm cast iron pan weighs about 2.5-3.2 kg. [KB#mem_ci_weight]"])),
+        ("Never above 250 °C", ["A silicone mat is rated to 250 °C. [KB#mem_mat]"],
+         ("Never above 250 °C", ["A silicone mat is rated to 250 °C. [KB#mem_mat]"])),
+        ("9-12 minutes", ["Soft-boiled eggs take 6-7 minutes. [KB#mem_timer]"],
+         ("9-12 minutes", ["Soft-boiled eggs take 6-7 minutes. [KB#mem_timer]"])),
     ],
 )  # fmt: skip
 def test_a_direct_answer_a_quoted_line_holds_is_said_once(direct, quoted, expected) -> None:
