@@ -5,9 +5,10 @@ lines are sentences of the chunks as the judge was shown them, quoted with their
 line cannot misstate its chunk. They are chosen for bearing on the question: the relevance
 retrieval already scored (lexical, dense, the reranker: `Chunk.score`), the chunks the standing
 answer's supported claims cite, and the chunks that hold a figure of the property asked. The
-chunk retrieval ranked first by a wide margin is never passed over for a neighbour. A line reads
-as a sentence: never the prompt's heading path ("white oak > Typical uses: ...") nor a tag the
-memory neutralised (`[KB-ref ...]`).
+chunk retrieval ranked first by a wide margin is never passed over for a neighbour, and on a
+question about one thing it leads a direct answer that cites another chunk (`ordered`). A line
+reads as a sentence: never the prompt's heading path ("white oak > Typical uses: ...") nor a
+tag the memory neutralised (`[KB-ref ...]`).
 """
 
 from __future__ import annotations
