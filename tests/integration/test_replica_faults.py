@@ -61,7 +61,7 @@ async def test_a_replica_killed_mid_answer_is_named_with_what_was_done_instead(
         k=1,
         planner=both,
         specialists=(both,),
-        judge=both,
+        judge=spec(b),  # drafting beside the member, the judge leaves `a` to it
         judge_tools=False,
         kb=str(tmp_path / "kb.sqlite"),
         retrieval="lean",
@@ -76,29 +76,41 @@ async def test_a_replica_killed_mid_answer_is_named_with_what_was_done_instead(
         temperature=0.0,
         usage_log=None,
     )
-    killed: list[str] = []
+    lost = f"replica {spec(a)} failed mid-answer"
 
-    def on_event(event) -> None:
-        # Both replicas idle, the member is placed on the first (a): kill it at its first token.
-        if not killed and event.get("type") == "token" and event["node"] == "specialist-1":
-            assert a.proc is not None
-            a.proc.kill()
-            a.proc.wait(10)
-            killed.append(event["node"])
+    async def kill_a_mid_answer(thread: str) -> tuple[dict, list[str]]:
+        killed: list[str] = []
 
-    session = CouncilSession(build_graph(checkpointer=InMemorySaver()), None, load_config().config)
-    try:
-        out = await run_council(
-            session, QUESTION, "mid", watch=Watch(on_event=on_event), context=ctx
-        )
-    finally:
-        await close_all()
-        a.proc = None
-        a.start()
-    assert killed
+        def on_event(event) -> None:
+            # `a` idle, the member is placed on it: kill it at its first token.
+            if not killed and event.get("type") == "token" and event["node"] == "specialist-1":
+                assert a.proc is not None
+                a.proc.kill()
+                a.proc.wait(10)
+                killed.append(event["node"])
+
+        graph = build_graph(checkpointer=InMemorySaver())
+        session = CouncilSession(graph, None, load_config().config)
+        try:
+            out = await run_council(
+                session, QUESTION, thread, watch=Watch(on_event=on_event), context=ctx
+            )
+        finally:
+            await close_all()
+            a.proc = None
+            a.start()
+        return out, killed
+
+    # On a loaded machine the first token's event can reach the test after the member has
+    # finished its answer: a kill that came too late, tried again.
+    for attempt in range(3):
+        out, killed = await kill_a_mid_answer(f"mid-{attempt}")
+        assert killed
+        if any(lost in n for n in out["notes"]):
+            break
     [member] = out["proposals"]
     assert member["error"] is None and member["text"].strip() and out["answer"].strip()
-    mid = [n for n in out["notes"] if f"replica {spec(a)} failed mid-answer" in n]
+    mid = [n for n in out["notes"] if lost in n]
     assert mid and mid[0].startswith("specialist-1: "), out["notes"]
     assert "a council node retries it once on a live replica" in mid[0]
     reports = {r["node"]: r for r in out["budgets"]}
@@ -106,8 +118,6 @@ async def test_a_replica_killed_mid_answer_is_named_with_what_was_done_instead(
     [fault] = reports["specialist-1"]["faults"]  # the retry names the dead one, and where it ran
     assert fault["server"] == spec(a) and fault["instead"] == f"the call ran on {spec(b)}"
     assert f"specialist-1: {fault['message']}" in out["notes"]
-    # the judge drafted beside the member: it names the dead one if it was placed after the kill
-    assert all(f["server"] == spec(a) for f in reports["judge"].get("faults", []))
     print("\n".join(out["notes"]))  # what README's replica section quotes
 
 

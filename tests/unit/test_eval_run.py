@@ -228,7 +228,8 @@ async def test_adaptive_an_unsure_own_answer_draws_the_samples_after_it():
     assert got.escalated is True and got.calls == 3 == len(best.calls) == run_.calls
     assert [p["member"] for p in got.proposals] == ["specialist-1", "specialist-2"]
     assert set(got.stages) == {"retrieval", "own", "members", "verdict"}
-    assert got.wall_s >= got.stages["own"] + got.stages["members"]  # one after the other
+    # one after the other (each stage is reported rounded to 10 ms)
+    assert got.wall_s >= got.stages["own"] + got.stages["members"] - 0.01
 
 
 async def test_adaptive_beside_self_moa_shares_its_samples_and_verdict():
