@@ -383,8 +383,13 @@ def reduce(answer: Checked, asked: Asked, vocabulary: Vocabulary | None) -> Redu
     keys = {k for key in answer.answer for k in key.split("|")}
     known = {t.key for t in vocabulary.things()}
     things = keys & known
+    cited = {t.key for c in direct for i in c.cited if (t := vocabulary.thing_of(i))}
     if not things:  # "It prints at ...": what its direct answer's claims cite, it is about
-        things = {t.key for c in direct for i in c.cited if (t := vocabulary.thing_of(i))}
+        things = cited
+    elif len(asked.things) == 1 and cited & things:
+        # of one thing: a thing named in passing in a sentence of another's chunk is no answer
+        # ("HIPS is used for supports for ABS" answers of HIPS, as "HIPS dissolves in ..." does)
+        things &= cited | set(asked.things)
     figure = None
     if asked.property:
         every = vocabulary.figures(asked.property)

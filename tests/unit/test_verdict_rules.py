@@ -246,6 +246,99 @@ def test_an_answer_about_another_thing_than_the_one_asked_never_wins() -> None:
     assert decision.stands.text == not_held(["Staub", "Dutch"])
 
 
+BIKE = [
+    Chunk(f"mem_{key}", text, f"bike/{heading.split(' > ')[0]}.md", heading=heading)
+    for key, heading, text in [
+        ("chain_wear", "steel chain > Wear",
+         "A steel chain wears faster than a titanium cog and should be replaced every "
+         "3000-5000 km."),
+        ("chain_lube", "steel chain > Lubrication",
+         "A steel chain runs best with wax lube; it rusts if left wet."),
+        ("cog", "titanium cog > Weight",
+         "A titanium cog weighs about 40 % less than a steel chainring."),
+        ("ring", "steel chainring > Durability",
+         "A steel chainring outlasts an aluminium chainring several times."),
+        ("alu", "aluminium chainring > Wear",
+         "An aluminium chainring is light but wears quickly with a steel chain."),
+        ("tube", "butyl inner tube > Punctures",
+         "A butyl inner tube punctures more easily than a tubeless tyre but is cheap to replace."),
+        ("tubeless", "tubeless tyre > Sealant",
+         "A tubeless tyre needs 30-60 ml of sealant, topped up every 2-6 months."),
+        ("disc", "disc brake > Wet weather",
+         "A disc brake stops well in the wet, unlike a rim brake."),
+        ("rim", "rim brake > Wear", "A rim brake wears the rim; its pads last 1000-2000 km."),
+    ]
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("question", "text", "things"),
+    [
+        # of one thing, a thing named in passing in the chunk cited is no part of the answer
+        ("How often should I replace a steel chain?",
+         "A steel chain wears faster than a titanium cog [KB#mem_chain_wear].", {"steel chain"}),
+        ("Is a titanium cog light?",
+         "A titanium cog weighs about 40 % less than a steel chainring [KB#mem_cog].",
+         {"titanium cog"}),
+        ("How long does a steel chainring last?",
+         "A steel chainring outlasts an aluminium chainring several times [KB#mem_ring].",
+         {"steel chainring"}),
+        ("Is an aluminium chainring durable?",
+         "An aluminium chainring is light but wears quickly with a steel chain [KB#mem_alu].",
+         {"aluminium chainring"}),
+        ("Does a butyl inner tube puncture easily?",
+         "A butyl inner tube punctures more easily than a tubeless tyre [KB#mem_tube].",
+         {"butyl inner tube"}),
+        ("Does a disc brake work in the rain?",
+         "A disc brake stops well in the wet, unlike a rim brake [KB#mem_disc].", {"disc brake"}),
+        ("Does a steel chain rust?",
+         "A steel chain runs best with wax lube; it rusts if left wet [KB#mem_chain_lube].",
+         {"steel chain"}),
+        # the other thing's own chunk cited: the answer is about it too
+        ("Is an aluminium chainring durable?",
+         "A steel chainring outlasts an aluminium chainring several times [KB#mem_ring].",
+         {"steel chainring", "aluminium chainring"}),
+        ("Does a steel chain wear out?",
+         "An aluminium chainring wears quickly with a steel chain [KB#mem_alu].",
+         {"aluminium chainring", "steel chain"}),
+        # a question that names two things is a choice between them: every name counts
+        ("Which lasts longer, a steel chainring or an aluminium chainring?",
+         "A steel chainring outlasts an aluminium chainring several times [KB#mem_ring].",
+         {"steel chainring", "aluminium chainring"}),
+        ("Which wears first, an aluminium chainring or a steel chain?",
+         "An aluminium chainring wears quickly with a steel chain [KB#mem_alu].",
+         {"aluminium chainring", "steel chain"}),
+        # no chunk cited: what it names is all it answers
+        ("Does a steel chain rust?", "A steel chain and a titanium cog both rust.",
+         {"steel chain", "titanium cog"}),
+    ],
+)  # fmt: skip
+def test_a_thing_named_in_passing_is_not_what_an_answer_about_one_thing_gives(
+    question, text, things
+) -> None:
+    from collective.verdict.agreement import reduce
+
+    shown, vocab = shown_whole({c.id: c for c in BIKE}), chunk_vocabulary(BIKE)
+    asked = Asked.read(question, vocab, shown.values())
+    reduced = reduce(check_answer("judge", text, shown, vocabulary=vocab), asked, vocab)
+    titles = {t.key: t.title for t in vocab.things()}
+    assert {titles[k] for k in reduced.things} == things
+
+
+def test_samples_naming_another_thing_in_passing_agree_with_the_judge() -> None:
+    # held-out h07 "What can I use to dissolve HIPS supports?": two samples quoted HIPS's uses
+    # ("dissolvable supports for ABS"), so they named ABS too, and outvoted the judge's
+    # d-limonene line as another answer
+    shown, vocab = shown_whole({c.id: c for c in BIKE}), chunk_vocabulary(BIKE)
+    asked = Asked.read("Is an aluminium chainring durable?", vocab, shown.values())
+    judge = check_answer("judge", "An aluminium chainring wears quickly [KB#mem_alu].", shown,
+                         vocabulary=vocab)  # fmt: skip
+    passing = "An aluminium chainring is light but wears quickly with a steel chain [KB#mem_alu]."
+    samples = [check_answer(f"s{n}", passing, shown, vocabulary=vocab) for n in (1, 2)]
+    decision = decide(asked, [judge, *samples], vocab)
+    assert decision.stands is judge and not decision.why, decision
+
+
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
