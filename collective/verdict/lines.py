@@ -119,7 +119,9 @@ def supporting_lines(
         scores: Each chunk's retrieval score (higher is more relevant).
         cited: The chunks the standing answer's supported claims cite.
         vocabulary: The KB's names and figures (the question's property, each chunk's thing).
-        said: What the verdict already says (a sentence it holds is not quoted again).
+        said: What the verdict already says, its direct answer: a sentence it holds is not
+            quoted again, and of a question that names things, a line about another thing is
+            quoted only where the answer cites it and names that thing.
         most: The most lines.
     """
     figures = (
@@ -130,12 +132,14 @@ def supporting_lines(
     ids = list(shown)
     if asked.things and vocabulary is not None:  # on the things the question names, if any
         about = {i: t.key for i in ids if (t := vocabulary.thing_of(i)) is not None}
-        # a figure asked of one thing: another's line answers another question, cited or not
+        # another thing's line only where the answer cites it and names that thing (its
+        # alternative: "use marine plywood"); of a figure asked of one thing, never
         one = len(asked.things) == 1 and asked.property is not None
+        named = {n.thing.key for n in vocabulary.named_in(said)} if said and not one else set()
         ids = [
             i
             for i in ids
-            if about.get(i) in asked.things or i not in about or (i in cited and not one)
+            if about.get(i) in asked.things or i not in about or (i in cited and about[i] in named)
         ]
     if not ids:
         return []

@@ -340,6 +340,58 @@ def test_samples_naming_another_thing_in_passing_agree_with_the_judge() -> None:
 
 
 @pytest.mark.parametrize(
+    ("question", "direct", "cited", "other", "quoted"),
+    [
+        # a line about a thing neither the question nor the direct answer names: left out
+        ("Does a steel chain rust?", "A steel chain rusts if left wet [KB#mem_chain_lube].",
+         ["chain_lube", "disc"], "disc", False),
+        ("Does a steel chain rust?", "A steel chain rusts if left wet [KB#mem_chain_lube].",
+         ["chain_lube", "tubeless"], "tubeless", False),
+        ("How long do a rim brake's pads last?", "Its pads last 1000-2000 km [KB#mem_rim].",
+         ["rim", "disc"], "disc", False),
+        ("Is an aluminium chainring durable?", "An aluminium chainring wears quickly [KB#mem_alu].",
+         ["alu", "ring"], "ring", False),
+        ("Does a tubeless tyre need sealant?", "Yes, 30-60 ml of it [KB#mem_tubeless].",
+         ["tubeless", "chain_lube"], "chain_lube", False),
+        ("Which lasts longer, a steel chainring or an aluminium chainring?",
+         "A steel chainring outlasts an aluminium chainring [KB#mem_ring].",
+         ["ring", "alu", "cog"], "cog", False),
+        # the direct answer names it: its alternative, or what it compares with
+        ("Is a disc brake good in the wet?",
+         "A disc brake stops well in the wet, unlike a rim brake [KB#mem_disc].",
+         ["disc", "rim"], "rim", True),
+        ("What should I use instead of a butyl inner tube?",
+         "A tubeless tyre punctures less [KB#mem_tubeless].", ["tube", "tubeless"], "tubeless",
+         True),
+        ("Is an aluminium chainring durable?",
+         "An aluminium chainring wears quickly; a steel chainring outlasts it [KB#mem_alu].",
+         ["alu", "ring"], "ring", True),
+        ("Does a titanium cog save weight?",
+         "A titanium cog weighs about 40 % less than a steel chainring [KB#mem_cog].",
+         ["cog", "ring"], "ring", True),
+        # a thing the question names is quoted in any case, and a question naming none chooses
+        ("Which lasts longer, a steel chainring or an aluminium chainring?",
+         "A steel chainring outlasts an aluminium chainring [KB#mem_ring].",
+         ["ring", "alu", "cog"], "alu", True),
+        ("Which brakes should I fit for wet rides?", "Fit disc brakes [KB#mem_disc].",
+         ["disc", "tube"], "tube", True),
+    ],
+)  # fmt: skip
+def test_a_line_about_a_thing_neither_question_nor_answer_names_is_left_out(
+    question, direct, cited, other, quoted
+) -> None:
+    # held-out h13 "Is birch plywood fine to leave outside?" quoted eastern white pine's outdoor
+    # durability, h05 "Will a polypropylene print float?" PA6 nylon's water uptake
+    from collective.verdict.lines import supporting_lines
+
+    shown, vocab = shown_whole({c.id: c for c in BIKE}), chunk_vocabulary(BIKE)
+    asked = Asked.read(question, vocab, shown.values())
+    ids = [f"mem_{key}" for key in cited]
+    lines = supporting_lines(asked, shown, dict.fromkeys(shown, 0.5), ids, vocab, said=direct)
+    assert (f"[KB#mem_{other}]" in " ".join(lines)) is quoted, lines
+
+
+@pytest.mark.parametrize(
     ("line", "expected"),
     [
         ("cast iron pan > Uses: A cast iron pan suits searing [KB#mem_ci_uses]",
