@@ -666,8 +666,7 @@ class KbVocabulary(Vocabulary):
         ("How warm should the build plate be when printing PLA?" asks of a "build plate" that
         no clause names: told apart by none).
         """
-        names = {w for t in self._things if t.key in named for n in (t.title, *t.names)
-                 for w in content_words(n)}  # fmt: skip
+        names = {w for t in self._things if t.key in named for w in t.words}
         told = stems - names - _NOUN_STEMS - {w for p in tied for w in content_words(p)}
         told = {w for w in told if _asked(w) is None}  # "hottest" asks the kind, not which
         if not told:

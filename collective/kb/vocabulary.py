@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from collective.kb.words import content_words
+
 __all__ = ["Figure", "Named", "Thing", "Vocabulary", "VocabularySource"]
 
 
@@ -30,6 +32,11 @@ class Thing:
     names: tuple[str, ...] = ()
     """Every name it goes by, the title first: short forms ("316", "C110", "copper"), trade
     names, acronyms, everyday names ("Teflon", "super glue"), and names a user added."""
+
+    @property
+    def words(self) -> frozenset[str]:
+        """The content words of its every name: words that name it, not what is asked of it."""
+        return frozenset(w for n in (self.title, *self.names) for w in content_words(n))
 
 
 @dataclass(frozen=True)

@@ -181,8 +181,8 @@ class Asked:
                 lacking.append(m)
         unknown: list[str] = []
         if lacking:  # a kind of thing: a word of the names the KB's things go by ("pan")
-            kinds = {w for t in vocabulary.things() for n in t.names or (t.title,)
-                     for w in content_words(n)} - set(content_words(prop or ""))  # fmt: skip
+            kinds = {w for t in vocabulary.things() for w in t.words}
+            kinds -= set(content_words(prop or ""))
             unknown = [m.group(0) for m in _asked_about(question, lacking, named, kinds)]
         if prop and not things and not unknown:  # "Janka hardness of hickory", "how hard is jatoba"
             rest = _without(question, spans)

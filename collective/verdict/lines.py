@@ -162,7 +162,7 @@ def supporting_lines(
     telling = {w for w in question if sum(w in ws for ws in words.values()) <= len(shown) / 2}
     # one shared word may be a thing's name; a word of what is asked tells the first chunk apart
     names = {w for i in shown if vocabulary is not None and (t := vocabulary.thing_of(i))
-             for n in (t.title, *t.names) for w in content_words(n)}  # fmt: skip
+             for w in t.words}  # fmt: skip
     already = plain(said).lower()
     out: list[str] = []
     for i in order:
