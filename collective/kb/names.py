@@ -36,7 +36,7 @@ from collective.kb.chunking import HEADING_SEPARATOR, heading_root
 from collective.kb.quantities import Quantity, in_base_units, quantities
 from collective.kb.store import Chunk
 from collective.kb.vocabulary import Figure, Named, Thing, Vocabulary
-from collective.kb.words import STOPWORDS, content_words, stem
+from collective.kb.words import HIGHER, LOWER, STOPWORDS, content_words, stem
 
 __all__ = [
     "KbVocabulary",
@@ -616,7 +616,9 @@ class KbVocabulary(Vocabulary):
 
         A property whose name the text uses ("nozzle temperature", "density") is asked; else
         the noun an adjective's comparison asks for ("lightest": density) picks the properties
-        that name it. Among several, those with figures of the things the text names win, then
+        that name it, as does a kind the text names as a noun ("at the lowest temperature"),
+        among the properties the KB has of the things it names; its own words count twice the
+        kind's noun. Among several, those with figures of the things the text names win, then
         the one with most figures. None when the KB has no figure of what is asked.
 
         A question that asks whether ("Do I have to dry PP?") asks a figure only where it names
@@ -631,22 +633,30 @@ class KbVocabulary(Vocabulary):
         # an adjective of one kind ("warm": a temperature) rules out properties of another
         # kind named only in part ("print speed" off "printing"); "fast" may ask a time or a
         # speed, so a time asked rules out nothing
-        kind_asked = bool(asked_stems) and stem("time") not in asked_stems
+        kinds = set() if stem("time") in asked_stems else set(asked_stems)
+        # a kind the question names ("at the lowest temperature") asks it as an adjective does
+        named_kinds = {stem(noun) for noun, _ in _KINDS.values()} & stems
+        kinds |= named_kinds
+        named = {n.thing.key for n in self.named_in(text)}
         scored: dict[str, int] = {}
         for prop, figures in self._by_property.items():
             words = set(content_words(prop))
             own = words - _NOUN_STEMS  # "nozzle" of "nozzle temperature", all of "heat resistance"
             says = _KINDS.get(_dimension(figures[0].unit), ("", frozenset()))[1]
-            if kind_asked and says and not (words | says) & asked_stems and not words <= stems:
+            if kinds and says and not (words | says) & kinds and not words <= stems:
                 continue
             kind = bool((words | says) & asked_stems) or _dimension(figures[0].unit) in stated
             if whether and not words <= stems and not kind:
                 continue
-            if (own and own <= stems) or words & asked_stems:
-                scored[prop] = 2 * len(words & stems) + len(words & asked_stems)
+            # a property asked by its kind's noun alone is one the KB has of the things named
+            of_named = not named or any(f.thing in named for f in figures)
+            if (own and own <= stems) or words & asked_stems or (words & named_kinds and of_named):
+                # its own words count twice its kind's noun: "melts at the lowest temperature"
+                # asks the melting range before any other temperature
+                scored[prop] = (2 * len(own & stems) + len((words - own) & stems)
+                                + len(words & asked_stems))  # fmt: skip
         if not scored:
             return None
-        named = {n.thing.key for n in self.named_in(text)}
         covered = {p: len({f.thing for f in self._by_property[p]} & named) for p in scored}
         rank = {p: (scored[p], covered[p], len(self._by_property[p])) for p in scored}
         best = max(rank.values())
@@ -666,9 +676,12 @@ class KbVocabulary(Vocabulary):
         ("How warm should the build plate be when printing PLA?" asks of a "build plate" that
         no clause names: told apart by none).
         """
-        names = {w for t in self._things if t.key in named for w in t.words}
+        things = [t for t in self._things if t.key in named]
+        # the words of their names and of their folders' ("which filament": filament/pla.md)
+        names = {w for t in things for w in (*t.words, *content_words(t.key.rpartition("/")[0]))}
         told = stems - names - _NOUN_STEMS - {w for p in tied for w in content_words(p)}
-        told = {w for w in told if _asked(w) is None}  # "hottest" asks the kind, not which
+        # "hottest" asks the kind, "lowest" the direction: neither tells which
+        told = {w for w in told if _asked(w) is None} - {stem(w) for w in HIGHER | LOWER}
         if not told:
             return tied
         share: dict[str, float] = {}

@@ -10,7 +10,7 @@ import functools
 import re
 from typing import Any
 
-__all__ = ["STOPWORDS", "content_words", "stem"]
+__all__ = ["HIGHER", "LOWER", "STOPWORDS", "content_words", "stem"]
 
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before
@@ -23,6 +23,18 @@ STOPWORDS = frozenset(
     yourselves i'm i've it's don't doesn't isn't can't won't""".split()
 )
 """Function words: no name, property or topic is one of them."""
+
+HIGHER = frozenset(
+    """highest higher greatest greater largest larger biggest bigger maximum heaviest heavier
+    densest denser hottest hotter warmest warmer strongest stronger hardest harder stiffest
+    stiffer toughest tougher longest longer thickest thicker""".split()
+)
+"""Words that ask for the higher figure of a comparison: its direction, never its property."""
+LOWER = frozenset(
+    """lowest lower smallest smaller minimum lightest lighter coolest cooler coldest colder
+    weakest weaker softest softer cheapest cheaper thinnest thinner shortest shorter""".split()
+)
+"""Words that ask for the lower figure of a comparison."""
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 

@@ -19,23 +19,12 @@ from typing import Literal
 
 from collective.kb.citations import tag
 from collective.kb.vocabulary import Figure, Vocabulary
-from collective.kb.words import content_words
+from collective.kb.words import HIGHER, LOWER, content_words
 
 __all__ = ["Ranking", "asked", "compared_figures", "negated", "property_asked", "rank"]
 
 Direction = Literal["highest", "lowest"]
 
-_HIGH = set(
-    "highest higher greatest greater largest larger biggest bigger maximum heaviest heavier "
-    "densest denser hottest hotter warmest warmer strongest stronger hardest harder stiffest "
-    "stiffer toughest tougher longest longer thickest thicker".split()
-)
-_LOW = set(
-    "lowest lower smallest smaller minimum lightest lighter coolest cooler coldest colder "
-    "weakest weaker softest softer cheapest cheaper thinnest thinner shortest shorter".split()
-)
-"""Words that say the direction of a comparison (grammar, not names: the property is the
-vocabulary's to read)."""
 _CHOICE = re.compile(r"\b(?:which|what|who)\b|\bthan\b")
 _NEGATED = re.compile(
     r"\b(?:not|isn't|aren't|never)\b(?:\s+\w+){0,2}?\s+(?:the\s+)?(?P<word>\w+)", re.IGNORECASE
@@ -51,7 +40,7 @@ def asked(question: str) -> Direction | None:
     if not _CHOICE.search(low):
         return None
     words = re.findall(r"[a-z]+", low)
-    high, lowest = any(w in _HIGH for w in words), any(w in _LOW for w in words)
+    high, lowest = any(w in HIGHER for w in words), any(w in LOWER for w in words)
     if high == lowest:
         return None
     return "highest" if high else "lowest"
@@ -76,7 +65,7 @@ def property_asked(question: str, vocabulary: Vocabulary) -> str | None:
 
 def negated(question: str) -> bool:
     """Whether the question asks which is *not* the highest or lowest ("not the densest")."""
-    return any(m["word"].lower() in _HIGH | _LOW for m in _NEGATED.finditer(question))
+    return any(m["word"].lower() in HIGHER | LOWER for m in _NEGATED.finditer(question))
 
 
 @dataclass(frozen=True)

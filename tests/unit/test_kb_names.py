@@ -192,8 +192,19 @@ def test_figures_of_one_property_in_two_units_are_converted_to_one():
         # a temperature, but which of them the question does not say
         ("How hot can PETG get?", None),
         ("What is PLA used for?", None),
+        # a kind named as a noun: another kind's property named in part is not asked (it read
+        # "prints at the lowest temperature" as the print speed)
+        ("Which filament prints at the lowest temperature: PLA, PETG or ABS?",
+         "nozzle temperature"),
+        ("Which melts at the lowest temperature, PLA or ABS?", "melting range"),
+        # ... and one asked by that noun alone is one the KB has of the things named: the
+        # plastics' service temperature, not the filaments' continuous use temperature
+        ("Which sheet takes the highest continuous temperature: acrylic, PVC or HDPE?",
+         "service temperature"),
+        ("Of PTFE and acetal, which handles a higher continuous temperature?",
+         "service temperature"),
     ],
-)
+)  # fmt: skip
 def test_the_property_a_question_asks_about(vocab, question, prop):
     assert vocab.property_asked(question) == prop
 
@@ -226,6 +237,10 @@ def test_a_question_asking_whether_asks_a_figure_only_of_its_kind(vocab, questio
 
 @functools.cache
 def _bakery():
+    return chunk_vocabulary(_bakery_chunks())
+
+
+def _bakery_chunks() -> list[Chunk]:
     rows = [
         ("Sourdough bakes at an oven temperature of 230-250 °C and proofs at a room temperature "
          "of 24-27 °C.", "sourdough.md", "Sourdough > Baking"),
@@ -234,8 +249,9 @@ def _bakery():
         ("Rye bread bakes at an oven temperature of 220-240 °C and proofs at a room temperature "
          "of 27-30 °C.", "rye.md", "Rye bread > Baking"),
         ("Sourdough has a density of 0.45 g/cm3.", "sourdough.md", "Sourdough > Crumb"),
+        ("Brioche has a density of 0.30 g/cm3.", "brioche.md", "Brioche > Crumb"),
     ]  # fmt: skip
-    return chunk_vocabulary([Chunk(chunk_id(t, s, h), t, s, heading=h) for t, s, h in rows])
+    return [Chunk(chunk_id(t, s, h), t, s, heading=h) for t, s, h in rows]
 
 
 @pytest.mark.parametrize(
@@ -260,3 +276,32 @@ def _bakery():
 )
 def test_the_kbs_clause_tells_which_of_two_temperatures_a_verb_asks(question, prop):
     assert _bakery().property_asked(question) == prop
+
+
+@pytest.mark.parametrize(
+    ("question", "prop"),
+    [
+        # the kind named as a noun ("at the lowest temperature") asks it as "hottest" does; the
+        # direction word ("lowest") and the kind of thing ("which bread": its folder) tell
+        # nothing of which temperature
+        ("Which bakes at the lowest temperature: sourdough, brioche or rye bread?",
+         "oven temperature"),
+        ("Which proofs at the highest temperature, brioche or rye bread?", "room temperature"),
+        ("Which bread bakes at the highest temperature: sourdough or brioche?", "oven temperature"),
+        ("Which bread proofs at the lowest temperature, sourdough or brioche?",
+         "room temperature"),
+        ("At what temperature does brioche proof?", "room temperature"),
+        ("What temperature should sourdough bake at?", "oven temperature"),
+        ("At what temperature is rye bread baked?", "oven temperature"),
+        ("Which has the lowest density: sourdough or brioche?", "density"),
+        # no clause holds the question's other words, or it has none: not guessed
+        ("What is the temperature of brioche?", None),
+        ("Which bread is kept at the lowest temperature?", None),
+        ("Which loaf rises at the highest temperature, sourdough or brioche?", None),
+        ("Which is stored at the highest temperature: sourdough or rye bread?", None),
+    ],
+)  # fmt: skip
+def test_a_kind_named_as_a_noun_is_asked_as_its_adjective_asks_it(question, prop):
+    rows = [(c.text, f"bread/{c.source}", c.heading) for c in _bakery_chunks()]
+    bakery = chunk_vocabulary([Chunk(chunk_id(t, s, h), t, s, heading=h) for t, s, h in rows])
+    assert bakery.property_asked(question) == prop
