@@ -495,12 +495,13 @@ class _Ruling:
                 text, final, supplied = self._held(held, asked, every, final, supplied)
                 notes.append(f"no answer stated the {asked.property} asked; the chunk's own words")
             answered = text not in (NO_ANSWER, OFF_QUESTION)
-            ranked = None if asked.unknown else self._ranked(asked, every)
+            shown = ShownVocabulary(self.vocabulary, every)  # figures of chunks shown only
+            ranked = None if asked.unknown else rank(asked.question, shown, _things(every, shown))
             if ranked is not None or (answered and not asked.unknown):
                 # a ranking the KB's figures settle needs no answer to have been supported
                 shown_to = frozenset(own.shown) | self.seen  # the council's prompts showed
                 text, final, supplied = self._lines(text if answered else "", final, supplied,
-                                                    every, asked, ranked, check, notes,
+                                                    every, shown, asked, ranked, check, notes,
                                                     shown_to)  # fmt: skip
             if text not in (NO_ANSWER, OFF_QUESTION) and not asked.unknown:
                 lead = text.strip().split("\n", 1)[0]  # the answer's lead speaks of it, or none
@@ -532,17 +533,20 @@ class _Ruling:
         claims: Sequence[Claim],
         supplied: Mapping[str, Shown],
         every: Mapping[str, Shown],
+        vocabulary: Vocabulary,
         asked: Asked,
         ranked: Ranking | None,
         check: dict[str, Any],
         notes: list[str],
         shown_to: frozenset[str] = frozenset(),
     ) -> tuple[str, list[Claim], dict[str, Shown]]:
-        """The verdict's lines: a ranked lead where the question ranks, else the chunks' words."""
-        vocabulary = ShownVocabulary(self.vocabulary, every)  # figures of chunks shown only
+        """The verdict's lines: a ranked lead where the question ranks, else the chunks' words.
+
+        `vocabulary` is the KB's, its figures those of the chunks shown (`every`).
+        """
         if ranked is None:
             check["lines"] = "quoted"
-            return self._in_kb_words(text, claims, supplied, every, asked)
+            return self._in_kb_words(text, claims, supplied, every, vocabulary, asked)
         # the KB's figures, not the judge's arithmetic, name the one asked for
         lead = ranked.lead
         check["extreme"] = {"direction": ranked.direction, "property": ranked.measure,
@@ -564,11 +568,6 @@ class _Ruling:
         final = [*(c for c in claims if c.status == "dropped"), *said, *quotes]
         shown = {**supplied, **shown_whole(self.chunks, ids=ids)}
         return "\n".join(line for line in lines if line), final, shown
-
-    def _ranked(self, asked: Asked, every: Mapping[str, Shown]) -> Ranking | None:
-        """The things the question compares, ranked on the KB's figures of the chunks shown."""
-        vocabulary = ShownVocabulary(self.vocabulary, every)
-        return rank(asked.question, vocabulary, _things(every, vocabulary))
 
     def _held(
         self,
@@ -625,6 +624,7 @@ class _Ruling:
         claims: Sequence[Claim],
         supplied: Mapping[str, Shown],
         every: Mapping[str, Shown],
+        vocabulary: Vocabulary,
         asked: Asked,
     ) -> tuple[str, list[Claim], dict[str, Shown]]:
         """The direct answer (checked), then the chunks' own sentences that bear on the question.
@@ -638,7 +638,6 @@ class _Ruling:
         direct = unlabelled(direct, [c.heading for c in every.values()])
         cited = _cited(c for c in claims if c.supported)
         scores = {i: chunk.score for i, chunk in self.chunks.items()}
-        vocabulary = ShownVocabulary(self.vocabulary, every)
         quoted = supporting_lines(asked, every, scores, cited, vocabulary, said=direct)
         direct, quoted = said_once(direct, quoted)
         kept = kept if direct else []
