@@ -1,7 +1,8 @@
-"""Words of English text: the stop-word list and the stemmer the KB's readers share.
+"""Words of English text: the word lists and the stemmer the KB's readers share.
 
-One list of function words and one stemmer (Snowball's English, the Porter2 algorithm), so the
-names, the figures' properties and the questions are read alike.
+One list of function words, one of the words that say a comparison's direction, and one
+stemmer (Snowball's English, the Porter2 algorithm), so the names, the figures' properties and
+the questions are read alike.
 """
 
 from __future__ import annotations

@@ -495,14 +495,15 @@ class _Ruling:
                 text, final, supplied = self._held(held, asked, every, final, supplied)
                 notes.append(f"no answer stated the {asked.property} asked; the chunk's own words")
             answered = text not in (NO_ANSWER, OFF_QUESTION)
-            shown = ShownVocabulary(self.vocabulary, every)  # figures of chunks shown only
-            ranked = None if asked.unknown else rank(asked.question, shown, _things(every, shown))
+            vocabulary = ShownVocabulary(self.vocabulary, every)  # figures of chunks shown only
+            ranked = None if asked.unknown else rank(asked.question, vocabulary,
+                                                     _things(every, vocabulary))  # fmt: skip
             if ranked is not None or (answered and not asked.unknown):
                 # a ranking the KB's figures settle needs no answer to have been supported
                 shown_to = frozenset(own.shown) | self.seen  # the council's prompts showed
                 text, final, supplied = self._lines(text if answered else "", final, supplied,
-                                                    every, shown, asked, ranked, check, notes,
-                                                    shown_to)  # fmt: skip
+                                                    every, vocabulary, asked, ranked, check,
+                                                    notes, shown_to)  # fmt: skip
             if text not in (NO_ANSWER, OFF_QUESTION) and not asked.unknown:
                 lead = text.strip().split("\n", 1)[0]  # the answer's lead speaks of it, or none
                 if unspoken := asked.unspoken(lead, supplied, self.vocabulary):
