@@ -129,18 +129,10 @@ def supporting_lines(
         if vocabulary is not None and asked.property
         else {}
     )
-    ids = list(shown)
-    if asked.things and vocabulary is not None:  # on the things the question names, if any
-        about = {i: t.key for i in ids if (t := vocabulary.thing_of(i)) is not None}
-        # another thing's line only where the answer cites it and names that thing (its
-        # alternative: "use marine plywood"); of a figure asked of one thing, never
-        one = len(asked.things) == 1 and asked.property is not None
-        named = {n.thing.key for n in vocabulary.named_in(said)} if said and not one else set()
-        ids = [
-            i
-            for i in ids
-            if about.get(i) in asked.things or i not in about or (i in cited and about[i] in named)
-        ]
+    ids = _on_the_things(asked, list(shown), cited, vocabulary, said)
+    # a figure asked of one thing that the chunks shown hold: a line on its other figures says
+    # nothing asked
+    held = len(asked.things) == 1 and any(f.thing in asked.things for f in figures.values())
     if not ids:
         return []
     ranked = sorted(ids, key=lambda i: -scores.get(i, 0.0))
@@ -172,6 +164,8 @@ def supporting_lines(
                          and not _said_already(s, said)), "")  # fmt: skip
         if not sentence:
             continue
+        if held and i not in figures and not (set(content_words(sentence)) & question) - names:
+            continue  # "tensile strength about 228 MPa" of a question on its density
         bears = i in cited or i in figures or (wide and i == ranked[0])
         relevant = scores.get(i, 0.0) >= RELEVANT_SHARE * scores.get(ranked[0], 0.0)
         shared = telling & set(content_words(sentence))
@@ -182,6 +176,26 @@ def supporting_lines(
         if len(out) >= most:
             break
     return out
+
+
+def _on_the_things(
+    asked: Asked, ids: list[str], cited: Sequence[str], vocabulary: Vocabulary | None, said: str
+) -> list[str]:
+    """Of chunks `ids`, those on the things the question names, if it names any.
+
+    Another thing's chunk only where the answer cites it and its direct answer (`said`) names
+    that thing (its alternative: "use marine plywood"); of a figure asked of one thing, never.
+    """
+    if not asked.things or vocabulary is None:
+        return ids
+    about = {i: t.key for i in ids if (t := vocabulary.thing_of(i)) is not None}
+    one = len(asked.things) == 1 and asked.property is not None
+    named = {n.thing.key for n in vocabulary.named_in(said)} if said and not one else set()
+    return [
+        i
+        for i in ids
+        if about.get(i) in asked.things or i not in about or (i in cited and about[i] in named)
+    ]
 
 
 def wanted_lines(

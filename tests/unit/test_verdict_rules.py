@@ -339,6 +339,63 @@ def test_samples_naming_another_thing_in_passing_agree_with_the_judge() -> None:
     assert decision.stands is judge and not decision.why, decision
 
 
+TEA = [
+    Chunk(f"mem_{key}", text, f"tea/{heading.split(' > ')[0]}.md", heading=heading)
+    for key, heading, text in [
+        ("green_brew", "green tea > Brewing",
+         "Green tea brews at a water temperature of 70-80 °C for 2-3 minutes."),
+        ("green_caff", "green tea > Caffeine", "Green tea holds about 30 mg of caffeine per cup."),
+        ("green_store", "green tea > Storage",
+         "Green tea keeps its flavour for 6-12 months sealed away from light."),
+        ("black_brew", "black tea > Brewing",
+         "Black tea brews at a water temperature of 95-100 °C for 3-5 minutes."),
+        ("black_caff", "black tea > Caffeine", "Black tea holds about 50 mg of caffeine per cup."),
+        ("black_store", "black tea > Storage", "Black tea keeps for 18-24 months in a tin."),
+    ]
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("question", "cited", "quoted"),
+    [
+        # a figure asked of one thing, its figure shown: a line on its other figures is not
+        # quoted, cited or not, unless it speaks of what the question asks
+        ("What water temperature does green tea brew at?", ["green_brew", "green_caff"],
+         {"green_brew"}),
+        ("What water temperature does green tea brew at?", ["green_brew", "green_store"],
+         {"green_brew"}),
+        ("How hot should the water be for green tea?", ["green_brew", "green_caff"],
+         {"green_brew"}),
+        ("What water temperature for black tea?", ["black_brew", "black_caff", "black_store"],
+         {"black_brew"}),
+        ("How much caffeine does black tea hold?", ["black_caff", "black_store"], {"black_caff"}),
+        ("How much caffeine does black tea hold?", ["black_caff", "black_brew"], {"black_caff"}),
+        ("How much caffeine does a cup of black tea hold once brewed?",
+         ["black_caff", "black_brew"], {"black_caff", "black_brew"}),  # "brews": asked
+        ("What water temperature does green tea brew at, and how long does it keep?",
+         ["green_brew", "green_store"], {"green_brew", "green_store"}),  # "keeps": asked
+        # no figure asked, or none of the thing asked shown: the lines as cited
+        ("Is green tea good before bed?", ["green_caff", "green_store"],
+         {"green_caff", "green_store"}),
+        ("Is black tea fine to keep for a year?", ["black_store", "black_caff"],
+         {"black_store", "black_caff"}),
+        # a choice between two things keeps what the answer cites of both
+        ("Which holds more caffeine, green tea or black tea?", ["green_caff", "black_caff"],
+         {"green_caff", "black_caff"}),
+    ],
+)  # fmt: skip
+def test_a_line_on_another_figure_of_the_thing_asked_is_left_out(question, cited, quoted) -> None:
+    # the eval's "What is the density of 5052-H32 aluminium?" quoted its tensile strength
+    # under its density, "what nozzle temp should I run HIPS at?" its drying
+    from collective.verdict.lines import supporting_lines
+
+    shown, vocab = shown_whole({c.id: c for c in TEA}), chunk_vocabulary(TEA)
+    asked = Asked.read(question, vocab, shown.values())
+    ids = [f"mem_{key}" for key in cited]
+    lines = supporting_lines(asked, shown, dict.fromkeys(shown, 0.5), ids, vocab)
+    assert {k for k in (c.id[4:] for c in TEA) if f"[KB#mem_{k}]" in " ".join(lines)} == quoted
+
+
 @pytest.mark.parametrize(
     ("question", "direct", "cited", "other", "quoted"),
     [
