@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -252,3 +252,50 @@ def _ollama_protocol_server(gguf_path: Path, *extra: str) -> Iterator[ServerProc
         yield server
     finally:
         server.stop()
+
+
+async def council_killing(
+    server: ServerProcess,
+    question: str,
+    context: Any,
+    kill_at: Callable[[dict], bool],
+    landed: Callable[[dict], bool],
+    tries: int = 3,
+) -> list[dict]:
+    """The council's outputs, `server` killed at the first event `kill_at` accepts in each run.
+
+    A kill can miss what it aims at on a loaded machine (a token decoded but not yet sent, an
+    event that arrives after the answer ended), so the run is tried again, up to `tries` times,
+    until `landed` accepts its output. The server is started again after each run.
+    """
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from collective.config import load_config
+    from collective.graph import build_graph
+    from collective.models.registry import close_all
+    from collective.session import CouncilSession, Watch, run_council
+
+    outs: list[dict] = []
+    for attempt in range(tries):
+        killed: list[str] = []
+
+        def on_event(event: dict, killed: list[str] = killed) -> None:
+            if not killed and kill_at(event):
+                assert server.proc is not None
+                server.proc.kill()
+                server.proc.wait(10)
+                killed.append(event["node"])
+
+        session = CouncilSession(build_graph(checkpointer=InMemorySaver()), None,
+                                 load_config().config)  # fmt: skip
+        try:
+            watch, thread = Watch(on_event=on_event), f"kill-{attempt}"
+            outs.append(await run_council(session, question, thread, watch=watch, context=context))
+        finally:
+            await close_all()
+            server.proc = None
+            server.start()
+        assert killed, f"no event of the run was one to kill {server.url} at"
+        if landed(outs[-1]):
+            break
+    return outs

@@ -14,13 +14,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import OLLAMA_MODEL, ServerProcess, _ollama_protocol_server, free_port
-from langgraph.checkpoint.memory import InMemorySaver
+from conftest import (
+    OLLAMA_MODEL,
+    ServerProcess,
+    _ollama_protocol_server,
+    council_killing,
+    free_port,
+)
 
 from collective.budget.plans import ModelBudget
-from collective.graph import CouncilContext, build_graph
+from collective.graph import CouncilContext
 from collective.kb.demo import open_default_store
-from collective.models.registry import close_all
 from tests.cli import run
 
 pytestmark = pytest.mark.integration
@@ -51,9 +55,6 @@ def spec(server: ServerProcess | str) -> str:
 async def test_a_replica_killed_mid_answer_is_named_with_what_was_done_instead(
     servers: list[ServerProcess], tmp_path: Path
 ) -> None:
-    from collective.config import load_config
-    from collective.session import CouncilSession, Watch, run_council
-
     a, b = servers
     open_default_store(tmp_path / "kb.sqlite").close()
     both = f"{spec(a)} | {spec(b)}"
@@ -78,36 +79,14 @@ async def test_a_replica_killed_mid_answer_is_named_with_what_was_done_instead(
     )
     lost = f"replica {spec(a)} failed mid-answer"
 
-    async def kill_a_mid_answer(thread: str) -> tuple[dict, list[str]]:
-        killed: list[str] = []
-
-        def on_event(event) -> None:
-            # `a` idle, the member is placed on it: kill it at its first token.
-            if not killed and event.get("type") == "token" and event["node"] == "specialist-1":
-                assert a.proc is not None
-                a.proc.kill()
-                a.proc.wait(10)
-                killed.append(event["node"])
-
-        graph = build_graph(checkpointer=InMemorySaver())
-        session = CouncilSession(graph, None, load_config().config)
-        try:
-            out = await run_council(
-                session, QUESTION, thread, watch=Watch(on_event=on_event), context=ctx
-            )
-        finally:
-            await close_all()
-            a.proc = None
-            a.start()
-        return out, killed
+    def kill_at(event: dict) -> bool:  # `a` idle, the member is placed on it: its first token
+        return event.get("type") == "token" and event["node"] == "specialist-1"
 
     # On a loaded machine the first token's event can reach the test after the member has
     # finished its answer: a kill that came too late, tried again.
-    for attempt in range(3):
-        out, killed = await kill_a_mid_answer(f"mid-{attempt}")
-        assert killed
-        if any(lost in n for n in out["notes"]):
-            break
+    *_, out = await council_killing(
+        a, QUESTION, ctx, kill_at, lambda out: any(lost in n for n in out["notes"])
+    )
     [member] = out["proposals"]
     assert member["error"] is None and member["text"].strip() and out["answer"].strip()
     mid = [n for n in out["notes"] if lost in n]

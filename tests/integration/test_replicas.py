@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ServerProcess, free_port, serve_llama_server
+from conftest import ServerProcess, council_killing, free_port, serve_llama_server
 from langgraph.checkpoint.memory import InMemorySaver
 
 from collective.budget.plans import ModelBudget
@@ -149,9 +149,6 @@ def generating(server: ServerProcess, tokens: int) -> bool:
 async def test_a_replica_killed_mid_answer_is_named_with_what_was_done_instead(
     replicas: list[ServerProcess], tmp_path: Path
 ) -> None:
-    from collective.config import load_config
-    from collective.session import CouncilSession, Watch, run_council
-
     a, b = replicas
     sections = BUDGETS["specialist"].sections
     long = ModelBudget("specialist", SLOT, sum(sections.values()), 200, sections)
@@ -159,38 +156,20 @@ async def test_a_replica_killed_mid_answer_is_named_with_what_was_done_instead(
     ctx = context(replicas, tmp_path, budgets={**BUDGETS, "specialist": long})
     lost = f"replica llama-server:{a.url} failed mid-answer"
 
-    async def kill_a_mid_answer(thread: str) -> tuple[dict, list[str]]:
-        killed: list[str] = []
-
-        def on_event(event) -> None:
-            if killed or event.get("type") != "token" or "specialist" not in event["node"]:
-                return
-            if generating(a, tokens=8):  # a member is well into its answer on `a`: kill it now
-                assert a.proc is not None
-                a.proc.kill()
-                a.proc.wait(10)
-                killed.append(event["node"])
-
-        graph = build_graph(checkpointer=InMemorySaver())
-        session = CouncilSession(graph, None, load_config().config)
-        try:
-            out = await run_council(
-                session, QUESTION, thread, watch=Watch(on_event=on_event), context=ctx
-            )
-        finally:
-            await close_all()
-            a.proc = None
-            a.start()
-        return out, killed
+    def kill_at(event: dict) -> bool:  # a member well into its answer on `a`
+        return (
+            event.get("type") == "token"
+            and "specialist" in event["node"]
+            and generating(a, tokens=8)
+        )
 
     # A slot's decoded tokens may still be unsent when `a` dies, so the member there failed
     # before its first token reached the council: a kill that missed, tried again.
-    for attempt in range(3):
-        out, killed = await kill_a_mid_answer(f"mid-{attempt}")
-        assert killed, "no member was ever generating on replica a"
+    outs = await council_killing(
+        a, QUESTION, ctx, kill_at, lambda out: any(lost in n for n in out["notes"])
+    )
+    for out in outs:
         every_member_answered(out)
-        if any(lost in n for n in out["notes"]):
-            break
     mid = [n for n in out["notes"] if lost in n]
     assert mid and "a council node retries it once on a live replica" in mid[0], out["notes"]
     # the retried call names the dead replica too, and where it ran instead
