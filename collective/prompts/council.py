@@ -16,7 +16,16 @@ from typing import NamedTuple
 from collective.budget.assembly import SectionContent, Sections, text_section
 from collective.budget.counting import ChatMessage
 
-__all__ = ["OWN_PART", "SYSTEM", "Task", "compose", "finished", "task_section", "task_text"]
+__all__ = [
+    "OWN_PART",
+    "SYSTEM",
+    "Task",
+    "compose",
+    "finished",
+    "task_part",
+    "task_section",
+    "task_text",
+]
 
 SYSTEM = """You are on a council of {k} specialists that answers a question from a knowledge \
 base: a planner sets a strategy, each specialist answers on its own, then a judge writes the \
@@ -61,13 +70,18 @@ def compose(sections: Sections, before_own: str = "") -> list[ChatMessage]:
         user.append(f"## Conversation so far\n{sections['conversation_summary']}")
     kb = sections.get("kb_chunks", "").strip() or "(no chunks retrieved)"
     user.append(f"## Knowledge base\n{kb}")
-    own = (sections.own.get(name, "").strip() for name in ("kb_chunks", "task"))
-    user.append("## Task\n" + "\n\n".join(p for p in (sections["task"], before_own, *own) if p))
+    user.append(f"## Task\n{task_part(sections, before_own)}")
     # Tools travel beside the messages (the backend's native tool calling), never as text here.
     return [
         {"role": "system", "content": sections["system"]},
         {"role": "user", "content": "\n\n".join(user)},
     ]
+
+
+def task_part(sections: Sections, before_own: str = "") -> str:
+    """The task as a role reads it: the shared question, `before_own`, then its own parts."""
+    own = (sections.own.get(name, "").strip() for name in ("kb_chunks", "task"))
+    return "\n\n".join(p for p in (sections["task"], before_own, *own) if p)
 
 
 _SENTENCE_END = re.compile(r"[.!?](?:\s*\[[^\]\n]*\])*[.!?]?(?=\s|$)")

@@ -61,8 +61,10 @@ def task_text(question: str, member: str) -> council.Task:
 
 def compose(sections: Sections) -> list[ChatMessage]:
     """Messages from the fitted sections: the responses before the task (own part last)."""
-    task = "\n\n".join(p for p in (sections["task"], sections.own.get("task", "")) if p)
-    user = [f"## Responses\n{sections.get('proposals', '')}", f"## Task\n{task}"]
+    user = [
+        f"## Responses\n{sections.get('proposals', '')}",
+        f"## Task\n{council.task_part(sections)}",
+    ]
     if sections.get("conversation_summary"):
         user.insert(0, f"## Conversation so far\n{sections['conversation_summary']}")
     user.append("Reply with the JSON object only.")
