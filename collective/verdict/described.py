@@ -25,13 +25,14 @@ from collective.verdict.support import Shown, plain
 __all__ = ["Described", "described"]
 
 _DESCRIBED = re.compile(
-    r"\b(?:the|a|an)\s+(?P<kind>[^\W\d_]+)\s+(?:(?:that|which)\s+(?:is|are|gets?)\s+)?"
-    r"(?:used|meant|made|sold)\s+(?:for|in|as|to)\s+"
-    r"(?P<use>.+?)(?=\s+(?:or|and|vs|versus)\s+(?:the|an?)\b|[?.;:!]|$)",
+    r"\b(?:the|a|an)\s+(?P<kind>[^\W\d_]+(?:\s+[^\W\d_]+){0,2}?)\s+"
+    r"(?:(?:(?:that|which)\s+(?:is|are|gets?)\s+)?(?:used|meant|made|sold)\s+(?:for|in|as|to)|for)"
+    r"\s+(?P<use>.+?)(?=\s+(?:or|and|vs|versus)\s+(?:the|an?)\b|[?.;:!]|$)",
     re.IGNORECASE,
 )
-"""A thing described by its use: "the <kind> (that is) used for|in|as <use>", up to the next
-thing listed ("... or the stainless steel used for kitchen sinks") or the question's end."""
+"""A thing described by its use: "the <kind> (that is) used for|in|as <use>" or "the <kind> for
+<use>", up to the next thing listed ("... or the stainless steel used for kitchen sinks") or the
+question's end; the kind in up to three words ("the plastic sheet used for riot shields")."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\[])")
 
 

@@ -711,6 +711,21 @@ def test_a_verdict_that_says_nothing_of_the_property_asked_is_found(question, ve
         ("How long do eggs take on the timer used for soft-boiled eggs?", "timer", ["egg timer"]),
         ("Which is heavier: the pan used for searing or the mat rated to 250 °C?", "ci_uses",
          ["cast iron pan", "silicone mat"]),
+        # the kind in more than one word, or "for" alone (held-out: "the plastic sheet used for
+        # riot shields", "the filament for soft grips and wearable straps")
+        ("How heavy is the iron pan used for searing?", "ci_uses", ["cast iron pan"]),
+        ("Is the steel knife used for sharpening at 15-20 degrees rust resistant?", "cs_edge",
+         ["carbon steel knife"]),
+        ("How heavy is the pan for baking cornbread?", "ci_uses", ["cast iron pan"]),
+        ("How long do eggs take on the timer for soft-boiled eggs?", "timer", ["egg timer"]),
+        ("Is the knife for sharpening at 15-20 degrees dishwasher safe?", "cs_edge",
+         ["carbon steel knife"]),
+        ("How hot can the cast iron pan for frying get?", "ci_uses", ["cast iron pan"]),
+        ("Which is heavier: the iron pan for searing or the silicone mat?", "ci_uses",
+         ["cast iron pan", "silicone mat"]),
+        ("What is the density of the mat for baking?", None, ["silicone mat"]),
+        ("What is the best pan for boiling pasta?", None, []),  # no pan's sentence says so
+        ("What is the heat limit for a nonstick pan?", None, ["nonstick pan"]),  # not a kind
         # its first word held by no sentence of a thing of that kind: no hop
         ("Does the board used for chopping dull blades?", None, ["bamboo board"]),
         ("What is the density of the mat used for baking?", None, ["silicone mat"]),
