@@ -84,6 +84,10 @@ words that already say what a label measures."""
 
 _NOUN_STEMS = frozenset(stem(w) for noun, _ in _KINDS.values() for w in (noun, "range", "point"))
 """What completes a property's name ("melting range"): a question need not say it."""
+_STANDS_FOR = {stem("heat"): stem("temperature"), stem("temp"): stem("temperature")}
+"""Everyday nouns that name a kind where they stand alone ("handles more heat", "what temp"),
+not where they open a longer name ("heat resistance", "heat capacity")."""
+_TOKEN = re.compile(r"[A-Za-z]+|[^\sA-Za-z]")
 _CURRENCY = re.compile(
     r"(?P<symbol>[$€£¥])\s?(?P<low>\d[\d,]*(?:\.\d+)?)(?:\s?(?:-|–|to)\s?[$€£¥]?\s?"
     r"(?P<high>\d[\d,]*(?:\.\d+)?))?"
@@ -498,6 +502,17 @@ _WHETHER = re.compile(
 """A question that opens with an auxiliary asks whether, not how much."""
 
 
+def _standing_alone(text: str, words: Iterable[str]) -> set[str]:
+    """Of `words` (stems), those `text` uses with no content word after them."""
+    tokens = _TOKEN.findall(text)
+    return {
+        s
+        for n, token in enumerate(tokens)
+        if (s := stem(token.lower())) in words
+        and not (n + 1 < len(tokens) and content_words(tokens[n + 1]))
+    }
+
+
 def _asked(word: str) -> str | None:
     """The noun `word`'s comparison asks for (`heaviest`, `densest`, `hotter`), if any."""
     w = word.lower()
@@ -623,21 +638,29 @@ class KbVocabulary(Vocabulary):
 
         A question that asks whether ("Do I have to dry PP?") asks a figure only where it names
         the property whole or asks its kind (an adjective, or a quantity it states: "at 80 °C");
-        a verb that shares a property's word ("dry" of "drying temperature") asks none.
+        a verb that shares a property's word ("dry" of "drying temperature") asks none. The
+        names of things ask nothing ("hot melt glue" neither a temperature nor a melting range).
         """
+        whole = text
+        named_in = self.named_in(text)
+        for n in named_in:
+            text = f"{text[: n.start]}{' ' * len(n.written)}{text[n.start + len(n.written) :]}"
         stems = set(content_words(text))
         asked = {a for w in re.findall(r"[A-Za-z]+", text) if (a := _asked(w))}
         asked_stems = {stem(a) for a in asked}
-        stated = {_dimension(q.unit) for q in _quantities(text)}
-        whether = _WHETHER.match(text) is not None
+        stated = {_dimension(q.unit) for q in _quantities(whole)}
+        whether = _WHETHER.match(whole) is not None
         # an adjective of one kind ("warm": a temperature) rules out properties of another
         # kind named only in part ("print speed" off "printing"); "fast" may ask a time or a
         # speed, so a time asked rules out nothing
         kinds = set() if stem("time") in asked_stems else set(asked_stems)
         # a kind the question names ("at the lowest temperature") asks it as an adjective does
         named_kinds = {stem(noun) for noun, _ in _KINDS.values()} & stems
+        named_kinds |= {_STANDS_FOR[w] for w in _standing_alone(text, _STANDS_FOR)}
         kinds |= named_kinds
-        named = {n.thing.key for n in self.named_in(text)}
+        named = {n.thing.key for n in named_in}
+        # a kind of thing asked for ("which glue"): the things whose names or folder say it
+        of = named or self._of_kind(stems)
         scored: dict[str, int] = {}
         for prop, figures in self._by_property.items():
             words = set(content_words(prop))
@@ -649,7 +672,7 @@ class KbVocabulary(Vocabulary):
             if whether and not words <= stems and not kind:
                 continue
             # a property asked by its kind's noun alone is one the KB has of the things named
-            of_named = not named or any(f.thing in named for f in figures)
+            of_named = not of or any(f.thing in of for f in figures)
             if (own and own <= stems) or words & asked_stems or (words & named_kinds and of_named):
                 # its own words count twice its kind's noun: "melts at the lowest temperature"
                 # asks the melting range before any other temperature
@@ -664,6 +687,13 @@ class KbVocabulary(Vocabulary):
         if len(tied) > 1:  # "prints hottest": the nozzle's, stated as what a filament prints at
             tied = self._stated_with(tied, stems, named)
         return tied[0] if len(tied) == 1 else None  # "how hot": nozzle or bed? not told
+
+    def _of_kind(self, stems: set[str]) -> set[str]:
+        """The things of a kind `stems` name: a word of several things' names, or their folder."""
+        words = {t.key: {*t.words, *content_words(t.key.rpartition("/")[0])} for t in self._things}
+        counts = Counter(w for ws in words.values() for w in ws)
+        kinds = {w for w in stems if counts[w] > 1}
+        return {key for key, ws in words.items() if ws & kinds}
 
     def _stated_with(self, tied: list[str], stems: set[str], named: set[str]) -> list[str]:
         """Of properties a question asks alike, those the KB states with its other words.

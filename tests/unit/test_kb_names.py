@@ -305,3 +305,62 @@ def test_a_kind_named_as_a_noun_is_asked_as_its_adjective_asks_it(question, prop
     rows = [(c.text, f"bread/{c.source}", c.heading) for c in _bakery_chunks()]
     bakery = chunk_vocabulary([Chunk(chunk_id(t, s, h), t, s, heading=h) for t, s, h in rows])
     assert bakery.property_asked(question) == prop
+
+
+@functools.cache
+def _kitchen_fats():
+    rows = [
+        ("Olive oil smokes at a smoke temperature of 190-210 °C.", "oil/olive_oil.md",
+         "Olive oil > Heat"),
+        ("Olive oil has a density of 0.91 g/cm3.", "oil/olive_oil.md", "Olive oil > Density"),
+        ("Coconut oil smokes at a smoke temperature of 175 °C.", "oil/coconut_oil.md",
+         "Coconut oil > Heat"),
+        ("Coconut oil has a density of 0.92 g/cm3.", "oil/coconut_oil.md", "Coconut oil > Density"),
+        ("Smoked oil smokes at a smoke temperature of 160 °C.", "oil/smoked_oil.md",
+         "Smoked oil > Heat"),
+        ("Smoked oil has a density of 0.93 g/cm3.", "oil/smoked_oil.md", "Smoked oil > Density"),
+        ("Butter smokes at a smoke temperature of 150 °C and melts at a melting temperature of "
+         "32-35 °C.", "fat/butter.md", "Butter > Heat"),
+        ("Ghee smokes at a smoke temperature of 250 °C and melts at a melting temperature of "
+         "30-40 °C.", "fat/ghee.md", "Ghee > Heat"),
+    ]  # fmt: skip
+    return chunk_vocabulary([Chunk(chunk_id(t, s, h), t, s, heading=h) for t, s, h in rows])
+
+
+@pytest.mark.parametrize(
+    ("question", "prop"),
+    [
+        # "heat" standing alone names a temperature, as "temperature" does (held-out: "Which glue
+        # handles more heat, cyanoacrylate or two-part epoxy?" read none, and led with strength)
+        ("Which oil takes more heat, olive oil or coconut oil?", "smoke temperature"),
+        ("How much heat can coconut oil take?", "smoke temperature"),
+        ("Which can take more heat: ghee or coconut oil?", "smoke temperature"),
+        ("What temp does olive oil smoke at?", "smoke temperature"),
+        # ... of the things of the kind asked for ("which oil": oil/), none named
+        ("Which oil handles the most heat?", "smoke temperature"),
+        # ... not where it opens a longer name, nor where it asks whether
+        ("What is the heat capacity of olive oil?", None),
+        ("Does butter handle heat well?", None),
+        ("Which melts at a higher temperature, butter or ghee?", "melting temperature"),
+        # the names of things ask nothing: "smoked oil" is no smoke temperature
+        ("Which is denser, smoked oil or olive oil?", "density"),
+        ("Which is the densest: smoked oil, olive oil or coconut oil?", "density"),
+        # a heat no word tells apart: not guessed
+        ("Which handles heat better, smoked oil or olive oil?", None),
+    ],
+)
+def test_heat_asks_a_temperature_and_a_things_name_asks_nothing(question, prop):
+    assert _kitchen_fats().property_asked(question) == prop
+
+
+@pytest.mark.parametrize(
+    ("question", "prop"),
+    [
+        ("Which glue handles more heat, cyanoacrylate or two-part epoxy?", "temperature range"),
+        ("Which takes more heat: PVA wood glue or hot melt glue?", "temperature range"),
+        ("How much heat can PEEK rod take?", "service temperature"),
+        ("Which glue handles the most heat?", "temperature range"),
+    ],
+)
+def test_heat_asked_of_the_eval_kbs_glues_and_plastics(vocab, question, prop):
+    assert vocab.property_asked(question) == prop
