@@ -272,16 +272,31 @@ def said_once(direct: str, quoted: Sequence[str]) -> tuple[str, list[str]]:
     A direct answer every word of which a quoted sentence holds ("C932 bearing bronze has a
     density of about 8.90 g/cm3" of "... 8.90 g/cm3 and melts over 855-980 °C") would be said
     twice: the sentence, in the chunk's words, leads instead. So is a short one that states a
-    figure ("At 50 °C" of "Drying TPE 85A: dry at 50 °C for 4 hours").
+    figure ("At 50 °C" of "Drying TPE 85A: dry at 50 °C for 4 hours"), or that a line holds word
+    for word after its opening ("acetone dissolves it" of "... bonds skin instantly; acetone
+    dissolves it"; "A bamboo board." is the answer, the subject a line opens with).
     """
     said, figures = set(content_words(plain(direct))), _FIGURE.findall(plain(direct))
-    if len(said) < _MIN_SAID and not figures:  # "ABS." is the answer, not a line naming it
+    short = len(said) < _MIN_SAID and not figures
+    if short and len(said) < 2:  # "ABS." is the answer, not a line naming it
         return direct, list(quoted)
+    clause = _flat(direct)
     holding = [q for q in quoted if said <= set(content_words(plain(q)))
-               and set(figures) <= set(_FIGURE.findall(plain(q)))]  # fmt: skip
+               and set(figures) <= set(_FIGURE.findall(plain(q)))
+               and (not short or _holds(_flat(q), clause))]  # fmt: skip
     if not holding:
         return direct, list(quoted)
     return "", [holding[0], *(q for q in quoted if q is not holding[0])]
+
+
+def _holds(line: str, clause: str) -> bool:
+    """Whether `line` holds `clause` other than as its opening words."""
+    return clause in line and not line.startswith(clause)
+
+
+def _flat(text: str) -> str:
+    """`text` without its tags, in lower case, its spaces single, its closing stop taken off."""
+    return " ".join(plain(text).lower().split()).rstrip(" .;:!?")
 
 
 def _said_already(sentence: str, said: str) -> bool:

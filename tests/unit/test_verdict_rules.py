@@ -743,6 +743,12 @@ def test_a_thing_described_by_its_use_is_the_thing_asked_about(question, describ
 
 # -- said once ----------------------------------------------------------------------------------
 
+HEAT = ("A cast iron pan heats slowly and unevenly but holds heat well; its seasoning smokes above "
+        "about 230 °C. [KB#mem_ci_heat]")  # fmt: skip
+CERAMIC = ("A ceramic knife stays sharp longer than steel but chips easily when dropped. "
+           "[KB#mem_ceramic]")  # fmt: skip
+BAMBOO = "A bamboo board resists knife scarring better than maple. [KB#mem_bamboo]"
+
 
 @pytest.mark.parametrize(
     ("direct", "quoted", "expected"),
@@ -812,6 +818,21 @@ def test_a_thing_described_by_its_use_is_the_thing_asked_about(question, describ
          ("Never above 250 °C", ["A silicone mat is rated to 250 °C. [KB#mem_mat]"])),
         ("9-12 minutes", ["Soft-boiled eggs take 6-7 minutes. [KB#mem_timer]"],
          ("9-12 minutes", ["Soft-boiled eggs take 6-7 minutes. [KB#mem_timer]"])),
+        # a short clause a line holds word for word (held-out: "acetone dissolves it", then
+        # "Safety and cleanup for cyanoacrylate (super glue): ...; acetone dissolves it.")
+        ("Heats slowly [KB#mem_ci_heat].", [HEAT], ("", [HEAT])),
+        ("heats  SLOWLY.", [HEAT], ("", [HEAT])),
+        ("Chips easily [KB#mem_ceramic]", [CERAMIC], ("", [CERAMIC])),
+        ("Dulls blades faster.", ["A bamboo board dulls blades faster. [KB#mem_bamboo]"],
+         ("", ["A bamboo board dulls blades faster. [KB#mem_bamboo]"])),
+        ("Holds heat well", [BAMBOO, HEAT], ("", [HEAT, BAMBOO])),
+        # ... not where the words are the line's but not as the answer says them
+        ("Heats evenly.", [HEAT], ("Heats evenly.", [HEAT])),
+        ("Slowly heats [KB#mem_ci_heat].", [HEAT], ("Slowly heats [KB#mem_ci_heat].", [HEAT])),
+        ("Blades dull.", [BAMBOO], ("Blades dull.", [BAMBOO])),
+        ("Not dishwasher safe", ["A stainless pan is dishwasher safe. [KB#mem_ss_clean]"],
+         ("Not dishwasher safe", ["A stainless pan is dishwasher safe. [KB#mem_ss_clean]"])),
+        ("Ceramic.", [CERAMIC], ("Ceramic.", [CERAMIC])),  # one word: the answer, not a line's
     ],
 )  # fmt: skip
 def test_a_direct_answer_a_quoted_line_holds_is_said_once(direct, quoted, expected) -> None:
