@@ -133,24 +133,10 @@ def supporting_lines(
         else {}
     )
     ids = _on_the_things(asked, list(shown), cited, vocabulary, said)
-    # a figure asked of one thing that the chunks shown hold: a line on its other figures says
-    # nothing asked
-    held = len(asked.things) == 1 and any(f.thing in asked.things for f in figures.values())
     if not ids:
         return []
-    ranked = sorted(ids, key=lambda i: -scores.get(i, 0.0))
-    wide = (
-        len(ranked) == 1 or scores.get(ranked[0], 0.0) - scores.get(ranked[1], 0.0) >= WIDE_MARGIN
-    )
-
-    def weight(i: str) -> float:
-        bonus = CITED_BONUS * ((i in cited) + (i in figures))
-        return scores.get(i, 0.0) + bonus
-
-    order = sorted(ids, key=lambda i: -weight(i))
-    if wide and ranked[0] in order:
-        order.remove(ranked[0])
-        order.insert(0, ranked[0])
+    order, first = _in_order(ids, scores, {*cited}, figures)
+    top = max(ids, key=lambda i: scores.get(i, 0.0))  # retrieval's first
     question = set(content_words(asked.question))
     # a word most chunks shown use ("filament" in a KB of filaments) tells none of them apart
     words = {i: set(content_words(f"{shown[i].heading} {shown[i].text}")) for i in shown}
@@ -159,6 +145,12 @@ def supporting_lines(
     names = {w for i in shown if vocabulary is not None and (t := vocabulary.thing_of(i))
              for w in t.words}  # fmt: skip
     already = plain(said).lower()
+    # of one thing, once the verdict speaks of what is asked (a word of the question that names
+    # no thing, or the figure asked where the chunks shown hold it), a line of that thing that
+    # speaks of none of it is about the thing, not the question
+    asks = question - names if len(asked.things) == 1 else set()
+    held = bool(asks) and any(f.thing in asked.things for f in figures.values())
+    anchored = held or bool(asks & set(content_words(plain(said))))
     out: list[str] = []
     for i in order:
         # its best sentence the verdict does not say yet (a figure: not its figures either)
@@ -167,18 +159,54 @@ def supporting_lines(
                          and not _said_already(s, said)), "")  # fmt: skip
         if not sentence:
             continue
-        if held and i not in figures and not (set(content_words(sentence)) & question) - names:
-            continue  # "tensile strength about 228 MPa" of a question on its density
-        bears = i in cited or i in figures or (wide and i == ranked[0])
-        relevant = scores.get(i, 0.0) >= RELEVANT_SHARE * scores.get(ranked[0], 0.0)
+        bears = i in cited or i in figures or i == first
+        relevant = scores.get(i, 0.0) >= RELEVANT_SHARE * scores.get(top, 0.0)
         shared = telling & set(content_words(sentence))
-        shares = len(shared) >= _MIN_SHARED or (i == ranked[0] and bool(shared - names))
+        shares = len(shared) >= _MIN_SHARED or (i == top and bool(shared - names))
         if not bears and not (relevant and shares):
             continue  # retrieved beside the others, but says nothing the question asks
+        speaks = i in figures or _speaks(shown[i], sentence, asks)
+        if anchored and not speaks and _of(i, asked, vocabulary) and i != first:
+            # "Heat resistance of PVA" under "What happens to PVA filament in water?", a
+            # tensile strength under the density asked
+            continue
+        anchored = anchored or speaks
         out.append(f"{_named(sentence, shown[i], vocabulary)} {tag(i)}")
         if len(out) >= most:
             break
     return out
+
+
+def _in_order(
+    ids: list[str], scores: Mapping[str, float], cited: set[str], figures: Mapping[str, object]
+) -> tuple[list[str], str | None]:
+    """The chunks `ids` best first, and the one retrieval ranked first by a wide margin (if any).
+
+    A chunk the answer cites or with a figure asked ranks above its retrieval score
+    (`CITED_BONUS`); the one first by a wide margin (`WIDE_MARGIN`) comes first in any case.
+    """
+    ranked = sorted(ids, key=lambda i: -scores.get(i, 0.0))
+    lead = scores.get(ranked[0], 0.0) - scores.get(ranked[1], 0.0) if len(ranked) > 1 else 1.0
+    first = ranked[0] if lead >= WIDE_MARGIN else None
+    order = sorted(
+        ids, key=lambda i: -scores.get(i, 0.0) - CITED_BONUS * ((i in cited) + (i in figures))
+    )
+    if first is not None:
+        order.remove(first)
+        order.insert(0, first)
+    return order, first
+
+
+def _speaks(chunk: Shown, sentence: str, asks: set[str]) -> bool:
+    """Whether `sentence` of `chunk`, or its section's name ("Uses"), holds a word of `asks`."""
+    sections = " ".join(chunk.heading.split(HEADING_SEPARATOR)[1:])
+    return bool(asks & set(content_words(f"{sections} {sentence}")))
+
+
+def _of(i: str, asked: Asked, vocabulary: Vocabulary | None) -> bool:
+    """Whether chunk `i` is about a thing the question asks about."""
+    thing = vocabulary.thing_of(i) if vocabulary is not None else None
+    return thing is not None and thing.key in asked.things
 
 
 def _on_the_things(

@@ -697,6 +697,58 @@ def test_a_verdict_that_says_nothing_of_the_property_asked_is_found(question, ve
     assert bool(asked.unspoken(verdict, SHOWN, vocabulary())) is unanswered
 
 
+@pytest.mark.parametrize(
+    ("question", "direct", "cited", "other", "quoted", "first"),
+    [
+        # the verdict speaks of what is asked: a line of the thing that speaks of none of it is
+        # left out (fresh held-out: "What happens to PVA filament in water?" quoted PVA's heat
+        # resistance under "dissolves in plain water"; "Can I paint over silicone sealant?" its
+        # strength and cure time under "paint does not stick to it")
+        ("Does a cast iron pan rust outdoors?",
+         "Outdoor storage of cast iron pans: poor: it rusts if left damp [KB#mem_ci_store].",
+         ["ci_store", "ci_weight"], "ci_weight", False, None),
+        ("Does a cast iron pan rust outdoors?",
+         "Outdoor storage of cast iron pans: poor: it rusts if left damp [KB#mem_ci_store].",
+         ["ci_store", "ci_heat"], "ci_heat", False, None),
+        ("Is a carbon steel knife dishwasher safe?",
+         "They are not dishwasher safe [KB#mem_cs_care].", ["cs_care", "cs_edge"], "cs_edge",
+         False, None),
+        ("How do I sharpen a carbon steel knife?",
+         "It sharpens easily at 15-20 degrees [KB#mem_cs_edge].", ["cs_edge", "cs_care"],
+         "cs_care", False, None),
+        ("Can a cast iron pan take the heat of a grill?", "It holds heat well [KB#mem_ci_heat].",
+         ["ci_heat", "ci_store"], "ci_store", False, None),
+        # nothing says what is asked in the question's words yet: the lines as cited
+        ("How heavy is a cast iron pan?", "It weighs about 2.5-3.2 kg [KB#mem_ci_weight].",
+         ["ci_weight", "ci_uses"], "ci_uses", True, None),
+        ("What is a cast iron pan good for?",
+         "A cast iron pan suits searing, baking cornbread and frying [KB#mem_ci_uses].",
+         ["ci_uses", "ci_heat"], "ci_heat", True, None),
+        # another thing the answer names (its alternative), two things asked, or retrieval's
+        # first by a wide margin: quoted as before
+        ("Is a stainless pan dishwasher safe?",
+         "A stainless pan is dishwasher safe, unlike a cast iron pan [KB#mem_ss_clean].",
+         ["ss_clean", "ci_store"], "ci_store", True, None),
+        ("Which is heavier, a cast iron pan or a copper pan?",
+         "A cast iron pan weighs about 2.5-3.2 kg [KB#mem_ci_weight].",
+         ["ci_weight", "ci_heat"], "ci_heat", True, None),
+        ("Does a cast iron pan rust outdoors?",
+         "Outdoor storage of cast iron pans: poor: it rusts if left damp [KB#mem_ci_store].",
+         ["ci_store", "ci_weight"], "ci_weight", True, "ci_weight"),
+    ],
+)  # fmt: skip
+def test_a_line_of_the_thing_asked_that_speaks_of_nothing_asked_is_left_out(
+    question, direct, cited, other, quoted, first
+) -> None:
+    from collective.verdict.lines import supporting_lines
+
+    asked = Asked.read(question, vocabulary(), SHOWN.values())
+    scores = {i: 0.9 if i == f"mem_{first}" else 0.5 for i in SHOWN}
+    ids = [f"mem_{key}" for key in cited]
+    lines = supporting_lines(asked, SHOWN, scores, ids, vocabulary(), said=direct)
+    assert (f"[KB#mem_{other}]" in " ".join(lines)) is quoted, lines
+
+
 # -- a thing the question describes by its use -------------------------------------------------
 
 
