@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from collective.kb.citations import tag
+from collective.kb.quantities import kinds_named
 from collective.kb.vocabulary import Figure, Vocabulary
 from collective.kb.words import HIGHER, LOWER, content_words
 
@@ -26,6 +27,8 @@ __all__ = ["Ranking", "asked", "compared_figures", "negated", "property_asked", 
 Direction = Literal["highest", "lowest"]
 
 _CHOICE = re.compile(r"\b(?:which|what|who)\b|\bthan\b")
+_MORE, _LESS = {"more", "most"}, {"less", "least"}
+"""Before a word of a quantity's kind ("more heat", "the least weight"): its direction."""
 _NEGATED = re.compile(
     r"\b(?:not|isn't|aren't|never)\b(?:\s+\w+){0,2}?\s+(?:the\s+)?(?P<word>\w+)", re.IGNORECASE
 )
@@ -34,13 +37,16 @@ _NEGATED = re.compile(
 def asked(question: str) -> Direction | None:
     """Whether `question` asks which thing is highest or lowest (`Which is denser, A or B?`).
 
-    Only words that say the direction count: "more flexible" could mean a lower figure.
+    Only words that say the direction count: "more flexible" could mean a lower figure, "more
+    heat" cannot (more of a quantity: `kinds_named`).
     """
     low = question.lower()
     if not _CHOICE.search(low):
         return None
     words = re.findall(r"[a-z]+", low)
-    high, lowest = any(w in HIGHER for w in words), any(w in LOWER for w in words)
+    amounts = [(w, after) for w, after in zip(words, words[1:], strict=False) if kinds_named(after)]
+    high = any(w in HIGHER for w in words) or any(w in _MORE for w, _ in amounts)
+    lowest = any(w in LOWER for w in words) or any(w in _LESS for w, _ in amounts)
     if high == lowest:
         return None
     return "highest" if high else "lowest"

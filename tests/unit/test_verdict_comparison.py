@@ -54,6 +54,18 @@ def lead(question: str) -> tuple[str, str, str] | None:
         ("How hot can PLA get before it softens?", None),  # no choice among things
         ("Which filament is more flexible?", None),  # "more" says no direction of a figure
         ("Which is higher, or lower?", None),
+        # "more" or "less" of a quantity's kind says it (held-out: "Which glue handles more heat,
+        # cyanoacrylate or two-part epoxy?" ranked nothing)
+        ("Which glue handles more heat, cyanoacrylate or two-part epoxy?", "highest"),
+        ("Which pan can take the most heat?", "highest"),
+        ("Which oil gives off less heat when it burns?", "lowest"),
+        ("Which board has the least weight, oak or pine?", "lowest"),
+        ("Which beam takes more stress, steel or aluminium?", "highest"),
+        ("Which sheet has the least thickness?", "lowest"),
+        ("Is a copper pan more temperature tolerant than steel?", "highest"),
+        ("Which costs more, brass or bronze?", None),  # "more" of no quantity named
+        ("Which is more expensive, brass or bronze?", None),
+        ("Which takes more heat but less weight?", None),  # both: no direction
     ],
 )
 def test_asked_reads_the_direction_a_question_asks_for(question: str, direction: str | None):
