@@ -88,6 +88,8 @@ _STANDS_FOR = {stem("heat"): stem("temperature"), stem("temp"): stem("temperatur
 """Everyday nouns that name a kind where they stand alone ("handles more heat", "what temp"),
 not where they open a longer name ("heat resistance", "heat capacity")."""
 _TOKEN = re.compile(r"[A-Za-z]+|[^\sA-Za-z]")
+_ORDER = frozenset({"first", "last", "sooner", "soonest", "later", "latest"})
+"""Words that compare things by when a property's figure is reached ("melts first")."""
 _CURRENCY = re.compile(
     r"(?P<symbol>[$€£¥])\s?(?P<low>\d[\d,]*(?:\.\d+)?)(?:\s?(?:-|–|to)\s?[$€£¥]?\s?"
     r"(?P<high>\d[\d,]*(?:\.\d+)?))?"
@@ -659,6 +661,9 @@ class KbVocabulary(Vocabulary):
         named_kinds |= {_STANDS_FOR[w] for w in _standing_alone(text, _STANDS_FOR)}
         kinds |= named_kinds
         named = {n.thing.key for n in named_in}
+        # a word that asks a quantity: its kind, a figure stated, or a comparison ("melts first")
+        quantity = bool(kinds or stated or {w.lower() for w in re.findall(r"[A-Za-z]+", text)}
+                        & (HIGHER | LOWER | _ORDER))  # fmt: skip
         # a kind of thing asked for ("which glue"): the things whose names or folder say it
         of = named or self._of_kind(stems)
         scored: dict[str, int] = {}
@@ -673,7 +678,10 @@ class KbVocabulary(Vocabulary):
                 continue
             # a property asked by its kind's noun alone is one the KB has of the things named
             of_named = not of or any(f.thing in of for f in figures)
-            if (own and own <= stems) or words & asked_stems or (words & named_kinds and of_named):
+            # named in part ("nozzle"), with no word that asks a quantity: the nozzle, not its
+            # temperature ("What kind of nozzle do I need?")
+            part = own and own <= stems and (words <= stems or quantity or says & stems)
+            if part or words & asked_stems or (words & named_kinds and of_named):
                 # its own words count twice its kind's noun: "melts at the lowest temperature"
                 # asks the melting range before any other temperature
                 scored[prop] = (2 * len(own & stems) + len((words - own) & stems)
