@@ -662,8 +662,8 @@ class KbVocabulary(Vocabulary):
         kinds |= named_kinds
         named = {n.thing.key for n in named_in}
         # a word that asks a quantity: its kind, a figure stated, or a comparison ("melts first")
-        quantity = bool(kinds or stated or {w.lower() for w in re.findall(r"[A-Za-z]+", text)}
-                        & (HIGHER | LOWER | _ORDER))  # fmt: skip
+        compares = {w.lower() for w in re.findall(r"[A-Za-z]+", text)} & (HIGHER | LOWER | _ORDER)
+        quantity = bool(asked_stems or named_kinds or stated or compares)
         # a kind of thing asked for ("which glue"): the things whose names or folder say it
         of = named or self._of_kind(stems)
         scored: dict[str, int] = {}
