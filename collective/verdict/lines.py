@@ -295,26 +295,34 @@ def ordered(
 
 
 def said_once(direct: str, quoted: Sequence[str]) -> tuple[str, list[str]]:
-    """The direct answer and the quoted lines, the direct answer left out where a line holds it.
+    """The direct answer and the quoted lines, the direct answer left out where lines hold it.
 
     A direct answer every word of which a quoted sentence holds ("C932 bearing bronze has a
     density of about 8.90 g/cm3" of "... 8.90 g/cm3 and melts over 855-980 °C") would be said
     twice: the sentence, in the chunk's words, leads instead. So is a short one that states a
     figure ("At 50 °C" of "Drying TPE 85A: dry at 50 °C for 4 hours"), or that a line holds word
     for word after its opening ("acetone dissolves it" of "... bonds skin instantly; acetone
-    dissolves it"; "A bamboo board." is the answer, the subject a line opens with).
+    dissolves it"; "A bamboo board." is the answer, the subject a line opens with). A direct
+    answer of several sentences is left out where each is held by a line, those lines first.
     """
-    said, figures = set(content_words(plain(direct))), _FIGURE.findall(plain(direct))
+    whole = _holder(plain(direct), quoted)
+    holders = [whole] if whole else [_holder(s, quoted) for s in _sentences(plain(direct))]
+    if not holders or None in holders:
+        return direct, list(quoted)
+    first = list(dict.fromkeys(h for h in holders if h is not None))
+    return "", [*first, *(q for q in quoted if q not in first)]
+
+
+def _holder(sentence: str, quoted: Sequence[str]) -> str | None:
+    """The first of `quoted` that holds `sentence` (`said_once`), if any."""
+    said, figures = set(content_words(sentence)), _FIGURE.findall(sentence)
     short = len(said) < _MIN_SAID and not figures
     if short and len(said) < 2:  # "ABS." is the answer, not a line naming it
-        return direct, list(quoted)
-    clause = _flat(direct)
-    holding = [q for q in quoted if said <= set(content_words(plain(q)))
-               and set(figures) <= set(_FIGURE.findall(plain(q)))
-               and (not short or _holds(_flat(q), clause))]  # fmt: skip
-    if not holding:
-        return direct, list(quoted)
-    return "", [holding[0], *(q for q in quoted if q is not holding[0])]
+        return None
+    clause = _flat(sentence)
+    return next((q for q in quoted if said <= set(content_words(plain(q)))
+                 and set(figures) <= set(_FIGURE.findall(plain(q)))
+                 and (not short or _holds(_flat(q), clause))), None)  # fmt: skip
 
 
 def _holds(line: str, clause: str) -> bool:

@@ -800,6 +800,9 @@ HEAT = ("A cast iron pan heats slowly and unevenly but holds heat well; its seas
 CERAMIC = ("A ceramic knife stays sharp longer than steel but chips easily when dropped. "
            "[KB#mem_ceramic]")  # fmt: skip
 BAMBOO = "A bamboo board resists knife scarring better than maple. [KB#mem_bamboo]"
+WEIGHT = "A 26 cm cast iron pan weighs about 2.5-3.2 kg. [KB#mem_ci_weight]"
+USES = "A cast iron pan suits searing, baking cornbread and frying. [KB#mem_ci_uses]"
+TIMER = "Soft-boiled eggs take 6-7 minutes; hard-boiled eggs take 9-12 minutes. [KB#mem_timer]"
 
 
 @pytest.mark.parametrize(
@@ -885,6 +888,21 @@ BAMBOO = "A bamboo board resists knife scarring better than maple. [KB#mem_bambo
         ("Not dishwasher safe", ["A stainless pan is dishwasher safe. [KB#mem_ss_clean]"],
          ("Not dishwasher safe", ["A stainless pan is dishwasher safe. [KB#mem_ss_clean]"])),
         ("Ceramic.", [CERAMIC], ("Ceramic.", [CERAMIC])),  # one word: the answer, not a line's
+        # several sentences, each held by a line (fresh held-out: "Polycarbonate sheet is used for
+        # riot shields [KB#...]. The density of polycarbonate sheet is 1.20 g/cm3 [KB#...]." over
+        # both chunks' sentences): those lines, in the answer's order
+        ("A cast iron pan suits searing [KB#mem_ci_uses]. It weighs about 2.5-3.2 kg "
+         "[KB#mem_ci_weight].", [WEIGHT, USES], ("", [USES, WEIGHT])),
+        ("Heats slowly. Weighs about 2.5-3.2 kg.", [BAMBOO, WEIGHT, HEAT],
+         ("", [HEAT, WEIGHT, BAMBOO])),
+        ("A cast iron pan suits searing. It holds heat well.", [HEAT, USES], ("", [USES, HEAT])),
+        ("Soft-boiled eggs take 6-7 minutes. Hard-boiled eggs take 9-12 minutes.", [TIMER],
+         ("", [TIMER])),
+        # ... not where one sentence is no line's
+        ("A cast iron pan suits searing. It weighs 4 kg.", [USES, WEIGHT],
+         ("A cast iron pan suits searing. It weighs 4 kg.", [USES, WEIGHT])),
+        ("Heats slowly. Copper heats faster.", [HEAT, BAMBOO],
+         ("Heats slowly. Copper heats faster.", [HEAT, BAMBOO])),
     ],
 )  # fmt: skip
 def test_a_direct_answer_a_quoted_line_holds_is_said_once(direct, quoted, expected) -> None:
