@@ -515,6 +515,11 @@ def _standing_alone(text: str, words: Iterable[str]) -> set[str]:
     }
 
 
+def _name_and_folder_words(thing: Thing) -> set[str]:
+    """The words of `thing`'s names and of its folder ("filament" of filament/pla.md)."""
+    return {*thing.words, *content_words(thing.key.rpartition("/")[0])}
+
+
 def _asked(word: str) -> str | None:
     """The noun `word`'s comparison asks for (`heaviest`, `densest`, `hotter`), if any."""
     w = word.lower()
@@ -648,7 +653,8 @@ class KbVocabulary(Vocabulary):
         for n in named_in:
             text = f"{text[: n.start]}{' ' * len(n.written)}{text[n.start + len(n.written) :]}"
         stems = set(content_words(text))
-        asked = {a for w in re.findall(r"[A-Za-z]+", text) if (a := _asked(w))}
+        tokens = re.findall(r"[A-Za-z]+", text)
+        asked = {a for w in tokens if (a := _asked(w))}
         asked_stems = {stem(a) for a in asked}
         stated = {_dimension(q.unit) for q in _quantities(whole)}
         whether = _WHETHER.match(whole) is not None
@@ -662,7 +668,7 @@ class KbVocabulary(Vocabulary):
         kinds |= named_kinds
         named = {n.thing.key for n in named_in}
         # a word that asks a quantity: its kind, a figure stated, or a comparison ("melts first")
-        compares = {w.lower() for w in re.findall(r"[A-Za-z]+", text)} & (HIGHER | LOWER | _ORDER)
+        compares = {w.lower() for w in tokens} & (HIGHER | LOWER | _ORDER)
         quantity = bool(asked_stems or named_kinds or stated or compares)
         # a kind of thing asked for ("which glue"): the things whose names or folder say it
         of = named or self._of_kind(stems)
@@ -698,7 +704,7 @@ class KbVocabulary(Vocabulary):
 
     def _of_kind(self, stems: set[str]) -> set[str]:
         """The things of a kind `stems` name: a word of several things' names, or their folder."""
-        words = {t.key: {*t.words, *content_words(t.key.rpartition("/")[0])} for t in self._things}
+        words = {t.key: _name_and_folder_words(t) for t in self._things}
         counts = Counter(w for ws in words.values() for w in ws)
         kinds = {w for w in stems if counts[w] > 1}
         return {key for key, ws in words.items() if ws & kinds}
@@ -716,7 +722,7 @@ class KbVocabulary(Vocabulary):
         """
         things = [t for t in self._things if t.key in named]
         # the words of their names and of their folders' ("which filament": filament/pla.md)
-        names = {w for t in things for w in (*t.words, *content_words(t.key.rpartition("/")[0]))}
+        names = {w for t in things for w in _name_and_folder_words(t)}
         told = stems - names - _NOUN_STEMS - {w for p in tied for w in content_words(p)}
         # "hottest" asks the kind, "lowest" the direction: neither tells which
         told = {w for w in told if _asked(w) is None} - {stem(w) for w in HIGHER | LOWER}

@@ -135,8 +135,7 @@ def supporting_lines(
     ids = _on_the_things(asked, list(shown), cited, vocabulary, said)
     if not ids:
         return []
-    order, first = _in_order(ids, scores, {*cited}, figures)
-    top = max(ids, key=lambda i: scores.get(i, 0.0))  # retrieval's first
+    order, top, first = _in_order(ids, scores, {*cited}, figures)
     question = set(content_words(asked.question))
     # a word most chunks shown use ("filament" in a KB of filaments) tells none of them apart
     words = {i: set(content_words(f"{shown[i].heading} {shown[i].text}")) for i in shown}
@@ -179,8 +178,8 @@ def supporting_lines(
 
 def _in_order(
     ids: list[str], scores: Mapping[str, float], cited: set[str], figures: Mapping[str, object]
-) -> tuple[list[str], str | None]:
-    """The chunks `ids` best first, and the one retrieval ranked first by a wide margin (if any).
+) -> tuple[list[str], str, str | None]:
+    """The chunks `ids` best first, retrieval's first, and that one if first by a wide margin.
 
     A chunk the answer cites or with a figure asked ranks above its retrieval score
     (`CITED_BONUS`); the one first by a wide margin (`WIDE_MARGIN`) comes first in any case.
@@ -194,7 +193,7 @@ def _in_order(
     if first is not None:
         order.remove(first)
         order.insert(0, first)
-    return order, first
+    return order, ranked[0], first
 
 
 def _speaks(chunk: Shown, sentence: str, asks: set[str]) -> bool:
