@@ -61,8 +61,9 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\[])")
 _HEADING_PATH = re.compile(rf"^[^:\n\[]{{1,80}}{re.escape(HEADING_SEPARATOR)}[^:\n\[]{{1,80}}:\s*")
 _KB_REF = re.compile(r"\s*\[KB-ref\b[^\]]*\]", re.IGNORECASE)
 _BULLET = re.compile(r"^\s*[-*•]\s*")
-_FIGURE = re.compile(r"\d[\d.,]*(?:\s?[-–]\s?\d[\d.,]*)?")
-"""A number or a range as written ("50", "2.5-3.2")."""
+_FIGURE = re.compile(r"(?<![\w.-])\d[\d.,]*(?:\s?[-–]\s?\d[\d.,]*)?(?!\w|-[^\W\d_])")
+"""A number or a range as written ("50", "2.5-3.2"), not the digits of a name ("5052-H32",
+"PA12", "TPU 95A")."""
 
 
 def readable(line: str) -> str:
@@ -155,7 +156,7 @@ def supporting_lines(
         # its best sentence the verdict does not say yet (a figure: not its figures either)
         sentence = next((s for s in _best_sentences(shown[i], question, figures.get(i))
                          if plain(s).lower().rstrip(".") not in already
-                         and not _said_already(s, said)), "")  # fmt: skip
+                         and not _said_already(s, said, vocabulary)), "")  # fmt: skip
         if not sentence:
             continue
         bears = i in cited or i in figures or i == first
@@ -334,10 +335,21 @@ def _flat(text: str) -> str:
     return " ".join(plain(text).lower().split()).rstrip(" .;:!?")
 
 
-def _said_already(sentence: str, said: str) -> bool:
-    """Whether every figure of `sentence` is in `said` (and it states one)."""
-    figures = _FIGURE.findall(sentence)
+def _said_already(sentence: str, said: str, vocabulary: Vocabulary | None = None) -> bool:
+    """Whether every figure of `sentence` is in `said` (and it states one).
+
+    A thing's name is no figure: "316" of "316 stainless steel" is said wherever its name is.
+    """
+    figures, said = _FIGURE.findall(_unnamed(sentence, vocabulary)), _unnamed(said, vocabulary)
     return bool(figures) and all(f in said for f in figures)
+
+
+def _unnamed(text: str, vocabulary: Vocabulary | None) -> str:
+    """`text` with the names of the things it names blanked out."""
+    for named in reversed(vocabulary.named_in(text) if vocabulary is not None else []):
+        end = named.start + len(named.written)
+        text = f"{text[: named.start]}{' ' * (end - named.start)}{text[end:]}"
+    return text
 
 
 def _best_sentences(chunk: Shown, question: set[str], figure: object | None) -> list[str]:
