@@ -640,7 +640,7 @@ class _Ruling:
         cited = _cited(c for c in claims if c.supported)
         scores = {i: chunk.score for i, chunk in self.chunks.items()}
         quoted = supporting_lines(asked, every, scores, cited, vocabulary, said=direct)
-        direct, quoted = said_once(direct, quoted)
+        direct, quoted = said_once(direct, quoted, vocabulary)
         kept = kept if direct else []
         lines = ordered(asked, direct, quoted, scores, vocabulary)
         lines = [*lines[:1], *(f"- {line}" for line in lines[1:])]

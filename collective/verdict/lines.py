@@ -294,7 +294,9 @@ def ordered(
     return [quoted[0], direct, *quoted[1:]] if leads else lines
 
 
-def said_once(direct: str, quoted: Sequence[str]) -> tuple[str, list[str]]:
+def said_once(
+    direct: str, quoted: Sequence[str], vocabulary: Vocabulary | None = None
+) -> tuple[str, list[str]]:
     """The direct answer and the quoted lines, the direct answer left out where lines hold it.
 
     A direct answer every word of which a quoted sentence holds ("C932 bearing bronze has a
@@ -304,25 +306,41 @@ def said_once(direct: str, quoted: Sequence[str]) -> tuple[str, list[str]]:
     for word after its opening ("acetone dissolves it" of "... bonds skin instantly; acetone
     dissolves it"; "A bamboo board." is the answer, the subject a line opens with). A direct
     answer of several sentences is left out where each is held by a line, those lines first.
+    A thing is the same by any name the KB knows ("Plexiglas is used for windows" of "Acrylic
+    is used for windows").
     """
-    whole = _holder(plain(direct), quoted)
-    holders = [whole] if whole else [_holder(s, quoted) for s in _sentences(plain(direct))]
+    whole = _holder(plain(direct), quoted, vocabulary)
+    holders = [whole] if whole else [
+        _holder(s, quoted, vocabulary) for s in _sentences(plain(direct))
+    ]
     if not holders or None in holders:
         return direct, list(quoted)
     first = list(dict.fromkeys(h for h in holders if h is not None))
     return "", [*first, *(q for q in quoted if q not in first)]
 
 
-def _holder(sentence: str, quoted: Sequence[str]) -> str | None:
+def _holder(
+    sentence: str, quoted: Sequence[str], vocabulary: Vocabulary | None = None
+) -> str | None:
     """The first of `quoted` that holds `sentence` (`said_once`), if any."""
     said, figures = set(content_words(sentence)), _FIGURE.findall(sentence)
     short = len(said) < _MIN_SAID and not figures
     if short and len(said) < 2:  # "ABS." is the answer, not a line naming it
         return None
-    clause = _flat(sentence)
-    return next((q for q in quoted if said <= set(content_words(plain(q)))
+    clause, words = _flat(sentence), _words_and_things(sentence, vocabulary)
+    return next((q for q in quoted if _within(words, _words_and_things(plain(q), vocabulary))
                  and set(figures) <= set(_FIGURE.findall(plain(q)))
                  and (not short or _holds(_flat(q), clause))), None)  # fmt: skip
+
+
+def _words_and_things(text: str, vocabulary: Vocabulary | None) -> tuple[set[str], set[str]]:
+    """The content words of `text` but its things' names, and those things (by key)."""
+    things = {n.thing.key for n in vocabulary.named_in(text)} if vocabulary is not None else set()
+    return set(content_words(_unnamed(text, vocabulary))), things
+
+
+def _within(part: tuple[set[str], set[str]], whole: tuple[set[str], set[str]]) -> bool:
+    return part[0] <= whole[0] and part[1] <= whole[1]
 
 
 def _holds(line: str, clause: str) -> bool:

@@ -1,7 +1,10 @@
-"""A thing's name is no figure: its digits never make a line read as said already.
+"""Names in the verdict's lines, on a workshop KB of my own.
 
-A workshop KB of my own whose names carry digits (held-out: "Is 5052 aluminium OK for a boat
-hull in seawater?" lost 5052-H32's corrosion line, its "5052" and "32" found in the direct answer).
+A thing's name is no figure: its digits never make a line read as said already (held-out: "Is
+5052 aluminium OK for a boat hull in seawater?" lost 5052-H32's corrosion line, its "5052" and
+"32" found in the direct answer). A thing is the same by any name the KB knows: a direct answer
+a line holds under another of its names is said once (held-out: "Plexiglas is used for windows,
+light guides and display cases", then "Acrylic is used for windows, light guides and ...").
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import pytest
 from collective.kb.names import chunk_vocabulary
 from collective.kb.store import Chunk
 from collective.verdict.agreement import Asked
-from collective.verdict.lines import supporting_lines
+from collective.verdict.lines import said_once, supporting_lines
 from collective.verdict.support import shown_whole
 
 THINGS = {
@@ -78,3 +81,47 @@ def test_a_line_whose_only_digits_are_its_things_name_is_quoted(question, key, q
     scores = {i: 0.9 if i == uses else 0.85 if i == care else 0.3 for i in SHOWN}
     lines = supporting_lines(asked, SHOWN, scores, [uses, care], vocabulary(), said=direct)
     assert (f"[KB#{care}]" in " ".join(lines)) is quoted, lines
+
+
+ALIASED = [
+    Chunk(f"mem_{key}", text, f"shop/{key}.md", heading=f"{title} > Notes")
+    for key, title, text in [
+        ("pmma", "acrylic (Plexiglas)", "Acrylic is used for windows and display cases."),
+        ("pa", "nylon (polyamide)", "Nylon is used for gears and rollers."),
+        ("ptfe", "PTFE (Teflon)", "PTFE has the lowest friction of any solid plastic."),
+        ("ca", "cyanoacrylate (super glue)", "Cyanoacrylate sets in seconds on skin."),
+        ("pe", "UHMW-PE (ultra-high molecular weight polyethylene)",
+         "UHMW-PE is used for chute liners."),
+        ("pvc", "PVC (vinyl)", "PVC is used for pipes and tanks."),
+    ]
+]  # fmt: skip
+ALIASED_BY_ID = {c.id: c for c in ALIASED}
+
+
+@functools.cache
+def aliased():
+    return chunk_vocabulary(ALIASED)
+
+
+@pytest.mark.parametrize(
+    ("direct", "key", "once"),
+    [
+        ("Plexiglas is used for windows and display cases.", "pmma", True),
+        ("Acrylic is used for windows and display cases.", "pmma", True),
+        ("Polyamide is used for gears and rollers.", "pa", True),
+        ("Teflon has the lowest friction of any solid plastic.", "ptfe", True),
+        ("Super glue sets in seconds on skin.", "ca", True),
+        ("Ultra-high molecular weight polyethylene is used for chute liners.", "pe", True),
+        ("Vinyl is used for pipes and tanks.", "pvc", True),
+        # another thing, or a word the line lacks: said as the direct answer
+        ("Nylon is used for windows and display cases.", "pmma", False),
+        ("Teflon is used for pipes and tanks.", "pvc", False),
+        ("Plexiglas is used for windows, display cases and aquariums.", "pmma", False),
+        ("Polyamide is used for gears, rollers and bearings.", "pa", False),
+    ],
+)
+def test_a_direct_answer_a_line_holds_under_another_name_is_said_once(direct, key, once) -> None:
+    line = f"{ALIASED_BY_ID[f'mem_{key}'].text} [KB#mem_{key}]"
+    said, lines = said_once(f"{direct} [KB#mem_{key}]", [line], aliased())
+    assert (said == "") is once, (said, lines)
+    assert lines == [line]
