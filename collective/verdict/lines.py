@@ -310,9 +310,9 @@ def said_once(
     is used for windows").
     """
     whole = _holder(plain(direct), quoted, vocabulary)
-    holders = [whole] if whole else [
-        _holder(s, quoted, vocabulary) for s in _sentences(plain(direct))
-    ]
+    holders = (
+        [whole] if whole else [_holder(s, quoted, vocabulary) for s in _sentences(plain(direct))]
+    )
     if not holders or None in holders:
         return direct, list(quoted)
     first = list(dict.fromkeys(h for h in holders if h is not None))
