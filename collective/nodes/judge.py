@@ -60,6 +60,7 @@ from collective.verdict.agreement import (
     OFF_QUESTION,
     Asked,
     Checked,
+    agreed_lead,
     check_answer,
     decide,
     not_stated,
@@ -68,6 +69,7 @@ from collective.verdict.comparison import Ranking, compared_figures, rank
 from collective.verdict.entailment import entailment_for
 from collective.verdict.lines import (
     direct_answer,
+    first_of_thing,
     ordered,
     readable,
     said_once,
@@ -450,6 +452,11 @@ class _Ruling:
     """The chunks that state the figures a ranking of the question's things reads (some read
     from the KB: retrieval did not bring them, or no prompt showed them)."""
 
+    @property
+    def scores(self) -> dict[str, float]:
+        """Each retrieved chunk's retrieval score."""
+        return {i: chunk.score for i, chunk in self.chunks.items()}
+
     async def rule(self) -> dict[str, Any]:
         own = OwnAnswer.from_state(self.state.get("own"), self.backend.spec, self.state)
         made = own is None
@@ -485,30 +492,7 @@ class _Ruling:
             final, text = sides, decision.text
             supplied = {**own.shown, **shown_whole(self.chunks, ids=_cited(sides))}
         else:
-            final = own.claims if stands is verdict else list(stands.claims)
-            supplied = own.shown if stands is verdict else _member_shown(stands, self.chunks)
-            text = stands.text
-            if text in (NO_ANSWER, OFF_QUESTION) and (
-                held := _figures_held(asked, self.vocabulary, every)
-            ):
-                # no answer gave it, but a chunk shown states the figure asked: quote it
-                text, final, supplied = self._held(held, asked, every, final, supplied)
-                notes.append(f"no answer stated the {asked.property} asked; the chunk's own words")
-            answered = text not in (NO_ANSWER, OFF_QUESTION)
-            vocabulary = ShownVocabulary(self.vocabulary, every)  # figures of chunks shown only
-            ranked = None if asked.unknown else rank(asked.question, vocabulary,
-                                                     _things(every, vocabulary))  # fmt: skip
-            if ranked is not None or (answered and not asked.unknown):
-                # a ranking the KB's figures settle needs no answer to have been supported
-                shown_to = frozenset(own.shown) | self.seen  # the council's prompts showed
-                text, final, supplied = self._lines(text if answered else "", final, supplied,
-                                                    every, vocabulary, asked, ranked, check,
-                                                    notes, shown_to)  # fmt: skip
-            if text not in (NO_ANSWER, OFF_QUESTION) and not asked.unknown:
-                lead = text.strip().split("\n", 1)[0]  # the answer's lead speaks of it, or none
-                if unspoken := asked.unspoken(lead, supplied, self.vocabulary):
-                    text, final, supplied = self._wanted(final, supplied, every, asked, unspoken,
-                                                         notes)  # fmt: skip
+            text, final, supplied = self._stood(stands, verdict, own, asked, every, check, notes)
         text = text.strip()
         _emit_shown(supplied, self.chunks)  # what the verdict's tags resolve to
         citations, unknown = check_citations(text, supplied)
@@ -528,6 +512,55 @@ class _Ruling:
             **own.confidence,
         }
 
+    def _stood(
+        self,
+        stands: Checked,
+        verdict: Checked,
+        own: OwnAnswer,
+        asked: Asked,
+        every: Mapping[str, Shown],
+        check: dict[str, Any],
+        notes: list[str],
+    ) -> tuple[str, list[Claim], dict[str, Shown]]:
+        """The verdict where `stands` stands: its lines, or the KB's where it answers nothing.
+
+        `verdict` is the judge's own answer as checked; `every` the chunks the council was shown.
+        """
+        final = own.claims if stands is verdict else list(stands.claims)
+        supplied = own.shown if stands is verdict else _member_shown(stands, self.chunks)
+        text = stands.text
+        if text in (NO_ANSWER, OFF_QUESTION) and (
+            held := _figures_held(asked, self.vocabulary, every)
+        ):
+            # no answer gave it, but a chunk shown states the figure asked: quote it
+            text, final, supplied = self._held(held, asked, every, final, supplied)
+            notes.append(f"no answer stated the {asked.property} asked; the chunk's own words")
+        answered = text not in (NO_ANSWER, OFF_QUESTION)
+        vocabulary = ShownVocabulary(self.vocabulary, every)  # figures of chunks shown only
+        ranked = None if asked.unknown else rank(asked.question, vocabulary,
+                                                 _things(every, vocabulary))  # fmt: skip
+        # no answer answers, but retrieval's first by a wide margin is of the thing asked
+        first = None if answered or asked.unknown else first_of_thing(
+            asked, every, self.scores, self.vocabulary)  # fmt: skip
+        if ranked is not None or (answered and not asked.unknown) or first is not None:
+            # a ranking the KB's figures settle needs no answer to have been supported
+            shown_to = frozenset(own.shown) | self.seen  # the council's prompts showed
+            agreed = agreed_lead(asked, stands, [verdict, *self.members], every,
+                                 self.vocabulary)  # fmt: skip
+            said = self._lines(text if answered else "", final, supplied, every, vocabulary,
+                               asked, ranked, check, notes, shown_to, agreed)  # fmt: skip
+            if said[0].strip():
+                text, final, supplied = said
+                if first is not None and ranked is None:
+                    notes.append(f"no answer answered the question; {first}, retrieval's "
+                                 "first by a wide margin, in its own words")  # fmt: skip
+        if text not in (NO_ANSWER, OFF_QUESTION) and not asked.unknown:
+            lead = text.strip().split("\n", 1)[0]  # the answer's lead speaks of it, or none
+            if unspoken := asked.unspoken(lead, supplied, self.vocabulary):
+                text, final, supplied = self._wanted(final, supplied, every, asked, unspoken,
+                                                     notes)  # fmt: skip
+        return text, final, supplied
+
     def _lines(
         self,
         text: str,
@@ -540,14 +573,19 @@ class _Ruling:
         check: dict[str, Any],
         notes: list[str],
         shown_to: frozenset[str] = frozenset(),
+        agreed: str | None = None,
     ) -> tuple[str, list[Claim], dict[str, Shown]]:
         """The verdict's lines: a ranked lead where the question ranks, else the chunks' words.
 
-        `vocabulary` is the KB's, its figures those of the chunks shown (`every`).
+        `vocabulary` is the KB's, its figures those of the chunks shown (`every`); `agreed` the
+        chunk more answers lead with than the standing one (`agreed_lead`).
         """
         if ranked is None:
             check["lines"] = "quoted"
-            return self._in_kb_words(text, claims, supplied, every, vocabulary, asked)
+            if agreed is not None:
+                check["agreed_lead"] = agreed
+                notes.append(f"the verdict leads with {agreed}: more answers lead with it")
+            return self._in_kb_words(text, claims, supplied, every, vocabulary, asked, agreed)
         # the KB's figures, not the judge's arithmetic, name the one asked for
         lead = ranked.lead
         check["extreme"] = {"direction": ranked.direction, "property": ranked.measure,
@@ -627,9 +665,11 @@ class _Ruling:
         every: Mapping[str, Shown],
         vocabulary: Vocabulary,
         asked: Asked,
+        agreed: str | None = None,
     ) -> tuple[str, list[Claim], dict[str, Shown]]:
         """The direct answer (checked), then the chunks' own sentences that bear on the question.
 
+        `agreed`: the chunk more answers lead with than the direct answer (`agreed_lead`).
         Returns the verdict's text, its claims (the dropped ones, the direct answer's as
         checked, then each quoted line's) and the chunks it may cite.
         """
@@ -638,11 +678,12 @@ class _Ruling:
         kept = [c for c in claims if c.status != "dropped" and plain(c.text).strip(" -*•") in said]
         direct = unlabelled(direct, [c.heading for c in every.values()])
         cited = _cited(c for c in claims if c.supported)
-        scores = {i: chunk.score for i, chunk in self.chunks.items()}
-        quoted = supporting_lines(asked, every, scores, cited, vocabulary, said=direct)
+        scores = self.scores
+        quoted = supporting_lines(asked, every, scores, cited, vocabulary, said=direct,
+                                  agreed=agreed)  # fmt: skip
         direct, quoted = said_once(direct, quoted, vocabulary)
         kept = kept if direct else []
-        lines = ordered(asked, direct, quoted, scores, vocabulary)
+        lines = ordered(asked, direct, quoted, scores, vocabulary, agreed)
         lines = [*lines[:1], *(f"- {line}" for line in lines[1:])]
         ids = _cited(Claim(line, (), "supported", "") for line in quoted)
         supplied = {**supplied, **{i: every[i] for i in every if i in ids}}  # as shown

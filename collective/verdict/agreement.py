@@ -43,6 +43,7 @@ __all__ = [
     "Checked",
     "Decision",
     "Reduced",
+    "agreed_lead",
     "check_answer",
     "decide",
     "not_held",
@@ -359,11 +360,21 @@ def _figure_stated(claim: Claim, figures: Sequence[Figure]) -> Figure | None:
     return None
 
 
+def _weight(answer: Checked) -> float:
+    """An answer's vote: its model's confidence where reported, else one."""
+    return 1.0 if answer.confidence is None else max(0.0, answer.confidence)
+
+
+def _opening(answer: Checked) -> tuple[str, list[Claim]]:
+    """An answer's first sentence as written, and the claims of it."""
+    opening = plain(_first_sentence(answer.written or answer.text))
+    return opening, [c for c in answer.claims if _in(c.written or c.text, opening)]
+
+
 def reduce(answer: Checked, asked: Asked, vocabulary: Vocabulary | None) -> Reduced:
     """`answer` reduced to its answer to `asked`: the thing it names, the figure it states."""
-    weight = 1.0 if answer.confidence is None else max(0.0, answer.confidence)
-    opening = plain(_first_sentence(answer.written or answer.text))
-    said = [c for c in answer.claims if _in(c.written or c.text, opening)]
+    weight = _weight(answer)
+    opening, said = _opening(answer)
     direct = [c for c in said if c.supported] if all(c.status != "dropped" for c in said) else []
     if vocabulary is None:
         return Reduced(answer.who, frozenset(answer.answer), None, True, "", weight, bool(direct))
@@ -532,6 +543,69 @@ def decide(
         f"{stands.who}'s answer stands: {n} of {total} supported answers give it"
     )  # fmt: skip
     return Decision(stands, (), why, votes, off)
+
+
+# -- the chunk the answers lead with -----------------------------------------------------------
+
+_ADDED_WORDS = 2
+"""Of a first sentence that cites no chunk, the words beyond the question's (names aside) a
+chunk must hold for the sentence to lead with it."""
+
+
+def agreed_lead(
+    asked: Asked,
+    stands: Checked,
+    answers: Sequence[Checked],
+    shown: Mapping[str, Shown],
+    vocabulary: Vocabulary | None,
+) -> str | None:
+    """Of a question about one thing, the chunk more answers lead with than `stands` leads with.
+
+    Two chunks of the thing asked may both be true of it: which one answers the question is
+    what the answers vote on, where the figure asked does not settle it. An answer leads with
+    the chunk of the thing asked that a supported claim of its first sentence cites; a first
+    sentence that cites none (a sample's "PETG-CF needs a hardened or ruby nozzle", unchecked
+    without an entailment check) leads with the one chunk of that thing holding most of what it
+    adds to the question, at least `_ADDED_WORDS` words beyond the question's and the names.
+    The verdict quotes that chunk, so its words are never the answer's. A first sentence with
+    a dropped claim leads with nothing. None where `stands` leads with no chunk, or none has
+    more weight than its own.
+    """
+    if len(asked.things) != 1 or vocabulary is None:
+        return None
+    of_thing = {i: _words(f"{c.heading} {c.text}", vocabulary) for i, c in shown.items()
+                if getattr(vocabulary.thing_of(i), "key", None) == asked.things[0]}  # fmt: skip
+    question = _words(asked.question, vocabulary)
+
+    def lead(answer: Checked) -> str | None:
+        opening, said = _opening(answer)
+        if any(c.status == "dropped" for c in said):
+            return None
+        cited = [i for c in said if c.supported for i in c.cited if i in of_thing]
+        if cited or any(c.cited for c in said):
+            return cited[0] if cited else None
+        added = _words(opening, vocabulary) - question
+        held = sorted(((len(added & words), i) for i, words in of_thing.items()), reverse=True)
+        if not held or held[0][0] < _ADDED_WORDS or (len(held) > 1 and held[1][0] == held[0][0]):
+            return None
+        return held[0][1]
+
+    own = lead(stands)
+    if own is None:
+        return None
+    votes: dict[str, float] = {}
+    for answer in answers:
+        if (chunk := lead(answer)) is not None:
+            votes[chunk] = votes.get(chunk, 0.0) + _weight(answer)
+    best = max(votes, key=lambda i: votes[i])
+    return best if best != own and votes[best] > votes[own] else None
+
+
+def _words(text: str, vocabulary: Vocabulary) -> set[str]:
+    """The content words of `text` but those of the names it gives things."""
+    for named in reversed(vocabulary.named_in(text)):
+        text = f"{text[: named.start]} {text[named.start + len(named.written) :]}"
+    return set(content_words(text))
 
 
 def _quoted(answer: Checked, reduced: Reduced) -> Checked:

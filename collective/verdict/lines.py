@@ -26,6 +26,7 @@ from collective.verdict.support import Shown, plain
 __all__ = [
     "WIDE_MARGIN",
     "direct_answer",
+    "first_of_thing",
     "ordered",
     "readable",
     "said_once",
@@ -114,6 +115,7 @@ def supporting_lines(
     vocabulary: Vocabulary | None = None,
     said: str = "",
     most: int = 3,
+    agreed: str | None = None,
 ) -> list[str]:
     """The chunks' own sentences that bear on the question, best first, each with its tag.
 
@@ -127,6 +129,8 @@ def supporting_lines(
             quoted again, and of a question that names things, a line about another thing is
             quoted only where the answer cites it and names that thing.
         most: The most lines.
+        agreed: The chunk more answers lead with than the standing one (`agreed_lead`): first
+            where retrieval ranks none first by a wide margin.
     """
     figures = (
         {f.chunk_id: f for f in vocabulary.figures(asked.property)}
@@ -136,7 +140,7 @@ def supporting_lines(
     ids = _on_the_things(asked, list(shown), cited, vocabulary, said)
     if not ids:
         return []
-    order, top, first = _in_order(ids, scores, {*cited}, figures)
+    order, top, first = _in_order(ids, scores, {*cited}, figures, agreed)
     question = set(content_words(asked.question))
     # a word most chunks shown use ("filament" in a KB of filaments) tells none of them apart
     words = {i: set(content_words(f"{shown[i].heading} {shown[i].text}")) for i in shown}
@@ -178,16 +182,21 @@ def supporting_lines(
 
 
 def _in_order(
-    ids: list[str], scores: Mapping[str, float], cited: set[str], figures: Mapping[str, object]
+    ids: list[str],
+    scores: Mapping[str, float],
+    cited: set[str],
+    figures: Mapping[str, object],
+    agreed: str | None = None,
 ) -> tuple[list[str], str, str | None]:
-    """The chunks `ids` best first, retrieval's first, and that one if first by a wide margin.
+    """The chunks `ids` best first, retrieval's first, and the one that comes first in any case.
 
     A chunk the answer cites or with a figure asked ranks above its retrieval score
-    (`CITED_BONUS`); the one first by a wide margin (`WIDE_MARGIN`) comes first in any case.
+    (`CITED_BONUS`); the one first by a wide margin (`WIDE_MARGIN`), else the one the answers
+    agree on (`agreed`), comes first in any case.
     """
     ranked = sorted(ids, key=lambda i: -scores.get(i, 0.0))
     lead = scores.get(ranked[0], 0.0) - scores.get(ranked[1], 0.0) if len(ranked) > 1 else 1.0
-    first = ranked[0] if lead >= WIDE_MARGIN else None
+    first = ranked[0] if lead >= WIDE_MARGIN else agreed if agreed in ids else None
     order = sorted(
         ids, key=lambda i: -scores.get(i, 0.0) - CITED_BONUS * ((i in cited) + (i in figures))
     )
@@ -195,6 +204,23 @@ def _in_order(
         order.remove(first)
         order.insert(0, first)
     return order, ranked[0], first
+
+
+def first_of_thing(
+    asked: Asked, shown: Mapping[str, Shown], scores: Mapping[str, float], vocabulary: Vocabulary
+) -> str | None:
+    """Of a question about one thing, retrieval's first chunk shown, if first by a wide margin.
+
+    Only where it is that thing's (`WIDE_MARGIN`): where no answer answers, it does in its own
+    words ("Why won't glue stick to my teak?": "oily surface resists glue", 0.92 against 0.65,
+    where the judge wrote of glues).
+    """
+    if len(asked.things) != 1 or len(shown) < 2:
+        return None
+    top, second = sorted(shown, key=lambda i: -scores.get(i, 0.0))[:2]
+    if scores.get(top, 0.0) - scores.get(second, 0.0) < WIDE_MARGIN:
+        return None
+    return top if _of(top, asked, vocabulary) else None
 
 
 def _speaks(chunk: Shown, sentence: str, asks: set[str]) -> bool:
@@ -264,6 +290,7 @@ def ordered(
     quoted: Sequence[str],
     scores: Mapping[str, float],
     vocabulary: Vocabulary | None = None,
+    agreed: str | None = None,
 ) -> list[str]:
     """The verdict's lines in order: the direct answer, then the quoted lines, best first.
 
@@ -275,6 +302,7 @@ def ordered(
     with a figure of the property asked answers it, and leads; one that cites none follows a
     first line whose chunk has one, however ranked ("the bed temperature of the filament used
     for ABS supports": HIPS's print settings, over the judge's line on what HIPS is used for).
+    So does the line of the chunk more answers lead with than the direct answer (`agreed`).
     An uncited direct answer is not compared, and a choice between things is the answers' to
     make, not retrieval's.
     """
@@ -290,7 +318,8 @@ def ordered(
     if cites & figures:
         return lines
     ahead = min(scores[i] for i in first) - max(scores.get(i, 0.0) for i in cites)
-    leads = ahead >= WIDE_MARGIN or bool(first & figures)  # or it states the figure asked
+    # or it states the figure asked, or more answers lead with it
+    leads = ahead >= WIDE_MARGIN or bool(first & figures) or agreed in first
     return [quoted[0], direct, *quoted[1:]] if leads else lines
 
 

@@ -81,9 +81,13 @@ async def test_with_no_answer_giving_the_figure_asked_the_chunks_figure_is_quote
     question = "What is the melting range of C360 brass?"
     out = await council(question, judge, [judge], [melt, glue])
     assert out["answer"] == f"{melt.text} {cite(melt)}"
-    # where the KB has no figure of what is asked ("turn liquid" names no property), it says so
+    # "turn liquid" names no property: the chunk of the thing asked that retrieval ranks first
+    # by a wide margin answers in its own words; where retrieval is unsure, the verdict says so
     question = "At roughly what temperature does C360 brass turn liquid?"
     out = await council(question, judge, [judge], [melt, glue])
+    assert out["answer"] == f"{melt.text} {cite(melt)}"
+    close = chunk("hot melt glue", "Temperature", 0.85)
+    out = await council(question, judge, [judge], [melt, close])
     assert out["answer"].startswith("The knowledge base does not answer this question")
     assert "60-80" not in out["answer"]
 
