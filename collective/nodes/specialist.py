@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import re
+from collections.abc import Awaitable
 from dataclasses import replace
 from typing import Any
 
@@ -48,14 +50,22 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
     progress = [NodeProgress(name, backend.model) for name in names]
     written: list[str] = []  # what the first member has streamed, kept if it runs out of time
     race = race_of(task.get("race"))
-    try:
-        answering = call_model(
+
+    def ask(answer: str, samples: int) -> Awaitable[ModelCall]:
+        return call_model(
             ctx.for_member(index),  # members on one model sample differently
             node=names[0],
             backend=backend,
             contents=member_sections(
-                task["question"], task["plan"], task["conversation"], chunks, member, ctx.k, kb
-            ),
+                task["question"],
+                task["plan"],
+                task["conversation"],
+                chunks,
+                member,
+                ctx.k,
+                kb,
+                answer,
+            ),  # fmt: skip
             compose=prompt.compose,
             question=task["question"],
             retrieval_profile=task["retrieval_profile"],
@@ -63,6 +73,9 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
             output_cap=_answer_cap(ctx),
             samples=samples,
         )
+
+    try:
+        answering = ask(prompt.ANSWER, samples)
         call = await asyncio.wait_for(
             race.run(names[0], answering) if race is not None else answering,
             timeout=ctx.specialist_timeout_s,
@@ -92,6 +105,19 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
             raise error from None
         return _merge(_each_failed(names, backend.model, error, progress))
     results = [call.result, *call.result.samples]
+    budgets = [call.report_dict]
+    if again := [n for n, r in enumerate(results) if _bullets_only(r.text)]:
+        # bullets copied in a loop (`prompt.ANSWER_AGAIN`): asked once more in other words
+        try:
+            redone = await asyncio.wait_for(
+                ask(prompt.ANSWER_AGAIN, len(again)), timeout=ctx.specialist_timeout_s
+            )
+        except (BackendError, BudgetError, TimeoutError):
+            pass  # the answers as they were
+        else:
+            budgets.append(redone.report_dict)
+            for n, result in zip(again, [redone.result, *redone.result.samples], strict=False):
+                results[n] = result
     # Only chunks the prompt really showed (kept after trimming, tag intact) can be cited.
     shown = tuple(call.prompt.kept("kb_chunks"))
     outs = [
@@ -107,7 +133,7 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
                 if not p["error"]:
                     seen = (p.get("evidence") or {}).get("seen")
                     race.answered(p["member"], reduced_answer(p["text"], supplied, seen))
-    return _merge(outs) | {"budgets": [call.report_dict]}
+    return _merge(outs) | {"budgets": budgets}
 
 
 def _answer_cap(ctx: CouncilContext) -> int | None:
@@ -151,6 +177,11 @@ def _answered(
     return {"proposals": [proposal], "timings": progress.done(call)}
 
 
+def _bullets_only(text: str) -> bool:
+    """Whether an answer holds no word, only bullets ("- - - -" to the output cap)."""
+    return bool(text.strip()) and not re.search(r"[^\W\d_]{2}", text)
+
+
 def _merge(outs: list[dict[str, Any]]) -> dict[str, Any]:
     """The state update of several members' outcomes (proposals in member order)."""
     merged: dict[str, Any] = {"proposals": [], "timings": {}}
@@ -176,6 +207,7 @@ def member_sections(
     member: str | None,
     k: int,
     evidence: MemberEvidence | None = None,
+    answer: str = prompt.ANSWER,
 ) -> list[SectionContent]:
     """A member's prompt sections: all but its own part are the same for every member.
 
@@ -189,8 +221,8 @@ def member_sections(
         text_section("conversation_summary", conversation, keep="end"),
         evidence.section("kb_chunks") if evidence else chunks_section("kb_chunks", chunks),
         council.task_section(
-            prompt.task_text(question, plan, member, k),
-            alike=[prompt.task_text(question, plan, m, k) for m in agents.members(k)],
+            prompt.task_text(question, plan, member, k, answer),
+            alike=[prompt.task_text(question, plan, m, k, answer) for m in agents.members(k)],
         ),
     ]
 
