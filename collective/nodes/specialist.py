@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -39,6 +39,9 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
     never fatal to the council.
 
     Transient backend errors are raised while LangGraph's retry policy has attempts left.
+
+    Long: the call, its asking again (`_asked_again`) and each way it can fail share the
+    member's prompt, progress and race, kept as locals that `ask` closes over.
     """
     ctx = runtime.context
     index, samples = task["index"], task.get("samples", 1)
@@ -105,19 +108,7 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
             raise error from None
         return _merge(_each_failed(names, backend.model, error, progress))
     results = [call.result, *call.result.samples]
-    budgets = [call.report_dict]
-    if again := [n for n, r in enumerate(results) if _bullets_only(r.text)]:
-        # bullets copied in a loop (`prompt.ANSWER_AGAIN`): asked once more in other words
-        try:
-            redone = await asyncio.wait_for(
-                ask(prompt.ANSWER_AGAIN, len(again)), timeout=ctx.specialist_timeout_s
-            )
-        except (BackendError, BudgetError, TimeoutError):
-            pass  # the answers as they were
-        else:
-            budgets.append(redone.report_dict)
-            for n, result in zip(again, [redone.result, *redone.result.samples], strict=False):
-                results[n] = result
+    budgets = [call.report_dict, *await _asked_again(results, ask, ctx.specialist_timeout_s)]
     # Only chunks the prompt really showed (kept after trimming, tag intact) can be cited.
     shown = tuple(call.prompt.kept("kb_chunks"))
     outs = [
@@ -175,6 +166,27 @@ def _answered(
         **confidence_fields(result.confidence, result.confidence_note),  # type: ignore[typeddict-item]
     )
     return {"proposals": [proposal], "timings": progress.done(call)}
+
+
+async def _asked_again(
+    results: list[ChatResult],
+    ask: Callable[[str, int], Awaitable[ModelCall]],
+    timeout_s: float,
+) -> list[dict[str, Any]]:
+    """`results` that are bullets alone, asked once more in other words (`prompt.ANSWER_AGAIN`).
+
+    Replaced in place where the call answers (else kept as they were); returns its report.
+    """
+    again = [n for n, r in enumerate(results) if _bullets_only(r.text)]
+    if not again:
+        return []
+    try:
+        redone = await asyncio.wait_for(ask(prompt.ANSWER_AGAIN, len(again)), timeout=timeout_s)
+    except (BackendError, BudgetError, TimeoutError):
+        return []
+    for n, result in zip(again, [redone.result, *redone.result.samples], strict=False):
+        results[n] = result
+    return [redone.report_dict]
 
 
 def _bullets_only(text: str) -> bool:
