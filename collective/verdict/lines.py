@@ -149,10 +149,10 @@ def supporting_lines(
     names = {w for i in shown if vocabulary is not None and (t := vocabulary.thing_of(i))
              for w in t.words}  # fmt: skip
     already = plain(said).lower()
-    # of one thing, once the verdict speaks of what is asked (a word of the question that names
-    # no thing, or the figure asked where the chunks shown hold it), a line of that thing that
+    # once the verdict speaks of what is asked (a word of the question that names no thing, or
+    # the figure asked where the chunks shown hold it), a line of a thing asked about that
     # speaks of none of it is about the thing, not the question
-    asks = question - names if len(asked.things) == 1 else set()
+    asks = question - names if asked.things else set()
     held = bool(asks) and any(f.thing in asked.things for f in figures.values())
     anchored = held or bool(asks & set(content_words(plain(said))))
     out: list[str] = []

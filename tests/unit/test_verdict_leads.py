@@ -155,3 +155,44 @@ def test_where_no_answer_answers_retrievals_clear_first_of_the_thing_does(
     scores = {i: next_score - 0.05 for i in SHOWN} | {"mem_bag_pack": next_score}
     scores[f"mem_{first}"] = score
     assert first_of_thing(asked, SHOWN, scores, v) == (f"mem_{first}" if expected else None)
+
+
+@pytest.mark.parametrize(
+    ("question", "direct", "other", "quoted"),
+    [
+        # the verdict speaks of what is asked: a line of a thing asked about that speaks of none
+        # of it is left out, whichever of the things it is (held-out: "Which metal is easiest to
+        # machine: C360 brass, C110 copper or 304?" quoted C360's cost and welding lines)
+        ("Which resists odour better, a merino base layer or a down sleeping bag?",
+         "merino_odour", "bag_warm", False),
+        ("Which resists odour better, a merino base layer or a down sleeping bag?",
+         "merino_odour", "merino_wash", False),
+        ("Does a canister stove or a down sleeping bag cope with freezing weather?",
+         "stove_cold", "stove_fuel", False),
+        ("Does a canister stove or a down sleeping bag cope with freezing weather?",
+         "stove_cold", "bag_store", False),
+        ("Should I wash a merino base layer or a down sleeping bag cold?",
+         "merino_wash", "merino_odour", False),
+        # a line that speaks of it, in its words or its section's name, stays
+        ("Which handles damp better, a merino base layer or a down sleeping bag?",
+         "merino_damp", "bag_wet", True),
+        ("Which loses its loft or its pressure in the cold, a down sleeping bag or a canister "
+         "stove?", "stove_cold", "bag_wet", True),
+        ("Which is warm when damp, a merino base layer or a down sleeping bag?",
+         "merino_damp", "bag_warm", True),
+        # the verdict does not speak of it yet, or the question names no thing: as cited
+        ("Which is safer in gusty weather, a canister stove or a down sleeping bag?",
+         "bag_store", "stove_fuel", True),
+        ("What should I bring for a cold night outside?", "bag_warm", "stove_fuel", True),
+    ],
+)  # fmt: skip
+def test_a_line_of_a_thing_asked_that_speaks_of_nothing_asked_is_left_out(
+    question, direct, other, quoted
+) -> None:
+    v = vocabulary()
+    asked = Asked.read(question, v, SHOWN.values())
+    said = f"{SHOWN[f'mem_{direct}'].text} [KB#mem_{direct}]"
+    scores = {i: 0.5 for i in SHOWN} | {f"mem_{direct}": 0.8, f"mem_{other}": 0.75}
+    cited = [f"mem_{direct}", f"mem_{other}"]
+    lines = supporting_lines(asked, SHOWN, scores, cited, v, said=said, most=5)
+    assert (f"[KB#mem_{other}]" in " ".join(lines)) is quoted, lines
