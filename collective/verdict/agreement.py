@@ -101,6 +101,10 @@ class Checked:
         return sum(c.status != "dropped" for c in self.claims)
 
 
+_ASKED_FIRST = re.compile(r"^\s*(?:[-*•]\s*)?[^\n.!?]{1,300}\?(?:\s*[-–:](?=\s))?\s*")
+"""A question an answer opens with (the question asked, echoed): an answer's words follow it."""
+
+
 def check_answer(
     who: str,
     text: str,
@@ -116,6 +120,7 @@ def check_answer(
     Its `claims` are checked by `check_claims` unless given.
     """
     names = list(names)
+    text = _ASKED_FIRST.sub("", text, count=1)
     if claims is None:
         claims = check_claims(text, shown, entail, names, vocabulary=vocabulary)
     revised = revise(text, claims)

@@ -936,3 +936,51 @@ def test_a_direct_answer_a_quoted_line_holds_is_said_once(direct, quoted, expect
 def test_a_label_copied_from_a_sections_heading_is_not_the_answers(line, expected) -> None:
     headings = [*(c.heading for c in CHUNKS), "silicone mat > Notes"]
     assert unlabelled(line, headings) == expected
+
+
+# -- an answer that opens with the question, echoed --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        # held-out: "Why won't glue stick to my teak? - PETG bonds so strongly to smooth PEI ..."
+        # stood as a sample's direct answer, the question echoed first
+        ("Does a cast iron pan rust outdoors? - It rusts if left damp [KB#mem_ci_store].",
+         "It rusts if left damp [KB#mem_ci_store]."),
+        ("Is a stainless pan dishwasher safe? Yes, it is dishwasher safe [KB#mem_ss_clean].",
+         "Yes, it is dishwasher safe [KB#mem_ss_clean]."),
+        ("- How hot can a nonstick pan get? Its coating degrades above 260 °C [KB#mem_ns_limits].",
+         "Its coating degrades above 260 °C [KB#mem_ns_limits]."),
+        ("how do I sharpen a carbon steel knife?: at 15-20 degrees [KB#mem_cs_edge].",
+         "at 15-20 degrees [KB#mem_cs_edge]."),
+        ("Will a ceramic knife chip?\nIt chips easily when dropped [KB#mem_ceramic].",
+         "It chips easily when dropped [KB#mem_ceramic]."),
+        ("What is a silicone mat rated to? – It is rated to 250 °C [KB#mem_mat].",
+         "It is rated to 250 °C [KB#mem_mat]."),
+        # no question first: as written
+        ("A cast iron pan rusts if left damp [KB#mem_ci_store].",
+         "A cast iron pan rusts if left damp [KB#mem_ci_store]."),
+        ("Soft-boiled eggs take 6-7 minutes [KB#mem_timer]. Why? They are soft inside.",
+         "Soft-boiled eggs take 6-7 minutes [KB#mem_timer]. Why? They are soft inside."),
+        ("It is rated to 250 °C, density 1.15 g/cm3 [KB#mem_mat].",
+         "It is rated to 250 °C, density 1.15 g/cm3 [KB#mem_mat]."),
+        ("- A copper pan conducts heat far better [KB#mem_cu_heat].",
+         "- A copper pan conducts heat far better [KB#mem_cu_heat]."),
+    ],
+)  # fmt: skip
+def test_an_answer_opening_with_the_question_is_read_from_what_follows(text, answer) -> None:
+    checked = check_answer("specialist-1", text, SHOWN, vocabulary=vocabulary())
+    assert checked.text.startswith(answer.split(" [KB#")[0]), checked.text
+    assert checked.written == answer
+
+
+def test_a_sample_echoing_the_question_over_another_things_line_does_not_stand() -> None:
+    question = "Does a cast iron pan rust outdoors?"
+    asked = Asked.read(question, vocabulary(), SHOWN.values())
+    judge = answer("judge", "Outdoor storage of cast iron pans: poor: it rusts if left damp "
+                            "[KB#mem_ci_store].")  # fmt: skip
+    echo = answer("specialist-1", f"{question} - A stainless pan is dishwasher safe "
+                                  "[KB#mem_ss_clean].")  # fmt: skip
+    decision = decide(asked, [judge, echo, echo], vocabulary())
+    assert decision.stands is not None and decision.stands.who == "judge"
