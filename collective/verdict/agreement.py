@@ -50,6 +50,7 @@ __all__ = [
     "not_stated",
     "reduce",
     "reduced_answer",
+    "unnamed",
 ]
 
 NO_ANSWER = "The knowledge base does not answer this question: no chunk shown to the council \
@@ -608,9 +609,15 @@ def agreed_lead(
 
 def _words(text: str, vocabulary: Vocabulary) -> set[str]:
     """The content words of `text` but those of the names it gives things."""
-    for named in reversed(vocabulary.named_in(text)):
-        text = f"{text[: named.start]} {text[named.start + len(named.written) :]}"
-    return set(content_words(text))
+    return set(content_words(unnamed(text, vocabulary)))
+
+
+def unnamed(text: str, vocabulary: Vocabulary | None) -> str:
+    """`text` with the names of the things it names blanked out (its offsets kept)."""
+    for named in reversed(vocabulary.named_in(text) if vocabulary is not None else []):
+        end = named.start + len(named.written)
+        text = f"{text[: named.start]}{' ' * (end - named.start)}{text[end:]}"
+    return text
 
 
 def _quoted(answer: Checked, reduced: Reduced) -> Checked:

@@ -20,7 +20,7 @@ from collective.kb.chunking import HEADING_SEPARATOR
 from collective.kb.citations import tag
 from collective.kb.vocabulary import Vocabulary
 from collective.kb.words import STOPWORDS, content_words
-from collective.verdict.agreement import Asked
+from collective.verdict.agreement import Asked, unnamed
 from collective.verdict.support import Shown, plain
 
 __all__ = [
@@ -365,7 +365,7 @@ def _holder(
 def _words_and_things(text: str, vocabulary: Vocabulary | None) -> tuple[set[str], set[str]]:
     """The content words of `text` but its things' names, and those things (by key)."""
     things = {n.thing.key for n in vocabulary.named_in(text)} if vocabulary is not None else set()
-    return set(content_words(_unnamed(text, vocabulary))), things
+    return set(content_words(unnamed(text, vocabulary))), things
 
 
 def _within(part: tuple[set[str], set[str]], whole: tuple[set[str], set[str]]) -> bool:
@@ -387,16 +387,8 @@ def _said_already(sentence: str, said: str, vocabulary: Vocabulary | None = None
 
     A thing's name is no figure: "316" of "316 stainless steel" is said wherever its name is.
     """
-    figures, said = _FIGURE.findall(_unnamed(sentence, vocabulary)), _unnamed(said, vocabulary)
+    figures, said = _FIGURE.findall(unnamed(sentence, vocabulary)), unnamed(said, vocabulary)
     return bool(figures) and all(f in said for f in figures)
-
-
-def _unnamed(text: str, vocabulary: Vocabulary | None) -> str:
-    """`text` with the names of the things it names blanked out."""
-    for named in reversed(vocabulary.named_in(text) if vocabulary is not None else []):
-        end = named.start + len(named.written)
-        text = f"{text[: named.start]}{' ' * (end - named.start)}{text[end:]}"
-    return text
 
 
 def _best_sentences(chunk: Shown, question: set[str], figure: object | None) -> list[str]:
