@@ -68,7 +68,7 @@ async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> 
                 ctx.k,
                 kb,
                 answer,
-            ),  # fmt: skip
+            ),
             compose=prompt.compose,
             question=task["question"],
             retrieval_profile=task["retrieval_profile"],
