@@ -194,16 +194,21 @@ def _in_order(
     (`CITED_BONUS`); the one first by a wide margin (`WIDE_MARGIN`), else the one the answers
     agree on (`agreed`), comes first in any case.
     """
-    ranked = sorted(ids, key=lambda i: -scores.get(i, 0.0))
-    lead = scores.get(ranked[0], 0.0) - scores.get(ranked[1], 0.0) if len(ranked) > 1 else 1.0
-    first = ranked[0] if lead >= WIDE_MARGIN else agreed if agreed in ids else None
+    first = _clear_first(ids, scores) or (agreed if agreed in ids else None)
     order = sorted(
         ids, key=lambda i: -scores.get(i, 0.0) - CITED_BONUS * ((i in cited) + (i in figures))
     )
     if first is not None:
         order.remove(first)
         order.insert(0, first)
-    return order, ranked[0], first
+    return order, max(ids, key=lambda i: scores.get(i, 0.0)), first
+
+
+def _clear_first(ids: Sequence[str], scores: Mapping[str, float]) -> str | None:
+    """Retrieval's first of `ids` where it leads the next by `WIDE_MARGIN` or more (or is alone)."""
+    ranked = sorted(ids, key=lambda i: -scores.get(i, 0.0))
+    lead = scores.get(ranked[0], 0.0) - scores.get(ranked[1], 0.0) if len(ranked) > 1 else 1.0
+    return ranked[0] if lead >= WIDE_MARGIN else None
 
 
 def first_of_thing(
@@ -217,10 +222,8 @@ def first_of_thing(
     """
     if len(asked.things) != 1 or len(shown) < 2:
         return None
-    top, second = sorted(shown, key=lambda i: -scores.get(i, 0.0))[:2]
-    if scores.get(top, 0.0) - scores.get(second, 0.0) < WIDE_MARGIN:
-        return None
-    return top if _of(top, asked, vocabulary) else None
+    top = _clear_first(list(shown), scores)
+    return top if top is not None and _of(top, asked, vocabulary) else None
 
 
 def _speaks(chunk: Shown, sentence: str, asks: set[str]) -> bool:
