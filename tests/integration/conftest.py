@@ -49,8 +49,9 @@ def _cached_build() -> str | None:
     root = os.environ.get("COLLECTIVE_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "collective"
     )
-    binary = Path(root) / "llama-server" / version / "bin" / "llama-server"
-    return str(binary) if os.access(binary, os.X_OK) else None
+    # build.sh caches it under "<version>-<CPU key>"
+    built = sorted(Path(root, "llama-server").glob(f"{version}-*/bin/llama-server"))
+    return next((str(b) for b in built if os.access(b, os.X_OK)), None)
 
 
 @pytest.fixture(scope="session")

@@ -52,10 +52,12 @@ def _check(out: dict, rows: Path) -> None:
     assert list(summary) == ARMS and set(out["groups"]) == {"all", "direct", "comparison", "wide"}
     calls = {arm: s["calls_per_q"] for arm, s in summary.items()}
     # alone: the judge's own answer (one call, and a fix of an unsupported claim), then K-1
-    # samples (self-consistency's K answers count the own one) or K members
+    # samples (self-consistency's K answers count the own one) or K members; a call whose
+    # answers are bullets alone is asked once more (at most once a call: `_asked_again`)
     assert 1 <= calls["single"] <= 2
-    assert all(calls[arm] == calls["single"] + 1 for arm in ("self-consistency", "self-moa"))
-    assert all(calls[arm] == calls["single"] + 2 for arm in ("council", "council-split"))
+    more = {arm: calls[arm] - calls["single"] for arm in ARMS}
+    assert all(1 <= more[arm] <= 2 for arm in ("self-consistency", "self-moa")), calls
+    assert all(2 <= more[arm] <= 4 for arm in ("council", "council-split")), calls
     assert summary["single"]["accuracy_diff_ci95"] == [0, 0]
     for s in summary.values():
         assert s["n"] == 3 and 0 <= s["evidence_recall"] <= 1
