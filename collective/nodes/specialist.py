@@ -29,7 +29,10 @@ from collective.prompts import council
 from collective.prompts import specialist as prompt
 from collective.verdict.agreement import reduced_answer
 
-__all__ = ["member_sections", "specialist"]
+__all__ = ["ASKED_AGAIN", "member_sections", "specialist"]
+
+ASKED_AGAIN = "asked again"
+"""How the note of a call that asked looping members once more starts (`_asked_again`)."""
 
 
 async def specialist(task: SpecialistTask, runtime: Runtime[CouncilContext]) -> dict[str, Any]:
@@ -175,7 +178,8 @@ async def _asked_again(
 ) -> list[dict[str, Any]]:
     """`results` that are bullets alone, asked once more in other words (`prompt.ANSWER_AGAIN`).
 
-    Replaced in place where the call answers (else kept as they were); returns its report.
+    Replaced in place where the call answers (else kept as they were); returns its report, with
+    a note that starts with `ASKED_AGAIN`.
     """
     again = [n for n, r in enumerate(results) if _bullets_only(r.text)]
     if not again:
@@ -186,7 +190,10 @@ async def _asked_again(
         return []
     for n, result in zip(again, [redone.result, *redone.result.samples], strict=False):
         results[n] = result
-    return [redone.report_dict]
+    answers = len(results)
+    which = "the answer was" if answers == 1 else f"{len(again)} of {answers} answers were"
+    why = f"{ASKED_AGAIN}: {which} bullets alone"
+    return [redone.report_dict | {"notes": [*redone.report_dict["notes"], why]}]
 
 
 def _bullets_only(text: str) -> bool:

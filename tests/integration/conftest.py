@@ -30,6 +30,14 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+def asked_again(budgets: list[dict[str, Any]]) -> list[str]:
+    """The nodes of the calls that asked looping members once more (`nodes.specialist`): a
+    real model's answer may be bullets alone on one CPU and not on another."""
+    from collective.nodes.specialist import ASKED_AGAIN
+
+    return [b["node"] for b in budgets if any(n.startswith(ASKED_AGAIN) for n in b["notes"])]
+
+
 def need_llama_cpp() -> None:
     """llama-cpp-python must be importable (fail under CI, skip elsewhere)."""
     try:

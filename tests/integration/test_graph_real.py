@@ -6,6 +6,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from collective.graph import CouncilContext, build_graph
+from tests.integration.conftest import asked_again
 
 pytestmark = pytest.mark.integration
 
@@ -40,9 +41,10 @@ async def test_a_real_council_answers_with_exact_budgets(ctx, tmp_path):
     assert any(c["dense_rank"] for c in sides) and any(c["lexical_rank"] for c in sides)
     # one judge call more where it had to fix a cited claim its chunk does not support
     fix = ["judge"] if "revised" in out["claim_check"] else []  # the call that fixed claims
+    again = asked_again(out["budgets"])
     # in the order the calls finished: the judge drafts beside the specialists
     assert sorted(b["node"] for b in out["budgets"]) == sorted(
-        ["plan", "specialist-1", "specialist-2", "judge", *fix]
+        ["plan", "specialist-1", "specialist-2", "judge", *fix, *again]
     )
     for budget in out["budgets"]:
         assert budget["token_counter"] == "exact:llama.cpp"
@@ -54,7 +56,7 @@ async def test_a_real_council_answers_with_exact_budgets(ctx, tmp_path):
     supplied = {c["id"] for c in out["retrieval"]["chunks"]}
     assert {c["id"] for c in out["citations"]} <= supplied
     # one usage-log line per model call
-    assert len((tmp_path / "usage.jsonl").read_text().splitlines()) == 4 + len(fix)
+    assert len((tmp_path / "usage.jsonl").read_text().splitlines()) == 4 + len(fix) + len(again)
 
     second = await graph.ainvoke({"question": "And what about PETG?"}, config, context=ctx)
     assert isinstance(second["answer"], str)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import REPO, free_port
+from conftest import REPO, asked_again, free_port
 from langgraph_sdk import get_client
 
 from collective.verdict.support import plain
@@ -122,7 +122,7 @@ async def test_langgraph_dev_serves_the_council(dev_server, tmp_path):
     # in the order the calls finished: the judge drafts beside the specialist (no planner: the
     # default has none)
     nodes = sorted(b["node"] for b in out["budgets"])
-    assert nodes == sorted(["specialist-1", "judge", *fix])
+    assert nodes == sorted(["specialist-1", "judge", *fix, *asked_again(out["budgets"])])
     assert all(b["token_counter"] == "exact:llama.cpp" for b in out["budgets"])
     specialist = [b for b in out["budgets"] if b["node"] == "specialist-1"][0]
     assert {s["name"] for s in specialist["sections"]} == {"system", "kb_chunks", "task"}

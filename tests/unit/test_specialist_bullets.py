@@ -8,6 +8,7 @@ the vote nothing. The scripted member loops on the format as the real one did.
 from __future__ import annotations
 
 from collective.graph import build_graph
+from collective.nodes.specialist import ASKED_AGAIN
 from collective.prompts import specialist as prompt
 from tests.fakes import ScriptedBackend
 from tests.unit.test_graph_council import context
@@ -42,6 +43,9 @@ async def test_a_member_that_loops_on_bullets_is_asked_again_in_other_words() ->
     assert prompt.ANSWER in asked[0] and any(prompt.ANSWER_AGAIN in a for a in asked[1:])
     nodes = [b["node"] for b in out["budgets"]]
     assert nodes.count("specialist-1") + nodes.count("specialist-2") == len(spec.calls)
+    # the call that asked again says so, and why
+    again = [n for b in out["budgets"] for n in b["notes"] if n.startswith(ASKED_AGAIN)]
+    assert again == [f"{ASKED_AGAIN}: the answer was bullets alone"] * 2
 
 
 async def test_a_member_that_loops_again_keeps_its_answer_and_is_asked_no_more() -> None:
@@ -55,4 +59,5 @@ async def test_a_member_that_answers_is_asked_once() -> None:
     spec = ScriptedBackend("spec", ANSWER)
     out = await ask(spec)
     assert len(spec.calls) == 2
+    assert not any(n.startswith(ASKED_AGAIN) for b in out["budgets"] for n in b["notes"])
     assert [p["text"] for p in out["proposals"]] == [ANSWER, ANSWER]
